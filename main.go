@@ -1,0 +1,204 @@
+// Command acpbridge is an ACP agent (Agent Client Protocol v1: JSON-RPC 2.0,
+// one JSON object per line on stdin/stdout) that serves at most one live
+// session per process.
+//
+// Build and run:
+//
+//	go build -o acpbridge . && ./acpbridge --model replay:fixtures/hello.jsonl
+//
+// main.go holds the flags, the wiring of one jrpc2 server to stdin/stdout,
+// and shutdown: the process ends with status 0 when stdin reaches EOF or
+// stdout breaks, after cancelling the turn and closing the session.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/creachadair/jrpc2"
+)
+
+const version = "0.1.0"
+
+const usageText = `acpbridge %s: an ACP agent that serves one session per process.
+
+Usage: acpbridge [flags]
+
+It speaks ACP v1 on stdin/stdout (one JSON-RPC message per line) and logs to
+stderr. Editors launch it; it exits when stdin closes.
+
+Flags (environment variables in brackets):
+`
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run is the whole program; tests call setup and serve themselves.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a, trace, code := setup(args, stderr)
+	if a == nil {
+		return code
+	}
+	if trace != nil {
+		defer trace.close()
+	}
+	return serve(ctx, a, stdin, stdout, trace)
+}
+
+// setup parses the command line and builds the agent, or returns nil and
+// an exit status.
+func setup(args []string, stderr io.Writer) (*agent, *tracer, int) {
+	a, cfg, logLevel, code := parseFlags(args, stderr)
+	if a == nil {
+		return nil, nil, code
+	}
+	level := slog.LevelInfo
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		fmt.Fprintf(stderr, "acpbridge: --log-level %q: use debug, info, warn or error\n", logLevel)
+		return nil, nil, 2
+	}
+	a.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	a.store = &store{dir: filepath.Join(cfg.stateDir, "sessions"), log: a.log}
+	if cfg.modelSpec != "" {
+		m, err := newModel(cfg)
+		if err != nil {
+			fmt.Fprintf(stderr, "acpbridge: --model %s: %v\n", cfg.modelSpec, err)
+			return nil, nil, 2
+		}
+		a.model = m
+	}
+	var trace *tracer
+	if cfg.trace != "" {
+		t, err := openTrace(cfg.trace)
+		if err != nil {
+			fmt.Fprintf(stderr, "acpbridge: --trace: %v\n", err)
+			return nil, nil, 2
+		}
+		trace = t
+	}
+	return a, trace, 0
+}
+
+// serve runs the agent on one connection until it ends.
+func serve(ctx context.Context, a *agent, stdin io.Reader, stdout io.Writer, trace *tracer) int {
+	a.out = newWire(stdin, stdout, a.cfg.maxLineBytes, trace)
+	if a.newID == nil {
+		a.newID = randomID
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	a.srv = jrpc2.NewServer(a.handlers(), &jrpc2.ServerOptions{
+		AllowPush:      true,
+		Concurrency:    256, // a blocked prompt must never starve session/cancel
+		DisableBuiltin: true,
+		Logger:         func(text string) { a.log.Debug(text, "from", "jrpc2") },
+	}).Start(a.out)
+
+	stopped := make(chan jrpc2.ServerStatus, 1)
+	go func() { stopped <- a.srv.WaitStatus() }()
+	select {
+	case st := <-stopped:
+		if st.Err != nil && !errors.Is(st.Err, io.EOF) {
+			a.log.Warn("connection ended", "err", st.Err)
+		}
+	case <-a.out.broken:
+		a.log.Info("stdout is closed; shutting down")
+	case <-ctx.Done():
+	}
+	a.shutdown()
+	a.out.flush()
+	a.log.Debug("exiting")
+	return 0
+}
+
+// parseFlags returns the agent to run, or nil with an exit code.
+func parseFlags(args []string, stderr io.Writer) (*agent, config, string, int) {
+	fs := flag.NewFlagSet("acpbridge", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg config
+	var logLevel string
+	var showVersion bool
+	fs.StringVar(&cfg.modelSpec, "model", os.Getenv("ACPBRIDGE_MODEL"), "`SPEC`: replay:PATH (a replay fixture) or openai:MODEL [ACPBRIDGE_MODEL]")
+	fs.StringVar(&cfg.stateDir, "state-dir", envOr("ACPBRIDGE_STATE_DIR", defaultStateDir()), "`DIR` where sessions persist [ACPBRIDGE_STATE_DIR]")
+	fs.StringVar(&cfg.baseURL, "base-url", envOr("OPENAI_BASE_URL", "https://api.openai.com/v1"), "`URL` of the OpenAI-compatible endpoint; the key comes from OPENAI_API_KEY [OPENAI_BASE_URL]")
+	fs.StringVar(&cfg.record, "record", "", "append every model response to `PATH` as a replay fixture")
+	fs.StringVar(&logLevel, "log-level", "info", "stderr log `LEVEL`: debug, info, warn, error")
+	fs.StringVar(&cfg.trace, "trace", "", "write every protocol message, in and out, to `PATH` as JSON lines")
+	fs.IntVar(&cfg.maxTurnRequests, "max-turn-requests", 50, "most model calls in one turn (then stopReason max_turn_requests)")
+	fs.IntVar(&cfg.maxLineBytes, "max-line-bytes", 64<<20, "longest message line accepted; a longer one is answered with an error and skipped")
+	fs.BoolVar(&showVersion, "version", false, "print the version and exit")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, usageText, version)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, cfg, "", 0
+		}
+		return nil, cfg, "", 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "acpbridge: unexpected argument %q; see --help\n", fs.Arg(0))
+		return nil, cfg, "", 2
+	}
+	if showVersion {
+		fmt.Fprintf(stderr, "acpbridge %s\n", version)
+		return nil, cfg, "", 0
+	}
+	if cfg.maxTurnRequests < 1 || cfg.maxLineBytes < 1024 {
+		fmt.Fprintf(stderr, "acpbridge: --max-turn-requests must be at least 1 and --max-line-bytes at least 1024\n")
+		return nil, cfg, "", 2
+	}
+	return &agent{cfg: cfg}, cfg, logLevel, 0
+}
+
+// newModel makes the model that --model names.
+func newModel(cfg config) (model, error) {
+	kind, arg, ok := strings.Cut(cfg.modelSpec, ":")
+	if !ok || arg == "" {
+		return nil, errors.New("use replay:PATH or openai:MODEL")
+	}
+	switch kind {
+	case "replay":
+		return newReplayModel(arg)
+	}
+	return nil, fmt.Errorf("unknown model kind %q; use replay:PATH or openai:MODEL", kind)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// defaultStateDir is $XDG_STATE_HOME/acpbridge, else ~/.local/state/acpbridge.
+func defaultStateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "acpbridge")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), "acpbridge")
+	}
+	return filepath.Join(home, ".local", "state", "acpbridge")
+}
+
+// randomID makes an unguessable id: prefix_ and 32 hex digits.
+func randomID(prefix string) string {
+	var b [16]byte
+	rand.Read(b[:])
+	return prefix + "_" + hex.EncodeToString(b[:])
+}

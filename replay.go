@@ -1,0 +1,289 @@
+// replay.go holds the replay model (--model replay:PATH): a JSON Lines
+// fixture whose Nth entry answers the process's Nth model call.
+//
+// The file is not read at start-up. Each call reads the next entry from
+// where the last one ended, and an entry's chunks are decoded and streamed
+// one at a time, so an entry of any length streams in constant memory.
+// `expect` is checked where it stands in the line: before any chunk when it
+// comes first, as --record writes it.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/creachadair/jrpc2"
+)
+
+type replayModel struct {
+	path string
+
+	mu     sync.Mutex // protects the fields below
+	r      *bufio.Reader
+	f      *os.File
+	line   int // lines read so far
+	served int // entries served so far
+}
+
+// replayChunk is one element of an entry's chunks: exactly one key is set.
+type replayChunk struct {
+	Text     *string   `json:"text"`
+	Thought  *string   `json:"thought"`
+	ToolCall *toolCall `json:"toolCall"`
+	Usage    *usage    `json:"usage"`
+	DelayMs  *int64    `json:"delayMs"`
+}
+
+func newReplayModel(path string) (*replayModel, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("replay fixture: %w", err)
+	}
+	if fi.IsDir() {
+		return nil, fmt.Errorf("replay fixture %s is a directory; give a .jsonl file", path)
+	}
+	return &replayModel{path: path}, nil
+}
+
+func (m *replayModel) needsHistory() bool { return false }
+func (m *replayModel) models() []string   { return []string{m.current()} }
+func (m *replayModel) current() string    { return "replay:" + filepath.Base(m.path) }
+func (m *replayModel) choose(string)      {}
+
+func (m *replayModel) complete(ctx context.Context, req *modelRequest, out *modelStream) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.r == nil {
+		f, err := os.Open(m.path)
+		if err != nil {
+			return "", modelError("replay fixture: %v", err)
+		}
+		m.f, m.r = f, bufio.NewReaderSize(f, 64<<10)
+	}
+	if err := m.skipToEntry(); err != nil {
+		if errors.Is(err, io.EOF) {
+			return "", modelError("replay fixture %s has %d entries, and model call %d asked for one more; record the conversation again (--record) or add an entry",
+				m.path, m.served, m.served+1)
+		}
+		return "", modelError("replay fixture %s: %v", m.path, err)
+	}
+	m.line++
+	m.served++
+	lr := &lineReader{r: m.r}
+	defer lr.drain()
+	stop, err := m.entry(ctx, json.NewDecoder(lr), req, out)
+	if err != nil && ctx.Err() == nil {
+		if _, ok := err.(*jrpc2.Error); ok {
+			return "", err
+		}
+		return "", modelError("replay fixture %s line %d: %v", m.path, m.line, err)
+	}
+	return stop, err
+}
+
+// skipToEntry consumes blank and comment lines up to the next entry.
+func (m *replayModel) skipToEntry() error {
+	for {
+		i := 0
+		for {
+			b, err := m.r.Peek(i + 1)
+			if err != nil {
+				return err // io.EOF: no entry left
+			}
+			c := b[i]
+			if c == ' ' || c == '\t' || c == '\r' {
+				i++
+				continue
+			}
+			if c != '\n' && c != '#' {
+				return nil
+			}
+			break
+		}
+		_, err := m.r.ReadSlice('\n')
+		for errors.Is(err, bufio.ErrBufferFull) {
+			_, err = m.r.ReadSlice('\n')
+		}
+		m.line++
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// entry streams one entry.
+func (m *replayModel) entry(ctx context.Context, dec *json.Decoder, req *modelRequest, out *modelStream) (string, error) {
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", fmt.Errorf("an entry must be a JSON object")
+	}
+	var stop, failure string
+	var sawCall bool
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return "", err
+		}
+		switch key := t.(string); key {
+		case "expect":
+			var want string
+			if err := dec.Decode(&want); err != nil {
+				return "", fmt.Errorf("expect: %v", err)
+			}
+			if got := req.conv.newest(); !strings.Contains(got, want) {
+				return "", modelError(
+					"replay fixture %s line %d: model call %d expected the newest message to contain %q, but it was %q; the conversation has diverged from the recording",
+					m.path, m.line, m.served, want, clip(got, 400))
+			}
+		case "chunks":
+			n, call, err := m.chunks(ctx, dec, out)
+			sawCall = sawCall || call
+			if err != nil {
+				return "", fmt.Errorf("chunks[%d]: %w", n, err)
+			}
+		case "stop":
+			if err := dec.Decode(&stop); err != nil {
+				return "", fmt.Errorf("stop: %v", err)
+			}
+			switch stop {
+			case stopEndTurn, stopToolUse, stopMaxTokens, stopRefusal:
+			default:
+				return "", fmt.Errorf("stop %q is not one of end_turn, tool_use, max_tokens, refusal", stop)
+			}
+		case "error":
+			if err := dec.Decode(&failure); err != nil {
+				return "", fmt.Errorf("error: %v", err)
+			}
+		default:
+			return "", fmt.Errorf("unknown key %q (the keys are expect, chunks, stop, error)", key)
+		}
+	}
+	if failure != "" {
+		return "", modelError("model call failed: %s (replayed from %s line %d)", failure, m.path, m.line)
+	}
+	if stop == "" {
+		stop = stopEndTurn
+		if sawCall {
+			stop = stopToolUse
+		}
+	}
+	return stop, nil
+}
+
+// chunks streams the chunks array and reports whether it held a tool call.
+func (m *replayModel) chunks(ctx context.Context, dec *json.Decoder, out *modelStream) (int, bool, error) {
+	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+		return 0, false, fmt.Errorf("chunks must be an array")
+	}
+	var call bool
+	n := 0
+	for ; dec.More(); n++ {
+		if ctx.Err() != nil {
+			return n, call, ctx.Err()
+		}
+		var c replayChunk
+		if err := dec.Decode(&c); err != nil {
+			return n, call, err
+		}
+		set := 0
+		for _, ok := range []bool{c.Text != nil, c.Thought != nil, c.ToolCall != nil, c.Usage != nil, c.DelayMs != nil} {
+			if ok {
+				set++
+			}
+		}
+		if set != 1 {
+			return n, call, fmt.Errorf("a chunk has exactly one of text, thought, toolCall, usage, delayMs")
+		}
+		var err error
+		switch {
+		case c.Text != nil:
+			err = out.textChunk(*c.Text)
+		case c.Thought != nil:
+			err = out.thoughtChunk(*c.Thought)
+		case c.ToolCall != nil:
+			if c.ToolCall.ID == "" || c.ToolCall.Name == "" {
+				return n, call, fmt.Errorf("toolCall needs id and name")
+			}
+			if len(c.ToolCall.Input) == 0 {
+				c.ToolCall.Input = json.RawMessage("{}")
+			}
+			call = true
+			out.toolCall(*c.ToolCall)
+		case c.Usage != nil:
+			out.addUsage(*c.Usage)
+		case c.DelayMs != nil:
+			err = sleep(ctx, out, time.Duration(*c.DelayMs)*time.Millisecond)
+		}
+		if err != nil {
+			return n, call, err
+		}
+	}
+	_, err := dec.Token()
+	return n, call, err
+}
+
+// sleep flushes the stream and waits for d or for ctx to end.
+func sleep(ctx context.Context, out *modelStream, d time.Duration) error {
+	if err := out.pause(); err != nil {
+		return err
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// lineReader reads from r up to and including the next newline, then EOF.
+type lineReader struct {
+	r    *bufio.Reader
+	done bool
+}
+
+func (l *lineReader) Read(p []byte) (int, error) {
+	if l.done {
+		return 0, io.EOF
+	}
+	if l.r.Buffered() == 0 {
+		if _, err := l.r.Peek(1); err != nil {
+			l.done = true
+			return 0, io.EOF
+		}
+	}
+	buf, _ := l.r.Peek(min(l.r.Buffered(), len(p)))
+	if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+		buf = buf[:i+1]
+		l.done = true
+	}
+	n := copy(p, buf)
+	l.r.Discard(n)
+	return n, nil
+}
+
+// drain consumes the rest of the line (after an error or a cancel).
+func (l *lineReader) drain() {
+	var buf [4096]byte
+	for !l.done {
+		l.Read(buf[:])
+	}
+}
+
+// clip shortens s for an error message.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,581 @@
+// store.go holds the session store under --state-dir: every session is
+// three files in <state-dir>/sessions/.
+//
+//	<id>.jsonl  the log: one JSON record a line, appended at message
+//	            granularity and synced at the end of each turn and on close
+//	<id>.json   the info session/list reads (cwd, title, times), replaced
+//	            atomically at the end of each turn
+//	<id>.lock   holds the owning process's pid; the owner keeps an flock on
+//	            it, which the kernel releases when the process dies
+//
+// Loading drops a torn last record (a crash mid-write) with a warning and
+// truncates it away; a corrupt record before the last fails the load with
+// the file and line, and the file is left untouched.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Record types of the log.
+const (
+	recSession    = "session"     // the first line
+	recConfig     = "config"      // mode or model changed
+	recRule       = "rule"        // an "always" permission answer
+	recUser       = "user"        // a prompt
+	recAgent      = "agent"       // (part of) an agent message
+	recThought    = "thought"     // (part of) a thought
+	recToolCall   = "tool_call"   // a tool call the model made, as announced
+	recToolResult = "tool_result" // its final status, content and result
+	recTurnEnd    = "turn_end"    // a turn ended
+)
+
+const storeVersion = 1
+
+// record is one line of a session log. Each type uses some of the fields.
+type record struct {
+	Type string `json:"type"`
+
+	V         int      `json:"v,omitempty"`
+	SessionID string   `json:"sessionId,omitempty"`
+	Cwd       string   `json:"cwd,omitempty"`
+	Dirs      []string `json:"additionalDirectories,omitempty"`
+	CreatedAt string   `json:"createdAt,omitempty"`
+
+	Mode  string `json:"mode,omitempty"`
+	Model string `json:"model,omitempty"`
+
+	Tool  string `json:"tool,omitempty"`
+	Allow *bool  `json:"allow,omitempty"`
+
+	MessageID string            `json:"messageId,omitempty"`
+	Blocks    []json.RawMessage `json:"blocks,omitempty"`
+	Text      string            `json:"text,omitempty"`
+
+	ToolCallID string          `json:"toolCallId,omitempty"`
+	Call       *toolCall       `json:"call,omitempty"`
+	Title      string          `json:"title,omitempty"`
+	Kind       string          `json:"kind,omitempty"`
+	Locations  json.RawMessage `json:"locations,omitempty"`
+	Status     string          `json:"status,omitempty"`
+	Content    json.RawMessage `json:"content,omitempty"`
+	RawOutput  json.RawMessage `json:"rawOutput,omitempty"`
+	Result     string          `json:"result,omitempty"`
+
+	StopReason  string `json:"stopReason,omitempty"`
+	Usage       *usage `json:"usage,omitempty"`
+	Error       string `json:"error,omitempty"`
+	Interrupted bool   `json:"interrupted,omitempty"`
+}
+
+// infoFile is <id>.json.
+type infoFile struct {
+	SessionID string   `json:"sessionId"`
+	Cwd       string   `json:"cwd"`
+	Dirs      []string `json:"additionalDirectories,omitempty"`
+	Title     string   `json:"title,omitempty"`
+	CreatedAt string   `json:"createdAt"`
+	UpdatedAt string   `json:"updatedAt"`
+}
+
+type store struct {
+	dir string // <state-dir>/sessions
+	log *slog.Logger
+}
+
+// stamp formats a time for the wire and the store.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func parseStamp(s string) time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, s)
+	return t
+}
+
+func (st *store) path(id, ext string) string { return filepath.Join(st.dir, id+ext) }
+
+// storeError reports a failed store operation to the client.
+func storeError(op string, err error) error {
+	return rpcError(codeStoreFailed, "%s: %v; check that the state directory (--state-dir) exists, is writable and has space", op, err)
+}
+
+var validID = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+func (st *store) errNotFound(id string) error {
+	return rpcError(codeResourceNotFound, "session %s not found in %s; session/list shows the sessions there", id, st.dir).
+		WithData(map[string]string{"sessionId": id})
+}
+
+// info is what <id>.json holds for s.
+func (st *store) info(s *SessionRecord) infoFile {
+	return infoFile{SessionID: s.id, Cwd: s.cwd, Dirs: s.roots[1:], Title: s.title,
+		CreatedAt: stamp(s.created), UpdatedAt: stamp(s.updated)}
+}
+
+// create makes the files of a new session and locks it.
+func (st *store) create(s *SessionRecord) (*sessionFile, error) {
+	if err := os.MkdirAll(st.dir, 0o700); err != nil {
+		return nil, storeError("creating the state directory "+st.dir, err)
+	}
+	lock, err := st.lock(s.id)
+	if err != nil {
+		return nil, err
+	}
+	log, err := os.OpenFile(st.path(s.id, ".jsonl"), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if err != nil {
+		unlock(lock)
+		return nil, storeError("creating session "+s.id, err)
+	}
+	f := &sessionFile{st: st, id: s.id, log: log, lock: lock}
+	head := record{Type: recSession, V: storeVersion, SessionID: s.id, Cwd: s.cwd, Dirs: s.roots[1:], CreatedAt: stamp(s.created)}
+	if err := f.append(head); err != nil {
+		f.close()
+		os.Remove(st.path(s.id, ".jsonl"))
+		return nil, err
+	}
+	if err := f.writeInfo(st.info(s)); err != nil {
+		f.close()
+		os.Remove(st.path(s.id, ".jsonl"))
+		return nil, err
+	}
+	return f, nil
+}
+
+// lock takes the session's lock or says which process holds it.
+func (st *store) lock(id string) (*os.File, error) {
+	f, err := os.OpenFile(st.path(id, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, storeError("opening the lock of session "+id, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		b, _ := io.ReadAll(io.LimitReader(f, 32))
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			pid := strings.TrimSpace(string(b))
+			return nil, rpcError(codeSessionLocked,
+				"session %s is open in another acpbridge process (pid %s); close it there or end that process, then try again", id, pid).
+				WithData(map[string]any{"sessionId": id, "pid": atoiOr(pid)})
+		}
+		return nil, storeError("locking session "+id, err)
+	}
+	f.Truncate(0)
+	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return f, nil
+}
+
+func atoiOr(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+func unlock(f *os.File) {
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	f.Close()
+}
+
+// history is a session read back from its log.
+type history struct {
+	title, mode, model string
+	rules              map[string]bool
+	created, updated   time.Time
+	records            []record // what load replays and the model is fed
+}
+
+// open locks a stored session and reads it.
+func (st *store) open(id string) (*history, *sessionFile, error) {
+	if !validID.MatchString(id) {
+		return nil, nil, st.errNotFound(id)
+	}
+	path := st.path(id, ".jsonl")
+	if _, err := os.Stat(path); err != nil {
+		return nil, nil, st.errNotFound(id)
+	}
+	lock, err := st.lock(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	h, good, size, err := st.read(path)
+	if err != nil {
+		unlock(lock)
+		return nil, nil, err
+	}
+	if good < size {
+		st.log.Warn("dropping a torn record at the end of the session log (the process was killed mid-write)",
+			"file", path, "bytes", size-good)
+		if err := os.Truncate(path, good); err != nil {
+			unlock(lock)
+			return nil, nil, storeError("truncating the torn end of "+path, err)
+		}
+	}
+	log, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		unlock(lock)
+		return nil, nil, storeError("opening session "+id, err)
+	}
+	if fi, err := os.Stat(st.path(id, ".json")); err == nil {
+		h.updated = fi.ModTime()
+		var inf infoFile
+		if b, err := os.ReadFile(st.path(id, ".json")); err == nil && json.Unmarshal(b, &inf) == nil && inf.UpdatedAt != "" {
+			h.updated = parseStamp(inf.UpdatedAt)
+		}
+	}
+	return h, &sessionFile{st: st, id: id, log: log, lock: lock}, nil
+}
+
+// read parses a log. good is the length of its valid prefix.
+func (st *store) read(path string) (h *history, good, size int64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, 0, storeError("reading "+path, err)
+	}
+	defer f.Close()
+	h = &history{rules: map[string]bool{}, mode: modeAsk}
+	r := bufio.NewReaderSize(f, 256<<10)
+	var pendingErr error // a bad line: fatal unless it is the last
+	for line := 1; ; line++ {
+		b, rerr := r.ReadBytes('\n')
+		if len(b) == 0 && rerr != nil {
+			break
+		}
+		size += int64(len(b))
+		if pendingErr != nil {
+			return nil, 0, 0, pendingErr
+		}
+		var rec record
+		if jerr := json.Unmarshal(b, &rec); jerr != nil || rec.Type == "" || (rerr != nil && !bytes.HasSuffix(b, []byte("\n"))) {
+			pendingErr = rpcError(codeStoreFailed,
+				"session log %s is corrupt at line %d (%s); the file was left untouched: repair or remove that line by hand",
+				path, line, describeBad(jerr, b))
+			continue
+		}
+		good = size
+		h.apply(rec)
+		if rerr != nil {
+			break
+		}
+	}
+	if good == 0 {
+		return nil, 0, 0, rpcError(codeStoreFailed, "session log %s is empty or has no valid first record; remove it", path)
+	}
+	return h, good, size, nil
+}
+
+func describeBad(err error, b []byte) string {
+	if err != nil {
+		return err.Error()
+	}
+	if !bytes.HasSuffix(b, []byte("\n")) {
+		return "no newline at its end"
+	}
+	return "no record type"
+}
+
+// apply folds one record into h.
+func (h *history) apply(rec record) {
+	switch rec.Type {
+	case recSession:
+		h.created = parseStamp(rec.CreatedAt)
+		h.updated = h.created
+	case recConfig:
+		if rec.Mode != "" {
+			h.mode = rec.Mode
+		}
+		if rec.Model != "" {
+			h.model = rec.Model
+		}
+	case recRule:
+		if rec.Allow != nil {
+			h.rules[rec.Tool] = *rec.Allow
+		}
+	case recTurnEnd:
+		if rec.Title != "" {
+			h.title = rec.Title
+		}
+		h.records = append(h.records, rec)
+	case recUser, recAgent, recThought, recToolCall, recToolResult:
+		h.records = append(h.records, rec)
+	}
+}
+
+// feed rebuilds the model-side conversation: turns that ended in refusal are
+// left out, and a tool call with no recorded result gets one saying so.
+func (h *history) feed(c *conversation) {
+	mark := 0
+	var asst *message
+	pending := map[string]bool{} // model call ids without a result
+	var order []string
+	flushAsst := func() {
+		if asst != nil {
+			c.add(*asst)
+			asst = nil
+		}
+	}
+	closeCalls := func() {
+		flushAsst()
+		for _, id := range order {
+			if pending[id] {
+				c.add(message{role: "tool", toolCallID: id, text: "The tool call was interrupted: acpbridge stopped before it finished. Its effects are unknown."})
+			}
+		}
+		clear(pending)
+		order = order[:0]
+	}
+	for _, rec := range h.records {
+		switch rec.Type {
+		case recUser:
+			closeCalls()
+			mark = c.mark()
+			var blocks []contentBlock
+			for _, b := range rec.Blocks {
+				var cb contentBlock
+				if json.Unmarshal(b, &cb) == nil && (cb.Type != "text" || cb.Text != nil) && (cb.Type != "resource" || cb.Resource != nil) {
+					blocks = append(blocks, cb)
+				}
+			}
+			c.add(message{role: "user", text: promptText(blocks)})
+		case recAgent:
+			if asst == nil {
+				asst = &message{role: "assistant"}
+			}
+			asst.text += rec.Text
+		case recToolCall:
+			if asst == nil {
+				asst = &message{role: "assistant"}
+			}
+			if rec.Call != nil {
+				asst.toolCalls = append(asst.toolCalls, *rec.Call)
+				pending[rec.Call.ID] = true
+				order = append(order, rec.Call.ID)
+			}
+		case recToolResult:
+			flushAsst()
+			if rec.Call != nil && pending[rec.Call.ID] {
+				pending[rec.Call.ID] = false
+				c.add(message{role: "tool", toolCallID: rec.Call.ID, text: rec.Result})
+			}
+		case recTurnEnd:
+			closeCalls()
+			if rec.StopReason == stopRefusal {
+				c.truncate(mark)
+			}
+		}
+	}
+	closeCalls()
+}
+
+// sessionFile is an open, locked session log.
+type sessionFile struct {
+	st   *store
+	id   string
+	mu   sync.Mutex // serialises appends
+	log  *os.File
+	lock *os.File
+	buf  []byte
+}
+
+// append writes one record with one write(2).
+func (f *sessionFile) append(r record) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, err := json.Marshal(r)
+	if err != nil {
+		return storeError("encoding a record of session "+f.id, err)
+	}
+	f.buf = append(append(f.buf[:0], b...), '\n')
+	if _, err := f.log.Write(f.buf); err != nil {
+		return storeError("writing session "+f.id, err)
+	}
+	return nil
+}
+
+// endTurn appends the turn's last record, syncs, and updates the info file.
+func (f *sessionFile) endTurn(r record, info infoFile) error {
+	if err := f.append(r); err != nil {
+		return err
+	}
+	if err := f.log.Sync(); err != nil {
+		return storeError("syncing session "+f.id, err)
+	}
+	return f.writeInfo(info)
+}
+
+// writeInfo replaces <id>.json atomically.
+func (f *sessionFile) writeInfo(info infoFile) error {
+	b, _ := json.Marshal(info)
+	path := f.st.path(f.id, ".json")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return storeError("writing "+path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return storeError("writing "+path, err)
+	}
+	return nil
+}
+
+// close syncs the log and releases the lock.
+func (f *sessionFile) close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	err := f.log.Sync()
+	if cerr := f.log.Close(); err == nil {
+		err = cerr
+	}
+	unlock(f.lock)
+	return err
+}
+
+// listPage is how many sessions session/list returns at a time.
+const listPage = 50
+
+// listCursor marks the last session of a page.
+type listCursor struct {
+	UpdatedAt string `json:"u"`
+	SessionID string `json:"i"`
+}
+
+// list returns the stored sessions, newest first, a page at a time.
+func (st *store) list(cwd, cursor string) (listResult, error) {
+	var after *listCursor
+	if cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(cursor)
+		var c listCursor
+		if err != nil || json.Unmarshal(b, &c) != nil {
+			return listResult{}, invalidParams("cursor", "not a cursor this agent returned")
+		}
+		after = &c
+	}
+	entries, err := os.ReadDir(st.dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return listResult{}, storeError("listing "+st.dir, err)
+	}
+	var all []infoFile
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(st.dir, name))
+		var inf infoFile
+		if err != nil || json.Unmarshal(b, &inf) != nil || inf.SessionID == "" {
+			st.log.Warn("skipping an unreadable session info file", "file", name, "err", err)
+			continue
+		}
+		if cwd != "" && filepath.Clean(cwd) != inf.Cwd {
+			continue
+		}
+		all = append(all, inf)
+	}
+	// Newest first; ties by id so that pages are stable.
+	less := func(a, b listCursor) bool {
+		ta, tb := parseStamp(a.UpdatedAt), parseStamp(b.UpdatedAt)
+		if !ta.Equal(tb) {
+			return ta.After(tb)
+		}
+		return a.SessionID < b.SessionID
+	}
+	key := func(i infoFile) listCursor { return listCursor{i.UpdatedAt, i.SessionID} }
+	slices.SortFunc(all, func(a, b infoFile) int {
+		switch {
+		case less(key(a), key(b)):
+			return -1
+		case less(key(b), key(a)):
+			return 1
+		}
+		return 0
+	})
+	res := listResult{Sessions: []sessionInfo{}}
+	for _, inf := range all {
+		if after != nil && !less(*after, key(inf)) {
+			continue
+		}
+		if len(res.Sessions) == listPage {
+			last := res.Sessions[len(res.Sessions)-1]
+			b, _ := json.Marshal(listCursor{last.UpdatedAt, last.SessionID})
+			res.NextCursor = base64.RawURLEncoding.EncodeToString(b)
+			break
+		}
+		res.Sessions = append(res.Sessions, sessionInfo{SessionID: inf.SessionID, Cwd: inf.Cwd,
+			AdditionalDirectories: inf.Dirs, Title: inf.Title, UpdatedAt: inf.UpdatedAt})
+	}
+	return res, nil
+}
+
+// remove deletes a stored session that no process holds. An unknown id is
+// not an error.
+func (st *store) remove(id string) error {
+	if !validID.MatchString(id) {
+		return nil
+	}
+	if _, err := os.Stat(st.path(id, ".jsonl")); err != nil {
+		return nil
+	}
+	lock, err := st.lock(id)
+	if err != nil {
+		return err
+	}
+	defer unlock(lock)
+	for _, ext := range []string{".json", ".jsonl"} {
+		if err := os.Remove(st.path(id, ext)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return storeError("deleting session "+id, err)
+		}
+	}
+	os.Remove(st.path(id, ".lock"))
+	return nil
+}
+
+// replayRecord sends one stored record as the session/update a client saw
+// when it happened.
+func (a *agent) replayRecord(sessionID string, rec record) error {
+	switch rec.Type {
+	case recUser:
+		for _, b := range rec.Blocks {
+			if err := a.out.notifyJSON(sessionID, userMessageChunk{SessionUpdate: "user_message_chunk", Content: b, MessageID: rec.MessageID}); err != nil {
+				return err
+			}
+		}
+	case recAgent, recThought:
+		kind := kindMessage
+		if rec.Type == recThought {
+			kind = kindThought
+		}
+		return a.out.notify(methodSessionUpdate, appendChunkUpdate(nil, sessionID, kind, rec.MessageID, rec.Text))
+	case recToolCall:
+		return a.out.notifyJSON(sessionID, toolCallUpdate{SessionUpdate: "tool_call", ToolCallID: rec.ToolCallID,
+			Title: rec.Title, Kind: rec.Kind, Status: "pending", Locations: rec.Locations, RawInput: rawInput(rec.Call)})
+	case recToolResult:
+		return a.out.notifyJSON(sessionID, toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: rec.ToolCallID,
+			Status: rec.Status, Content: rec.Content, RawOutput: rec.RawOutput})
+	}
+	return nil
+}
+
+func rawInput(c *toolCall) json.RawMessage {
+	if c == nil {
+		return nil
+	}
+	return c.Input
+}
+
+// notifyJSON writes a session/update with a struct payload, unflushed.
+func (c *wire) notifyJSON(sessionID string, u any) error {
+	b, err := json.Marshal(sessionNotification{SessionID: sessionID, Update: u})
+	if err != nil {
+		return err
+	}
+	return c.notify(methodSessionUpdate, b)
+}

@@ -1,0 +1,566 @@
+// tools.go holds the built-in tools (read_file, write_file, edit_file,
+// run_command), the permission flow and the path rules.
+//
+// One model tool call goes: prepare (decode the input, resolve paths, title,
+// kind) → tool_call pending → permission, if the mode and the session's
+// "always" rules ask for it → in_progress → run → tool_call_update completed
+// or failed → its result goes back to the model. A call that cannot even be
+// prepared (unknown tool, bad input, a path outside the roots) is announced
+// and failed the same way, so the user sees it and the model is told.
+//
+// Files go through the client's fs/* methods and commands through its
+// terminal/* methods when the client advertised them; otherwise acpbridge does
+// the work itself, within the same roots.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// toolSpec is a tool as the model sees it.
+type toolSpec struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage // JSON Schema of the input
+}
+
+var builtinTools = []toolSpec{
+	{"read_file", "Read a text file. Relative paths are resolved against the session's working directory.",
+		json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"file path"},"line":{"type":"integer","description":"first line to read, 1-based"},"limit":{"type":"integer","description":"most lines to read"}},"required":["path"]}`)},
+	{"write_file", "Create or overwrite a text file with the given content.",
+		json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"]}`)},
+	{"edit_file", "Replace old_text with new_text in a file; old_text must occur exactly once.",
+		json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"old_text":{"type":"string"},"new_text":{"type":"string"}},"required":["path","old_text","new_text"]}`)},
+	{"run_command", "Run a shell command line (sh -c) and return its exit status and output.",
+		json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"},"cwd":{"type":"string","description":"working directory, default the session's"},"timeout_ms":{"type":"integer","description":"default 120000"}},"required":["command"]}`)},
+}
+
+// Permission classes: which modes ask before a tool runs.
+const (
+	permRead    = "read"    // never asks
+	permEdit    = "edit"    // asks in ask; refused in read_only
+	permExecute = "execute" // asks in ask and accept_edits; refused in read_only
+)
+
+// location is an ACP ToolCallLocation.
+type location struct {
+	Path string `json:"path"`
+	Line int    `json:"line,omitempty"`
+}
+
+// toolCallUpdate is the payload of tool_call and tool_call_update, and the
+// toolCall of a permission request (without sessionUpdate).
+type toolCallUpdate struct {
+	SessionUpdate string          `json:"sessionUpdate,omitempty"`
+	ToolCallID    string          `json:"toolCallId"`
+	Title         string          `json:"title,omitempty"`
+	Kind          string          `json:"kind,omitempty"`
+	Status        string          `json:"status,omitempty"`
+	Locations     json.RawMessage `json:"locations,omitempty"`
+	Content       json.RawMessage `json:"content,omitempty"`
+	RawInput      json.RawMessage `json:"rawInput,omitempty"`
+	RawOutput     json.RawMessage `json:"rawOutput,omitempty"`
+}
+
+// toolContent is an ACP ToolCallContent.
+type toolContent struct {
+	Type       string       `json:"type"` // content, diff or terminal
+	Content    *textContent `json:"content,omitempty"`
+	Path       string       `json:"path,omitempty"`
+	OldText    *string      `json:"oldText,omitempty"`
+	NewText    *string      `json:"newText,omitempty"`
+	TerminalID string       `json:"terminalId,omitempty"`
+}
+
+func textOut(s string) toolContent {
+	t := textBlock(s)
+	return toolContent{Type: "content", Content: &t}
+}
+
+// outcome is what running a tool produced.
+type outcome struct {
+	failed    bool
+	content   []toolContent
+	rawOutput any
+	result    string // what the model is told
+	after     func() // runs after the final update (releases a terminal)
+}
+
+func failure(format string, args ...any) outcome {
+	msg := fmt.Sprintf(format, args...)
+	return outcome{failed: true, content: []toolContent{textOut(msg)}, rawOutput: map[string]string{"error": msg}, result: "Error: " + msg}
+}
+
+// prepared is a tool call ready to announce.
+type prepared struct {
+	call      toolCall
+	id        string // the ACP toolCallId
+	title     string
+	kind      string
+	perm      string
+	locations []location
+	bad       *outcome // set when the call cannot run
+	run       func(ctx context.Context, p *prepared) outcome
+}
+
+// runTools runs the model's tool calls in order.
+func (a *agent) runTools(ctx context.Context, s *SessionRecord, calls []toolCall) error {
+	for _, c := range calls {
+		if err := a.runTool(ctx, s, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *agent) runTool(ctx context.Context, s *SessionRecord, c toolCall) error {
+	p := a.prepare(s, c)
+	p.id = a.newID("call")
+	locs, _ := json.Marshal(p.locations)
+	if len(p.locations) == 0 {
+		locs = nil
+	}
+	announce := toolCallUpdate{SessionUpdate: "tool_call", ToolCallID: p.id, Title: p.title, Kind: p.kind,
+		Status: "pending", Locations: locs, RawInput: c.Input}
+	if err := a.out.notifyJSON(s.id, announce); err != nil {
+		return err
+	}
+	if err := s.file.append(record{Type: recToolCall, ToolCallID: p.id, Call: &c, Title: p.title, Kind: p.kind, Locations: locs}); err != nil {
+		return err
+	}
+
+	var out outcome
+	switch {
+	case p.bad != nil:
+		out = *p.bad
+	default:
+		allowed, err := a.permit(ctx, s, p)
+		if err != nil {
+			a.finishTool(s, p, failure("cancelled before it ran"))
+			return err
+		}
+		if allowed != nil {
+			out = *allowed
+			break
+		}
+		if err := a.out.notifyJSON(s.id, toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: p.id, Status: "in_progress"}); err != nil {
+			return err
+		}
+		out = p.run(ctx, p)
+	}
+	err := a.finishTool(s, p, out)
+	if out.after != nil {
+		out.after()
+	}
+	if err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return errTurnCancelled
+	}
+	s.conv.add(message{role: "tool", toolCallID: c.ID, text: out.result})
+	return nil
+}
+
+// finishTool announces the final status and persists it.
+func (a *agent) finishTool(s *SessionRecord, p *prepared, out outcome) error {
+	status := "completed"
+	if out.failed {
+		status = "failed"
+	}
+	content, _ := json.Marshal(out.content)
+	if len(out.content) == 0 {
+		content = nil
+	}
+	raw, _ := json.Marshal(out.rawOutput)
+	if out.rawOutput == nil {
+		raw = nil
+	}
+	err := a.out.notifyJSON(s.id, toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: p.id, Status: status, Content: content, RawOutput: raw})
+	if err != nil {
+		return err
+	}
+	return s.file.append(record{Type: recToolResult, ToolCallID: p.id, Call: &p.call, Status: status, Content: content, RawOutput: raw, Result: out.result})
+}
+
+// permit decides whether p may run. It returns nil to run it, an outcome
+// to fail it with, or errTurnCancelled.
+func (a *agent) permit(ctx context.Context, s *SessionRecord, p *prepared) (*outcome, error) {
+	a.mu.Lock()
+	mode := s.mode
+	rule, hasRule := s.rules[p.call.Name]
+	a.mu.Unlock()
+	if p.perm == permRead || mode == modeBypass {
+		return nil, nil
+	}
+	if mode == modeReadOnly {
+		o := failure("refused: the session is in read_only mode, which allows no edits, commands or MCP tools that change things; switch the mode to let %s run", p.call.Name)
+		return &o, nil
+	}
+	if mode == modeAcceptEdits && p.perm == permEdit {
+		return nil, nil
+	}
+	if hasRule {
+		if rule {
+			return nil, nil
+		}
+		o := failure("refused: the user chose to always reject %s in this session", p.call.Name)
+		return &o, nil
+	}
+	req := map[string]any{
+		"sessionId": s.id,
+		"toolCall":  toolCallUpdate{ToolCallID: p.id, Title: p.title, Kind: p.kind, Status: "pending", RawInput: p.call.Input},
+		"options": []map[string]string{
+			{"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
+			{"optionId": "allow_always", "name": "Always allow " + p.call.Name, "kind": "allow_always"},
+			{"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
+			{"optionId": "reject_always", "name": "Always reject " + p.call.Name, "kind": "reject_always"},
+		},
+	}
+	var res struct {
+		Outcome struct {
+			Outcome  string `json:"outcome"`
+			OptionID string `json:"optionId"`
+		} `json:"outcome"`
+	}
+	if err := a.call(ctx, methodRequestPermit, req, &res); err != nil {
+		if ctx.Err() != nil {
+			return nil, errTurnCancelled
+		}
+		o := failure("the permission request failed: %v", err)
+		return &o, nil
+	}
+	if res.Outcome.Outcome == "cancelled" || ctx.Err() != nil {
+		return nil, errTurnCancelled
+	}
+	switch res.Outcome.OptionID {
+	case "allow_once":
+		return nil, nil
+	case "allow_always", "reject_always":
+		allow := res.Outcome.OptionID == "allow_always"
+		a.mu.Lock()
+		s.rules[p.call.Name] = allow
+		a.mu.Unlock()
+		if err := s.file.append(record{Type: recRule, Tool: p.call.Name, Allow: &allow}); err != nil {
+			return nil, err
+		}
+		if allow {
+			return nil, nil
+		}
+	}
+	o := failure("the user rejected this %s call", p.call.Name)
+	return &o, nil
+}
+
+// callbackGrace is how long a callback still waits for the client's answer
+// after its turn was cancelled. Waiting matters: jrpc2 answers a reply that
+// arrives after the call was abandoned with a spurious error response.
+const callbackGrace = 10 * time.Second
+
+// call makes a request to the client and decodes its result into res. The
+// call outlives ctx by callbackGrace, so that a client answering a cancelled
+// turn's request (as ACP requires) finds the call still pending.
+func (a *agent) call(ctx context.Context, method string, params, res any) error {
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(callbackGrace, cancel) })
+	defer stop()
+	rsp, err := a.srv.Callback(cctx, method, params)
+	if err != nil {
+		return err
+	}
+	if res == nil {
+		return nil
+	}
+	return rsp.UnmarshalResult(res)
+}
+
+// prepare decodes a call's input and resolves what it touches.
+func (a *agent) prepare(s *SessionRecord, c toolCall) *prepared {
+	p := &prepared{call: c, kind: "other", title: c.Name, perm: permExecute}
+	fail := func(format string, args ...any) *prepared {
+		o := failure(format, args...)
+		p.bad = &o
+		return p
+	}
+	decode := func(v any) bool {
+		if err := json.Unmarshal(c.Input, v); err != nil {
+			fail("invalid input for %s: %v", c.Name, err)
+			return false
+		}
+		return true
+	}
+	switch c.Name {
+	case "read_file":
+		var in struct {
+			Path        string
+			Line, Limit int
+		}
+		p.kind, p.perm = "read", permRead
+		if !decode(&in) {
+			return p
+		}
+		path, err := s.resolve(in.Path)
+		p.title = "Read " + s.display(in.Path)
+		if err != nil {
+			return fail("%v", err)
+		}
+		p.locations = []location{{Path: path, Line: max(in.Line, 0)}}
+		p.run = func(ctx context.Context, p *prepared) outcome { return a.readFile(ctx, s, path, in.Line, in.Limit) }
+	case "write_file":
+		var in struct{ Path, Content string }
+		p.kind, p.perm = "edit", permEdit
+		if !decode(&in) {
+			return p
+		}
+		path, err := s.resolve(in.Path)
+		p.title = "Write " + s.display(in.Path)
+		if err != nil {
+			return fail("%v", err)
+		}
+		p.locations = []location{{Path: path}}
+		p.run = func(ctx context.Context, p *prepared) outcome { return a.writeFile(ctx, s, path, in.Content) }
+	case "edit_file":
+		var in struct {
+			Path    string
+			OldText string `json:"old_text"`
+			NewText string `json:"new_text"`
+		}
+		p.kind, p.perm = "edit", permEdit
+		if !decode(&in) {
+			return p
+		}
+		path, err := s.resolve(in.Path)
+		p.title = "Edit " + s.display(in.Path)
+		if err != nil {
+			return fail("%v", err)
+		}
+		if in.OldText == "" {
+			return fail("edit_file needs a non-empty old_text")
+		}
+		p.locations = []location{{Path: path}}
+		p.run = func(ctx context.Context, p *prepared) outcome {
+			return a.editFile(ctx, s, path, in.OldText, in.NewText)
+		}
+	case "run_command":
+		var in struct {
+			Command   string
+			Cwd       string
+			TimeoutMs int64 `json:"timeout_ms"`
+		}
+		p.kind, p.perm = "execute", permExecute
+		if !decode(&in) {
+			return p
+		}
+		p.title = "Run " + clip(in.Command, 80)
+		if strings.TrimSpace(in.Command) == "" {
+			return fail("run_command needs a command")
+		}
+		dir := s.cwd
+		if in.Cwd != "" {
+			d, err := s.resolve(in.Cwd)
+			if err != nil {
+				return fail("%v", err)
+			}
+			dir = d
+		}
+		timeout := 120 * time.Second
+		if in.TimeoutMs > 0 {
+			timeout = time.Duration(in.TimeoutMs) * time.Millisecond
+		}
+		p.run = func(ctx context.Context, p *prepared) outcome {
+			return a.runCommand(ctx, s, p, in.Command, dir, timeout)
+		}
+	default:
+		names := make([]string, len(builtinTools))
+		for i, t := range builtinTools {
+			names[i] = t.Name
+		}
+		p.title = "Unknown tool " + c.Name
+		return fail("unknown tool %q; the tools are %s", c.Name, strings.Join(names, ", "))
+	}
+	return p
+}
+
+// resolve makes path absolute (relative to cwd) and checks that it lies
+// within the session's roots, symlinks resolved.
+func (s *SessionRecord) resolve(path string) (string, error) {
+	if path == "" {
+		return "", errors.New("a path is required")
+	}
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(s.cwd, path)
+	}
+	path = filepath.Clean(path)
+	real := realPath(path)
+	for _, root := range s.roots {
+		if within(real, realPath(root)) {
+			return path, nil
+		}
+	}
+	return "", fmt.Errorf("%s is outside the session's directories (%s): acpbridge only touches files under them", path, strings.Join(s.roots, ", "))
+}
+
+// display shortens a path under cwd for a title.
+func (s *SessionRecord) display(path string) string {
+	if rel, err := filepath.Rel(s.cwd, filepath.Join(s.cwd, path)); err == nil && !strings.HasPrefix(rel, "..") && !filepath.IsAbs(path) {
+		return rel
+	}
+	return path
+}
+
+// realPath resolves the symlinks of the longest existing prefix of path.
+func realPath(path string) string {
+	var rest []string
+	for p := path; ; p = filepath.Dir(p) {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(append([]string{r}, rest...)...)
+		}
+		if p == filepath.Dir(p) {
+			return path
+		}
+		rest = append([]string{filepath.Base(p)}, rest...)
+	}
+}
+
+func within(path, root string) bool {
+	rel, err := filepath.Rel(root, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// --- files ---
+
+const maxReadBytes = 4 << 20
+
+func (a *agent) clientCaps() clientCapabilities {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.client
+}
+
+// readText reads a file through the client when it can, else from disk.
+func (a *agent) readText(ctx context.Context, s *SessionRecord, path string, line, limit int) (string, error) {
+	if a.clientCaps().FS.ReadTextFile {
+		params := map[string]any{"sessionId": s.id, "path": path}
+		if line > 0 {
+			params["line"] = line
+		}
+		if limit > 0 {
+			params["limit"] = limit
+		}
+		var res struct {
+			Content string `json:"content"`
+		}
+		if err := a.call(ctx, methodFSRead, params, &res); err != nil {
+			return "", fmt.Errorf("the editor could not read %s: %v", path, err)
+		}
+		return res.Content, nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("cannot read %s: %v", path, errors.Unwrap(err))
+	}
+	if fi.Size() > maxReadBytes && line == 0 && limit == 0 {
+		return "", fmt.Errorf("%s is %d bytes; read it in parts with line and limit", path, fi.Size())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("cannot read %s: %v", path, errors.Unwrap(err))
+	}
+	text := string(b)
+	if line > 1 || limit > 0 {
+		lines := strings.SplitAfter(text, "\n")
+		start := min(max(line-1, 0), len(lines))
+		end := len(lines)
+		if limit > 0 {
+			end = min(start+limit, end)
+		}
+		text = strings.Join(lines[start:end], "")
+	}
+	return text, nil
+}
+
+// writeText writes a file through the client when it can, else to disk.
+func (a *agent) writeText(ctx context.Context, s *SessionRecord, path, content string) error {
+	if a.clientCaps().FS.WriteTextFile {
+		params := map[string]any{"sessionId": s.id, "path": path, "content": content}
+		if err := a.call(ctx, methodFSWrite, params, nil); err != nil {
+			return fmt.Errorf("the editor could not write %s: %v", path, err)
+		}
+		return nil
+	}
+	mode := os.FileMode(0o644)
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("cannot create the directory of %s: %v", path, errors.Unwrap(err))
+	}
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		return fmt.Errorf("cannot write %s: %v", path, errors.Unwrap(err))
+	}
+	return nil
+}
+
+func (a *agent) readFile(ctx context.Context, s *SessionRecord, path string, line, limit int) outcome {
+	text, err := a.readText(ctx, s, path, line, limit)
+	if err != nil {
+		return failure("%v", err)
+	}
+	result := text
+	if result == "" {
+		result = "(empty)"
+	}
+	return outcome{content: []toolContent{textOut(text)}, rawOutput: map[string]any{"path": path, "bytes": len(text)}, result: result}
+}
+
+func (a *agent) writeFile(ctx context.Context, s *SessionRecord, path, content string) outcome {
+	var old *string
+	if prev, err := a.readText(ctx, s, path, 0, 0); err == nil {
+		old = &prev
+	}
+	if ctx.Err() != nil {
+		return failure("cancelled before writing %s", path)
+	}
+	if err := a.writeText(ctx, s, path, content); err != nil {
+		return failure("%v", err)
+	}
+	return outcome{
+		content:   []toolContent{{Type: "diff", Path: path, OldText: old, NewText: &content}},
+		rawOutput: map[string]any{"path": path, "bytes": len(content)},
+		result:    fmt.Sprintf("Wrote %d bytes to %s.", len(content), path),
+	}
+}
+
+func (a *agent) editFile(ctx context.Context, s *SessionRecord, path, oldText, newText string) outcome {
+	prev, err := a.readText(ctx, s, path, 0, 0)
+	if err != nil {
+		return failure("%v", err)
+	}
+	switch n := strings.Count(prev, oldText); n {
+	case 1:
+	case 0:
+		return failure("old_text does not occur in %s; read the file and copy the text exactly", path)
+	default:
+		return failure("old_text occurs %d times in %s; include more surrounding lines so that it occurs once", n, path)
+	}
+	next := strings.Replace(prev, oldText, newText, 1)
+	if ctx.Err() != nil {
+		return failure("cancelled before editing %s", path)
+	}
+	if err := a.writeText(ctx, s, path, next); err != nil {
+		return failure("%v", err)
+	}
+	return outcome{
+		content:   []toolContent{{Type: "diff", Path: path, OldText: &prev, NewText: &next}},
+		rawOutput: map[string]any{"path": path},
+		result:    fmt.Sprintf("Edited %s: replaced 1 occurrence.", path),
+	}
+}

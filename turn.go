@@ -1,0 +1,273 @@
+// turn.go holds the agent loop: one session/prompt turn calls the model,
+// streams its text and thoughts to the client, runs the tools it asks for,
+// feeds their results back, and repeats until the model stops.
+//
+// The rules:
+//   - Streamed chunks are written without a flush; the stream flushes when
+//     the model pauses (a delay, the end of a call, a callback to the client).
+//   - What streamed is persisted per message, in parts of at most partBytes,
+//     so a long stream costs no per-chunk I/O and holds no growing buffer.
+//   - A cancelled turn answers cancelled, never an error; everything it wrote
+//     precedes the response because it all runs in the handler's goroutine.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// model is a source of model responses: the replay fixture or an
+// OpenAI-compatible endpoint.
+type model interface {
+	// complete makes one model call on req and streams its output into out.
+	// It returns the stop reason: end_turn, tool_use, max_tokens or refusal.
+	complete(ctx context.Context, req *modelRequest, out *modelStream) (string, error)
+	// needsHistory says whether the model reads the conversation. The replay
+	// model does not, so a turn need not keep what streamed in memory.
+	needsHistory() bool
+	models() []string
+	current() string
+	choose(name string)
+}
+
+// modelRequest is what one model call is given.
+type modelRequest struct {
+	conv  *conversation
+	tools []toolSpec
+	cwd   string
+	roots []string
+	mode  string
+}
+
+// message is one entry of the conversation the model is sent.
+type message struct {
+	role       string // "user", "assistant" or "tool"
+	text       string
+	toolCalls  []toolCall // assistant
+	toolCallID string     // tool: the model's id of the call answered
+}
+
+// toolCall is a tool call as the model made it.
+type toolCall struct {
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+// conversation is the model-side history of a session.
+type conversation struct {
+	full bool // keep every message; otherwise only the newest
+	msgs []message
+}
+
+func newConversation(m model) *conversation {
+	return &conversation{full: m != nil && m.needsHistory()}
+}
+
+func (c *conversation) add(m message) {
+	if !c.full {
+		c.msgs = c.msgs[:0]
+	}
+	c.msgs = append(c.msgs, m)
+}
+
+// mark and truncate drop a refused turn from what the model is sent.
+func (c *conversation) mark() int { return len(c.msgs) }
+
+func (c *conversation) truncate(n int) {
+	if n <= len(c.msgs) {
+		c.msgs = c.msgs[:n]
+	}
+}
+
+// newest is the text of the newest user message or tool result.
+func (c *conversation) newest() string {
+	for i := len(c.msgs) - 1; i >= 0; i-- {
+		if m := c.msgs[i]; m.role != "assistant" {
+			return m.text
+		}
+	}
+	return ""
+}
+
+const (
+	kindMessage = "agent_message_chunk"
+	kindThought = "agent_thought_chunk"
+	partBytes   = 64 << 10 // largest text part persisted in one record
+)
+
+// modelStream receives one model call's output. It is the hot path.
+type modelStream struct {
+	a    *agent
+	s    *SessionRecord
+	keep bool // keep the text for the conversation
+
+	kind  string // the open message's update kind, or ""
+	msgID string
+	part  []byte // the open message's text not yet persisted
+	enc   []byte // scratch for encoding updates
+
+	text  []byte     // the assistant's text, when keep
+	calls []toolCall // tool calls in order
+	usage usage
+	err   error // the first persistence error
+}
+
+type usage struct {
+	InputTokens  int64 `json:"inputTokens"`
+	OutputTokens int64 `json:"outputTokens"`
+}
+
+func (st *modelStream) textChunk(s string) error    { return st.chunk(kindMessage, s) }
+func (st *modelStream) thoughtChunk(s string) error { return st.chunk(kindThought, s) }
+
+func (st *modelStream) chunk(kind, s string) error {
+	if s == "" {
+		return nil
+	}
+	if st.kind != kind {
+		st.endMessage()
+		st.kind, st.msgID = kind, st.a.newID("msg")
+	}
+	st.part = append(st.part, s...)
+	if len(st.part) >= partBytes {
+		st.persistPart()
+	}
+	if st.keep && kind == kindMessage {
+		st.text = append(st.text, s...)
+	}
+	st.enc = appendChunkUpdate(st.enc[:0], st.s.id, kind, st.msgID, s)
+	return st.a.out.notify(methodSessionUpdate, st.enc)
+}
+
+// toolCall records a tool call the model made; the loop runs it after the call.
+func (st *modelStream) toolCall(tc toolCall) {
+	st.endMessage()
+	st.calls = append(st.calls, tc)
+}
+
+func (st *modelStream) addUsage(u usage) {
+	st.usage.InputTokens += u.InputTokens
+	st.usage.OutputTokens += u.OutputTokens
+}
+
+// pause flushes what streamed: the model is about to wait.
+func (st *modelStream) pause() error { return st.a.out.flush() }
+
+func (st *modelStream) persistPart() {
+	if len(st.part) == 0 {
+		return
+	}
+	typ := recAgent
+	if st.kind == kindThought {
+		typ = recThought
+	}
+	err := st.s.file.append(record{Type: typ, MessageID: st.msgID, Text: string(st.part)})
+	if err != nil && st.err == nil {
+		st.err = err
+	}
+	st.part = st.part[:0]
+}
+
+func (st *modelStream) endMessage() {
+	st.persistPart()
+	st.kind, st.msgID = "", ""
+}
+
+// runTurn runs one prompt turn and returns its stop reason.
+func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []contentBlock, raw []json.RawMessage) (string, error) {
+	user := record{Type: recUser, MessageID: a.newID("msg"), Blocks: raw}
+	if err := s.file.append(user); err != nil {
+		return "", err
+	}
+	mark := s.conv.mark()
+	s.conv.add(message{role: "user", text: promptText(prompt)})
+
+	stop, usage, turnErr := a.loop(ctx, s)
+	if ctx.Err() != nil {
+		stop, turnErr = stopCancelled, nil
+	}
+	if stop == stopRefusal {
+		s.conv.truncate(mark)
+	}
+
+	end := record{Type: recTurnEnd, StopReason: stop, Usage: usage}
+	if turnErr != nil {
+		end.Error = turnErr.Error()
+	}
+	a.mu.Lock()
+	first := s.title == ""
+	if first {
+		s.title = titleFrom(prompt)
+	}
+	s.updated = a.now()
+	title, updated := s.title, s.updated
+	a.mu.Unlock()
+	if first && title != "" {
+		end.Title = title
+	}
+	storeErr := s.file.endTurn(end, a.store.info(s))
+	if first && title != "" {
+		a.update(s.id, sessionInfoUpdate{SessionUpdate: "session_info_update", Title: title, UpdatedAt: stamp(updated)})
+	}
+	if turnErr != nil {
+		return "", turnErr
+	}
+	if storeErr != nil {
+		return "", storeErr
+	}
+	return stop, nil
+}
+
+// loop makes model calls until the model stops, the cap is reached, or ctx ends.
+func (a *agent) loop(ctx context.Context, s *SessionRecord) (string, *usage, error) {
+	var total usage
+	for calls := 0; ; calls++ {
+		if calls == a.cfg.maxTurnRequests {
+			return stopMaxTurnRequests, &total, nil
+		}
+		a.mu.Lock()
+		req := &modelRequest{conv: s.conv, cwd: s.cwd, roots: s.roots, mode: s.mode, tools: builtinTools}
+		a.mu.Unlock()
+		st := &modelStream{a: a, s: s, keep: s.conv.full}
+		stop, err := a.model.complete(ctx, req, st)
+		st.endMessage()
+		total.InputTokens += st.usage.InputTokens
+		total.OutputTokens += st.usage.OutputTokens
+		if st.keep && (len(st.text) > 0 || len(st.calls) > 0) {
+			s.conv.add(message{role: "assistant", text: string(st.text), toolCalls: st.calls})
+		}
+		if ctx.Err() != nil {
+			return stopCancelled, &total, nil
+		}
+		if err == nil {
+			err = st.err
+		}
+		if err != nil {
+			return "", &total, err
+		}
+		if len(st.calls) == 0 {
+			if stop == stopToolUse {
+				stop = stopEndTurn
+			}
+			return stop, &total, nil
+		}
+		if err := a.runTools(ctx, s, st.calls); err != nil {
+			if ctx.Err() != nil || errors.Is(err, errTurnCancelled) {
+				return stopCancelled, &total, nil
+			}
+			return "", &total, err
+		}
+	}
+}
+
+// errTurnCancelled ends a turn as cancelled (a permission request answered
+// with the cancelled outcome).
+var errTurnCancelled = errors.New("turn cancelled")
+
+// modelError makes a failed model call a JSON-RPC error.
+func modelError(format string, args ...any) error {
+	return rpcError(codeModelFailed, "%s", fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,264 @@
+// wire.go holds the stdio channel under the jrpc2 server: newline framing, a
+// line-size limit, the buffered stdout and the --trace file.
+//
+// The rules of the output side:
+//   - Everything jrpc2 sends (responses, our callbacks to the client, its own
+//     error replies) is written and flushed at once, after whatever was
+//     buffered before it, so the client never waits on a message it must act on.
+//   - Notifications (session/update) are written into the same buffer by
+//     notify without a flush; the agent loop calls flush when its stream
+//     pauses. One mutex orders all writes, so a turn's updates always precede
+//     its response on the wire.
+//   - The first write error is sticky and closes broken, so that main can end
+//     the process when the client stops reading.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+)
+
+// wire implements jrpc2's channel.Channel over a reader and a writer.
+type wire struct {
+	in      *bufio.Reader
+	maxLine int
+
+	mu     sync.Mutex // protects the fields below
+	w      *bufio.Writer
+	err    error         // first write error
+	broken chan struct{} // closed when err is set
+	trace  *tracer
+}
+
+func newWire(r io.Reader, w io.Writer, maxLine int, trace *tracer) *wire {
+	return &wire{
+		in:      bufio.NewReaderSize(r, 64<<10),
+		maxLine: maxLine,
+		w:       bufio.NewWriterSize(w, 64<<10),
+		broken:  make(chan struct{}),
+		trace:   trace,
+	}
+}
+
+// Send writes one message from jrpc2 and flushes.
+func (c *wire) Send(msg []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writeLocked(msg)
+	c.flushLocked()
+	return c.err
+}
+
+// notify writes a notification of method with pre-encoded params. It does not
+// flush: callers flush when they pause.
+func (c *wire) notify(method string, params []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
+	// The envelope is written piecewise into the buffer: no copy of params.
+	c.w.WriteString(`{"jsonrpc":"2.0","method":"`)
+	c.w.WriteString(method)
+	c.w.WriteString(`","params":`)
+	c.w.Write(params)
+	_, err := c.w.WriteString("}\n")
+	if c.trace != nil {
+		c.trace.out(func(b []byte) []byte {
+			b = append(b, `{"jsonrpc":"2.0","method":"`...)
+			b = append(b, method...)
+			b = append(b, `","params":`...)
+			b = append(b, params...)
+			return append(b, '}')
+		})
+	}
+	c.failLocked(err)
+	return c.err
+}
+
+// flush writes out whatever notifications are buffered.
+func (c *wire) flush() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.flushLocked()
+	return c.err
+}
+
+func (c *wire) writeLocked(msg []byte) {
+	if c.err != nil {
+		return
+	}
+	c.w.Write(msg)
+	_, err := c.w.Write([]byte{'\n'})
+	c.failLocked(err)
+	if c.trace != nil {
+		c.trace.out(func(b []byte) []byte { return append(b, msg...) })
+	}
+}
+
+func (c *wire) flushLocked() {
+	if c.err == nil && c.w.Buffered() > 0 {
+		c.failLocked(c.w.Flush())
+	}
+}
+
+func (c *wire) failLocked(err error) {
+	if err != nil && c.err == nil {
+		c.err = err
+		close(c.broken)
+	}
+}
+
+// Close flushes; the writer itself (stdout) is left to the process.
+func (c *wire) Close() error { return c.flush() }
+
+// errLineTooLong marks a line that Recv skipped for its size.
+var errLineTooLong = errors.New("line too long")
+
+// Recv returns the next line without its newline. A last line without a
+// newline at EOF is returned whole. A line longer than maxLine is skipped
+// without being held in memory; in its place Recv returns a request for the
+// internal method methodOversized, carrying the id found at the line's start
+// (if any), so that the client gets an error response and the next line is
+// served.
+func (c *wire) Recv() ([]byte, error) {
+	var buf []byte
+	for {
+		frag, err := c.in.ReadSlice('\n')
+		if len(buf)+len(frag) > c.maxLine+1 {
+			return c.skipLong(append(buf, frag...), err)
+		}
+		buf = append(buf, frag...)
+		switch {
+		case err == nil:
+			buf = buf[:len(buf)-1]
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(buf) > 0:
+			// An unterminated last line is still a message.
+		default:
+			return nil, err
+		}
+		if c.trace != nil {
+			c.trace.in(buf)
+		}
+		return buf, nil
+	}
+}
+
+// skipLong discards the rest of an oversized line whose first bytes are head.
+func (c *wire) skipLong(head []byte, err error) ([]byte, error) {
+	n := len(head)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		var frag []byte
+		frag, err = c.in.ReadSlice('\n')
+		n += len(frag)
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	id := leadingID(head)
+	msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":%q,"params":{"bytes":%d,"limit":%d}}`,
+		id, methodOversized, n, c.maxLine)
+	if c.trace != nil {
+		c.trace.in([]byte(msg))
+	}
+	return []byte(msg), nil
+}
+
+// leadingID finds the top-level "id" member in the first bytes of a JSON
+// object, for answering a line too long to parse. It returns "null" when
+// there is none.
+func leadingID(head []byte) string {
+	if len(head) > 4096 {
+		head = head[:4096]
+	}
+	dec := json.NewDecoder(bytes.NewReader(head))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "null"
+	}
+	for {
+		k, err := dec.Token()
+		key, ok := k.(string)
+		if err != nil || !ok {
+			return "null"
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return "null"
+		}
+		if key == "id" && isValidID(v) {
+			return string(v)
+		}
+	}
+}
+
+// isValidID reports whether v is a JSON-RPC id: a string, a number or null.
+func isValidID(v json.RawMessage) bool {
+	if len(v) == 0 {
+		return false
+	}
+	switch c := v[0]; {
+	case c == '"', c == '-', c >= '0' && c <= '9':
+		return true
+	}
+	return string(v) == "null"
+}
+
+// tracer writes every protocol message, in and out, to a JSON Lines file:
+// {"time":..., "dir":"in"|"out", "msg":<the message>}.
+type tracer struct {
+	mu  sync.Mutex
+	f   *os.File
+	w   *bufio.Writer
+	buf []byte
+}
+
+func openTrace(path string) (*tracer, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening trace file: %w", err)
+	}
+	return &tracer{f: f, w: bufio.NewWriter(f)}, nil
+}
+
+func (t *tracer) in(msg []byte) {
+	t.write("in", func(b []byte) []byte { return append(b, msg...) })
+}
+
+func (t *tracer) out(appendMsg func([]byte) []byte) { t.write("out", appendMsg) }
+
+func (t *tracer) write(dir string, appendMsg func([]byte) []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := append(t.buf[:0], `{"time":"`...)
+	b = time.Now().UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","dir":"`...)
+	b = append(b, dir...)
+	b = append(b, `","msg":`...)
+	start := len(b)
+	b = appendMsg(b)
+	if !json.Valid(b[start:]) {
+		// Not JSON (a malformed input line): keep it as a string.
+		q, _ := json.Marshal(string(b[start:]))
+		b = append(b[:start], q...)
+	}
+	b = append(b, "}\n"...)
+	t.buf = b
+	t.w.Write(b)
+	t.w.Flush()
+}
+
+func (t *tracer) close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.w.Flush()
+	return t.f.Close()
+}
