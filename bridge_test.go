@@ -16,6 +16,7 @@
 //	-- replay.jsonl -- the replay fixture (--model replay:...)
 //	-- args --        more flags
 //	-- cwd/NAME --    a file to create in $CWD before the run
+//	-- state/NAME --  a file to create in $STATE before the run
 //	-- check/NAME --  a file that $CWD must hold after the run
 //
 // `go test -run TestGolden -update` rewrites the agent sections.
@@ -32,6 +33,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -50,28 +52,57 @@ const hang = 20 * time.Second
 
 // testAgent is a running agent with a raw line client attached.
 type testAgent struct {
-	t      testing.TB
-	stdin  *io.PipeWriter
-	lines  chan []byte // the agent's stdout, line by line; closed at EOF
-	got    [][]byte    // every line read so far
-	exit   chan int
-	check  *schemaChecker
-	cwd    string
-	state  string
+	t       testing.TB
+	stdin   *io.PipeWriter
+	lines   chan []byte // the agent's stdout, line by line; closed at EOF
+	got     [][]byte    // every line read so far
+	exit    chan int
+	check   *schemaChecker
+	cwd     string
+	state   string
 	stderr  *syncBuffer
 	closed  bool
 	fixture string // the replay fixture's path, or ""
 }
 
+// syncBuffer collects the agent's stderr and lets a test wait for a line.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	changed chan struct{} // closed and replaced at every write
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
 	return s.b.Write(p)
+}
+
+// waitFor blocks until the output contains sub.
+func (s *syncBuffer) waitFor(t testing.TB, sub string) {
+	t.Helper()
+	deadline := time.After(hang)
+	for {
+		s.mu.Lock()
+		if strings.Contains(s.b.String(), sub) {
+			s.mu.Unlock()
+			return
+		}
+		if s.changed == nil {
+			s.changed = make(chan struct{})
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("stderr never said %q; it holds:\n%s", sub, s.String())
+		}
+	}
 }
 
 func (s *syncBuffer) String() string {
@@ -108,28 +139,44 @@ func stepClock() func() time.Time {
 // given) and a fresh cwd.
 func startAgent(t testing.TB, args ...string) *testAgent {
 	t.Helper()
-	ta := &testAgent{t: t, lines: make(chan []byte, 1024), exit: make(chan int, 1),
-		cwd: t.TempDir(), state: t.TempDir(), stderr: &syncBuffer{}}
-	ta.cwd, _ = filepath.EvalSymlinks(ta.cwd)
-	if !strings.Contains(strings.Join(args, " "), "--state-dir") {
-		args = append(args, "--state-dir", ta.state)
-	}
+	ta := newTestAgent(t)
+	args = ta.withState(args)
 	a, trace, code := setup(args, ta.stderr)
 	require.NotNil(t, a, "setup failed with status %d: %s", code, ta.stderr.String())
 	a.newID = counterIDs()
 	a.now = stepClock()
-	ta.check = newSchemaChecker(t)
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	ta.stdin = inW
-	go func() {
-		code := serve(context.Background(), a, inR, outW, trace)
+	ta.attach(func(stdin io.Reader, stdout io.WriteCloser) {
+		code := serve(context.Background(), a, stdin, stdout, trace)
 		if trace != nil {
 			trace.close()
 		}
-		outW.Close()
+		stdout.Close()
 		ta.exit <- code
-	}()
+	})
+	return ta
+}
+
+func newTestAgent(t testing.TB) *testAgent {
+	ta := &testAgent{t: t, lines: make(chan []byte, 1024), exit: make(chan int, 1),
+		cwd: t.TempDir(), state: t.TempDir(), stderr: &syncBuffer{}}
+	ta.cwd, _ = filepath.EvalSymlinks(ta.cwd)
+	ta.check = newSchemaChecker(t)
+	return ta
+}
+
+func (ta *testAgent) withState(args []string) []string {
+	if !slices.Contains(args, "--state-dir") {
+		args = append(args, "--state-dir", ta.state)
+	}
+	return args
+}
+
+// attach starts run with the client's pipes and reads the agent's stdout.
+func (ta *testAgent) attach(run func(stdin io.Reader, stdout io.WriteCloser)) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ta.stdin = inW
+	go run(inR, outW)
 	go func() {
 		r := bufio.NewReaderSize(outR, 1<<20)
 		for {
@@ -143,8 +190,7 @@ func startAgent(t testing.TB, args ...string) *testAgent {
 			}
 		}
 	}()
-	t.Cleanup(func() { ta.close() })
-	return ta
+	ta.t.Cleanup(func() { ta.close() })
 }
 
 // expand replaces the stand-ins in a client line.
@@ -331,11 +377,14 @@ func runGolden(t *testing.T, path string) {
 	ta := startAgent(t, args...)
 	ta.fixture = fixture
 	for _, f := range ar.files {
-		if name, ok := strings.CutPrefix(f.name, "cwd/"); ok {
-			p := filepath.Join(ta.cwd, name)
-			require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-			require.NoError(t, os.WriteFile(p, []byte(f.data), 0o644))
+		dir, name, _ := strings.Cut(f.name, "/")
+		root := map[string]string{"cwd": ta.cwd, "state": ta.state}[dir]
+		if root == "" || name == "" {
+			continue
 		}
+		p := filepath.Join(root, name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(ta.expand(f.data)), 0o644))
 	}
 	script, ok := ar.get("client")
 	require.True(t, ok, "%s has no client section", path)

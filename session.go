@@ -327,7 +327,7 @@ func (a *agent) openSession(ctx context.Context, req *jrpc2.Request, replay bool
 	a.mu.Unlock()
 
 	err = a.restore(ctx, s, roots, replay)
-	if err == nil && ctx.Err() != nil {
+	if ctx.Err() != nil {
 		err = rpcError(codeRequestCancelled, "loading session %s was ended by session/close", id)
 	}
 	a.finishOpen(s, err)
@@ -341,7 +341,7 @@ func (a *agent) openSession(ctx context.Context, req *jrpc2.Request, replay bool
 // restore reads s from the store, takes its lock, and replays its history
 // when asked. The roots of the request replace the stored ones.
 func (a *agent) restore(ctx context.Context, s *SessionRecord, roots []string, replay bool) error {
-	hist, f, err := a.store.open(s.id)
+	hist, f, err := a.store.open(ctx, s.id)
 	if err != nil {
 		return err
 	}
@@ -354,6 +354,9 @@ func (a *agent) restore(ctx context.Context, s *SessionRecord, roots []string, r
 	}
 	s.conv = newConversation(a.model)
 	hist.feed(s.conv)
+	if err := f.writeInfo(a.store.info(s)); err != nil {
+		return err
+	}
 	if !replay {
 		return nil
 	}
@@ -388,6 +391,7 @@ func (a *agent) closeSession(ctx context.Context, req *jrpc2.Request) (any, erro
 		if s.abort != nil {
 			s.abort()
 		}
+		a.log.Info("session/close ends the load of the session", "session", id)
 		a.mu.Unlock()
 		<-s.opened
 		return struct{}{}, nil

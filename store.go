@@ -16,6 +16,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -195,8 +196,9 @@ type history struct {
 	records            []record // what load replays and the model is fed
 }
 
-// open locks a stored session and reads it.
-func (st *store) open(id string) (*history, *sessionFile, error) {
+// open locks a stored session and reads it. It gives up, unlocked, when
+// ctx ends while it reads.
+func (st *store) open(ctx context.Context, id string) (*history, *sessionFile, error) {
 	if !validID.MatchString(id) {
 		return nil, nil, st.errNotFound(id)
 	}
@@ -209,6 +211,9 @@ func (st *store) open(id string) (*history, *sessionFile, error) {
 		return nil, nil, err
 	}
 	h, good, size, err := st.read(path)
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
 	if err != nil {
 		unlock(lock)
 		return nil, nil, err
@@ -276,7 +281,7 @@ func (st *store) read(path string) (h *history, good, size int64, err error) {
 
 func describeBad(err error, b []byte) string {
 	if err != nil {
-		return err.Error()
+		return "not a JSON record"
 	}
 	if !bytes.HasSuffix(b, []byte("\n")) {
 		return "no newline at its end"

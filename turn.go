@@ -193,7 +193,10 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []contentB
 		s.conv.truncate(mark)
 	}
 
-	end := record{Type: recTurnEnd, StopReason: stop, Usage: usage}
+	end := record{Type: recTurnEnd, StopReason: stop}
+	if usage != nil && (usage.InputTokens != 0 || usage.OutputTokens != 0) {
+		end.Usage = usage
+	}
 	if turnErr != nil {
 		end.Error = turnErr.Error()
 	}

@@ -1,0 +1,309 @@
+// process_test.go tests what crosses processes on the built binary: a
+// session reopened in a new process, kill -9, the lock between two live
+// processes, and exit on stdin EOF.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+	binDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// binary builds acpbridge once for the tests that need a real process.
+func binary(t testing.TB) string {
+	t.Helper()
+	binOnce.Do(func() {
+		binDir, binErr = os.MkdirTemp("", "acpbridge-bin")
+		if binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "acpbridge")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	require.NoError(t, binErr)
+	return binPath
+}
+
+// procAgent is a testAgent whose agent is a real process.
+type procAgent struct {
+	*testAgent
+	cmd *exec.Cmd
+}
+
+// startProcess runs the binary with args, sharing state and cwd with like
+// (when given) so that a second process sees the first one's sessions.
+func startProcess(t testing.TB, like *testAgent, args ...string) *procAgent {
+	t.Helper()
+	ta := newTestAgent(t)
+	if like != nil {
+		ta.cwd, ta.state = like.cwd, like.state
+	}
+	cmd := exec.Command(binary(t), ta.withState(args)...)
+	cmd.Stderr = ta.stderr
+	p := &procAgent{testAgent: ta, cmd: cmd}
+	started := make(chan error, 1)
+	ta.attach(func(stdin io.Reader, stdout io.WriteCloser) {
+		cmd.Stdin, cmd.Stdout = stdin, stdout
+		err := cmd.Start()
+		started <- err
+		if err != nil {
+			stdout.Close()
+			ta.exit <- -1
+			return
+		}
+		cmd.Wait()
+		stdout.Close()
+		ta.exit <- cmd.ProcessState.ExitCode()
+	})
+	require.NoError(t, <-started)
+	return p
+}
+
+func writeFixture(t testing.TB, lines ...string) string {
+	path := filepath.Join(t.TempDir(), "replay.jsonl")
+	var b []byte
+	for _, l := range lines {
+		b = append(b, l+"\n"...)
+	}
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	return path
+}
+
+// newSession initializes and creates a session; it returns the session id.
+func (ta *testAgent) newSession() string {
+	ta.t.Helper()
+	ta.call(initLine)
+	r := decodeResponse(ta.t, ta.call(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`))
+	require.Nil(ta.t, r.Error, "session/new")
+	var res struct{ SessionID string }
+	require.NoError(ta.t, json.Unmarshal(r.Result, &res))
+	return res.SessionID
+}
+
+// updatesUntil returns the session/update params.update objects the agent
+// sends up to the response with id, and that response.
+func (ta *testAgent) updatesUntil(id int) ([]string, response) {
+	ta.t.Helper()
+	var ups []string
+	for {
+		line := ta.next(fmt.Sprintf("the response %d", id))
+		require.NotNil(ta.t, line, "EOF before the response %d", id)
+		var m struct {
+			ID     *int
+			Method string
+			Params struct{ Update json.RawMessage }
+		}
+		require.NoError(ta.t, json.Unmarshal(line, &m))
+		if m.Method == methodSessionUpdate {
+			ups = append(ups, string(m.Params.Update))
+		}
+		if m.ID != nil && *m.ID == id && m.Method == "" {
+			return ups, decodeResponse(ta.t, line)
+		}
+	}
+}
+
+func prompt(id int, sid, text string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%q}]}}`, id, sid, text)
+}
+
+func load(id int, sid string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/load","params":{"sessionId":%q,"cwd":"$CWD","mcpServers":[]}}`, id, sid)
+}
+
+// foldChunks joins consecutive chunks of one message (same kind and
+// messageId) into one update carrying the whole text.
+func foldChunks(t testing.TB, updates []string) []string {
+	type chunk struct {
+		SessionUpdate string `json:"sessionUpdate"`
+		MessageID     string `json:"messageId"`
+		Content       struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	var out []string
+	var cur *chunk
+	flush := func() {
+		if cur != nil {
+			b, _ := json.Marshal(cur)
+			out = append(out, string(b))
+			cur = nil
+		}
+	}
+	for _, u := range updates {
+		var c chunk
+		require.NoError(t, json.Unmarshal([]byte(u), &c))
+		if c.SessionUpdate != "agent_message_chunk" && c.SessionUpdate != "agent_thought_chunk" {
+			flush()
+			out = append(out, u)
+			continue
+		}
+		if cur != nil && cur.SessionUpdate == c.SessionUpdate && cur.MessageID == c.MessageID {
+			cur.Content.Text += c.Content.Text
+			continue
+		}
+		flush()
+		cur = &c
+	}
+	flush()
+	return out
+}
+
+// withoutMessageID drops the messageId of an update of a text prompt, without its messageId.
+func withoutMessageID(t testing.TB, update string) string {
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(update), &m))
+	delete(m, "messageId")
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+// Verify that a session created in one process, with two turns, is loaded
+// whole by a new process (every update of both turns replayed, in order,
+// before the response), and that the next turn continues it.
+func TestProcess_loadInNewProcess(t *testing.T) {
+	fixture := writeFixture(t,
+		`{"expect":"one","chunks":[{"thought":"Hmm."},{"text":"First"},{"text":" answer."}]}`,
+		`{"expect":"two","chunks":[{"text":"Second answer."}],"stop":"max_tokens"}`)
+	p1 := startProcess(t, nil, "--model", "replay:"+fixture)
+	sid := p1.newSession()
+	p1.send(prompt(2, sid, "turn one"))
+	turn1, r := p1.updatesUntil(2)
+	require.Nil(t, r.Error)
+	p1.send(prompt(3, sid, "turn two"))
+	turn2, r := p1.updatesUntil(3)
+	require.Nil(t, r.Error)
+	p1.close()
+
+	// What the client saw live, as load must replay it: the user's prompt
+	// first, and no session_info_update (not part of the conversation).
+	var want []string
+	want = append(want, `{"content":{"text":"turn one","type":"text"},"sessionUpdate":"user_message_chunk"}`)
+	want = append(want, turn1[:len(turn1)-1]...) // the last is session_info_update
+	want = append(want, `{"content":{"text":"turn two","type":"text"},"sessionUpdate":"user_message_chunk"}`)
+	want = append(want, turn2...)
+
+	fixture2 := writeFixture(t, `{"expect":"three","chunks":[{"text":"Third."}]}`)
+	p2 := startProcess(t, p1.testAgent, "--model", "replay:"+fixture2)
+	p2.call(initLine)
+	p2.send(load(1, sid))
+	replayed, r := p2.updatesUntil(1)
+	require.Nil(t, r.Error, "load")
+	// Load replays each message whole under its original messageId; the
+	// live stream may have split it into several chunks.
+	want, got := foldChunks(t, want), foldChunks(t, replayed)
+	require.Len(t, got, len(want), "replayed messages:\n%s", strings.Join(got, "\n"))
+	for i := range want {
+		if strings.Contains(want[i], "user_message_chunk") {
+			got[i] = withoutMessageID(t, got[i])
+		}
+		assert.JSONEq(t, want[i], got[i], "replayed message %d", i)
+	}
+	p2.send(prompt(2, sid, "turn three"))
+	_, r = p2.updatesUntil(2)
+	require.Nil(t, r.Error)
+	assert.JSONEq(t, `{"stopReason":"end_turn"}`, string(r.Result))
+}
+
+// Verify that kill -9 in the middle of a turn loses no completed turn: the
+// next process loads the session (the lock died with the process), replays
+// the first turn and the interrupted prompt, and goes on.
+func TestProcess_kill9MidTurn(t *testing.T) {
+	fixture := writeFixture(t,
+		`{"chunks":[{"text":"Done."}]}`,
+		`{"chunks":[{"text":"Streaming"},{"delayMs":600000}]}`)
+	p1 := startProcess(t, nil, "--model", "replay:"+fixture)
+	sid := p1.newSession()
+	p1.call(prompt(2, sid, "complete turn"))
+	p1.send(prompt(3, sid, "interrupted turn"))
+	p1.await(`{"params":{"update":{"sessionUpdate":"agent_message_chunk","content":{"text":"Streaming"}}}}`)
+	require.NoError(t, p1.cmd.Process.Signal(syscall.SIGKILL))
+	p1.stdin.Close()
+	for p1.next("EOF after kill -9") != nil {
+	}
+	p1.closed = true
+	<-p1.exit
+
+	fixture2 := writeFixture(t, `{"expect":"again","chunks":[{"text":"Back."}]}`)
+	p2 := startProcess(t, p1.testAgent, "--model", "replay:"+fixture2)
+	p2.call(initLine)
+	p2.send(load(1, sid))
+	replayed, r := p2.updatesUntil(1)
+	require.Nil(t, r.Error, "load after kill -9")
+	require.GreaterOrEqual(t, len(replayed), 3)
+	assert.JSONEq(t, `{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"complete turn"}}`, withoutMessageID(t, replayed[0]))
+	assert.JSONEq(t, `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Done."}}`, withoutMessageID(t, replayed[1]))
+	assert.JSONEq(t, `{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"interrupted turn"}}`, withoutMessageID(t, replayed[2]))
+	p2.send(prompt(2, sid, "again"))
+	_, r = p2.updatesUntil(2)
+	assert.Nil(t, r.Error)
+}
+
+// Verify that a second process cannot load or resume a session the first
+// holds (the error names the first's pid), and can once the first exits.
+func TestProcess_lockHeld(t *testing.T) {
+	fixture := writeFixture(t, `{"chunks":[{"text":"x"}]}`)
+	p1 := startProcess(t, nil, "--model", "replay:"+fixture)
+	sid := p1.newSession()
+
+	p2 := startProcess(t, p1.testAgent, "--model", "replay:"+fixture)
+	p2.call(initLine)
+	for i, req := range []string{load(1, sid),
+		fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/resume","params":{"sessionId":%q,"cwd":"$CWD"}}`, sid)} {
+		r := decodeResponse(t, p2.call(req))
+		require.NotNil(t, r.Error, "request %d while another process holds the session", i)
+		assert.Equal(t, 1002, r.Error.Code)
+		assert.Contains(t, r.Error.Message, "pid "+strconv.Itoa(p1.cmd.Process.Pid))
+	}
+	p1.close()
+	r := decodeResponse(t, p2.call(load(3, sid)))
+	assert.Nil(t, r.Error, "load after the holder exited")
+}
+
+// Verify that stdin EOF in the middle of a turn ends the process with
+// status 0, and that the turn is persisted as cancelled, so the session
+// loads and continues.
+func TestProcess_eofMidTurn(t *testing.T) {
+	fixture := writeFixture(t, `{"chunks":[{"text":"Streaming"},{"delayMs":600000}]}`)
+	p1 := startProcess(t, nil, "--model", "replay:"+fixture)
+	sid := p1.newSession()
+	p1.send(prompt(2, sid, "long turn"))
+	p1.await(`{"params":{"update":{"sessionUpdate":"agent_message_chunk"}}}`)
+	p1.close() // asserts exit status 0
+
+	b, err := os.ReadFile(filepath.Join(p1.state, "sessions", sid+".jsonl"))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `{"type":"agent","messageId":`)
+	assert.Contains(t, string(b), `"text":"Streaming"}`)
+	assert.Regexp(t, `\{"type":"turn_end",.*"stopReason":"cancelled"`, string(b))
+}

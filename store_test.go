@@ -1,0 +1,184 @@
+// store_test.go tests the session store beyond the transcripts: what is left
+// on disk, a load that close ends, and list paging.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Verify that a failed load of a log with a corrupt middle record leaves the
+// file byte for byte as it was.
+func TestStore_corruptMiddleUntouched(t *testing.T) {
+	ta := startAgent(t)
+	dir := filepath.Join(ta.state, "sessions")
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	log := `{"type":"session","v":1,"sessionId":"sess_bad","cwd":"/","createdAt":"2026-01-01T00:00:00Z"}` + "\n" +
+		"garbage\n" + `{"type":"agent","messageId":"m","text":"x"}` + "\n"
+	path := filepath.Join(dir, "sess_bad.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(log), 0o600))
+	ta.call(initLine)
+	r := decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"sess_bad","cwd":"$CWD","mcpServers":[]}}`))
+	require.NotNil(t, r.Error)
+	assert.Contains(t, r.Error.Message, path+" is corrupt at line 2")
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, log, string(b))
+}
+
+// Verify that loading a log with a torn last record cuts it off, so that
+// the records appended after it start on a line of their own.
+func TestStore_tornTailTruncated(t *testing.T) {
+	ta := startAgent(t, "--model", "replay:fixtures/hello.jsonl")
+	dir := filepath.Join(ta.state, "sessions")
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	good := `{"type":"session","v":1,"sessionId":"sess_t","cwd":"/","createdAt":"2026-01-01T00:00:00Z"}` + "\n"
+	path := filepath.Join(dir, "sess_t.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(good+`{"type":"user","blo`), 0o600))
+	ta.call(initLine)
+	r := decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"sess_t","cwd":"$CWD","mcpServers":[]}}`))
+	require.Nil(t, r.Error)
+	ta.call(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"sess_t","prompt":[{"type":"text","text":"hello"}]}}`)
+	ta.close()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(string(b), good+`{"type":"user"`), "log after the turn:\n%s", b)
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		assert.True(t, json.Valid([]byte(line)), "line %d is not JSON: %s", i+1, line)
+	}
+	assert.Contains(t, ta.stderr.String(), "dropping a torn record")
+}
+
+// Verify that session/close during a load ends the load (it fails), answers
+// {}, and leaves the process free; and that session/new during the load is
+// rejected naming the session being loaded. The load is held in the middle
+// by making its log a FIFO that the test writes only later.
+func TestStore_closeDuringLoad(t *testing.T) {
+	ta := startAgent(t, "--model", "replay:fixtures/hello.jsonl")
+	ta.call(initLine)
+	ta.call(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`)
+	ta.call(`{"jsonrpc":"2.0","id":2,"method":"session/close","params":{"sessionId":"sess_1"}}`)
+	path := filepath.Join(ta.state, "sessions", "sess_1.jsonl")
+	log, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(path))
+	require.NoError(t, syscall.Mkfifo(path, 0o600))
+
+	ta.send(`{"jsonrpc":"2.0","id":3,"method":"session/load","params":{"sessionId":"sess_1","cwd":"$CWD","mcpServers":[]}}`)
+	r := decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":4,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`))
+	require.NotNil(t, r.Error, "session/new during a load")
+	assert.Equal(t, 1001, r.Error.Code)
+	assert.Contains(t, r.Error.Message, "sess_1")
+
+	ta.send(`{"jsonrpc":"2.0","id":5,"method":"session/close","params":{"sessionId":"sess_1"}}`)
+	ta.stderr.waitFor(t, "session/close ends the load")
+	w, err := os.OpenFile(path, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	w.Write(log)
+	w.Close()
+	load := decodeResponse(t, ta.await(`{"id":3}`))
+	require.NotNil(t, load.Error, "the load that close ended")
+	assert.Equal(t, -32800, load.Error.Code)
+	closed := decodeResponse(t, ta.await(`{"id":5}`))
+	assert.Nil(t, closed.Error)
+	assert.JSONEq(t, `{}`, string(closed.Result))
+	r = decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":7,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`))
+	assert.Nil(t, r.Error, "session/new after the ended load")
+}
+
+// Verify that session/list pages through many sessions newest first with
+// no session repeated or missed.
+func TestStore_listPaging(t *testing.T) {
+	ta := startAgent(t)
+	dir := filepath.Join(ta.state, "sessions")
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	const n = 2*listPage + 7
+	for i := range n {
+		inf := infoFile{SessionID: fmt.Sprintf("s%03d", i), Cwd: "/w", CreatedAt: "2026-01-01T00:00:00Z",
+			UpdatedAt: fmt.Sprintf("2026-01-01T00:%02d:%02dZ", i/60, i%60)}
+		b, _ := json.Marshal(inf)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, inf.SessionID+".json"), b, 0o600))
+	}
+	ta.call(initLine)
+	var seen []string
+	cursor := ""
+	for page := 0; ; page++ {
+		params := `{}`
+		if cursor != "" {
+			params = fmt.Sprintf(`{"cursor":%q}`, cursor)
+		}
+		r := decodeResponse(t, ta.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/list","params":%s}`, page+1, params)))
+		require.Nil(t, r.Error)
+		var res listResult
+		require.NoError(t, json.Unmarshal(r.Result, &res))
+		for _, s := range res.Sessions {
+			seen = append(seen, s.SessionID)
+		}
+		if res.NextCursor == "" {
+			break
+		}
+		cursor = res.NextCursor
+		require.Less(t, page, 10, "too many pages")
+	}
+	require.Len(t, seen, n)
+	for i, id := range seen {
+		assert.Equal(t, fmt.Sprintf("s%03d", n-1-i), id, "position %d", i)
+	}
+}
+
+// Verify that the conversation rebuilt from a log is what the model was
+// sent: a refused turn is left out, assistant text and its tool calls form
+// one message, and a tool call with no recorded result (a crash) is
+// answered so that the history stays well formed.
+func TestStore_feedConversation(t *testing.T) {
+	call := &toolCall{ID: "c1", Name: "read_file", Input: json.RawMessage(`{"path":"a"}`)}
+	call2 := &toolCall{ID: "c2", Name: "run_command", Input: json.RawMessage(`{"command":"make"}`)}
+	text := func(s string) []json.RawMessage {
+		return []json.RawMessage{json.RawMessage(fmt.Sprintf(`{"type":"text","text":%q}`, s))}
+	}
+	h := &history{records: []record{
+		{Type: recUser, Blocks: text("one")},
+		{Type: recThought, Text: "not sent to the model"},
+		{Type: recAgent, Text: "Let me "},
+		{Type: recAgent, Text: "look."},
+		{Type: recToolCall, Call: call},
+		{Type: recToolResult, Call: call, Result: "contents"},
+		{Type: recAgent, Text: "Done."},
+		{Type: recTurnEnd, StopReason: stopEndTurn},
+		{Type: recUser, Blocks: text("bad request")},
+		{Type: recAgent, Text: "No."},
+		{Type: recTurnEnd, StopReason: stopRefusal},
+		{Type: recUser, Blocks: text("build it")},
+		{Type: recToolCall, Call: call2},
+	}}
+	c := &conversation{full: true}
+	h.feed(c)
+	var got []string
+	for _, m := range c.msgs {
+		s := m.role + ":" + m.text
+		for _, tc := range m.toolCalls {
+			s += " [" + tc.ID + "]"
+		}
+		if m.toolCallID != "" {
+			s += " (" + m.toolCallID + ")"
+		}
+		got = append(got, s)
+	}
+	assert.Equal(t, []string{
+		"user:one",
+		"assistant:Let me look. [c1]",
+		"tool:contents (c1)",
+		"assistant:Done.",
+		"user:build it",
+		"assistant: [c2]",
+		"tool:The tool call was interrupted: acpbridge stopped before it finished. Its effects are unknown. (c2)",
+	}, got)
+}
