@@ -11,7 +11,8 @@
 //	                    raw TEXT     send TEXT as it is (malformed input)
 //	                    close        close stdin (the script's end does it too)
 //	                  $CWD, $STATE and $FIXTURE stand for the session's directory,
-//	                  --state-dir and the replay fixture.
+//	                  --state-dir and the replay fixture; $TMP for the agent's
+//	                  temporary directory (the parent of $CWD).
 //	-- agent --       every line the agent wrote, in order, with the same stand-ins
 //	-- replay.jsonl -- the replay fixture (--model replay:...)
 //	-- args --        more flags
@@ -63,6 +64,8 @@ type testAgent struct {
 	stderr  *syncBuffer
 	closed  bool
 	fixture string // the replay fixture's path, or ""
+
+	responsesOnly bool // await is waiting for a response
 }
 
 // syncBuffer collects the agent's stderr and lets a test wait for a line.
@@ -204,6 +207,7 @@ func (ta *testAgent) contract(s string) string {
 	if ta.fixture != "" {
 		pairs = append(pairs, ta.fixture, "$FIXTURE")
 	}
+	pairs = append(pairs, filepath.Dir(ta.cwd), "$TMP") // last: the others lie under it
 	return strings.NewReplacer(pairs...).Replace(s)
 }
 
@@ -229,16 +233,24 @@ func (ta *testAgent) next(waitingFor string) []byte {
 		}
 		return line
 	case <-time.After(hang):
-		ta.t.Fatalf("the agent wrote nothing for %v while the client waited for %s; stderr:\n%s", hang, waitingFor, ta.stderr.String())
+		ta.t.Fatalf("the agent wrote nothing for %v while the client waited for %s; last lines:\n%s\nstderr:\n%s", hang, waitingFor, ta.tail(), ta.stderr.String())
 		return nil
 	}
 }
 
 // await reads until a line matches pattern (a JSON subset) and returns it.
+// A pattern with an id and no method matches only responses, since the
+// agent's own requests to the client number 1, 2, 3... too.
 func (ta *testAgent) await(pattern string) []byte {
 	ta.t.Helper()
 	var want any
 	require.NoError(ta.t, json.Unmarshal([]byte(ta.expand(pattern)), &want), "pattern %s", pattern)
+	if w, ok := want.(map[string]any); ok {
+		if _, hasID := w["id"]; hasID && w["method"] == nil {
+			ta.responsesOnly = true
+			defer func() { ta.responsesOnly = false }()
+		}
+	}
 	for {
 		line := ta.next(pattern)
 		if line == nil {
@@ -246,6 +258,9 @@ func (ta *testAgent) await(pattern string) []byte {
 		}
 		var got any
 		if json.Unmarshal(line, &got) == nil && subset(want, got) {
+			if m, _ := got.(map[string]any); ta.responsesOnly && m["method"] != nil {
+				continue
+			}
 			return line
 		}
 	}
@@ -469,4 +484,14 @@ func TestSchemaChecker_rejects(t *testing.T) {
 		assert.NotEmpty(t, c.check([]byte(bad)), "accepted %s", bad)
 	}
 	assert.Empty(t, c.check([]byte(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)))
+}
+
+// tail is the agent's last few lines, for a failure message.
+func (ta *testAgent) tail() string {
+	var sb strings.Builder
+	for _, l := range ta.got[max(0, len(ta.got)-6):] {
+		sb.WriteString(clip(string(l), 300))
+		sb.WriteByte('\n')
+	}
+	return sb.String()
 }

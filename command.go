@@ -141,7 +141,7 @@ func (a *agent) runLocal(ctx context.Context, command, dir string, timeout time.
 	}
 	text, truncated := out.String()
 	o := commandOutcome(command, text, st, truncated, timedOut, timeout, ctx.Err() != nil)
-	o.content = []toolContent{textOut(text)}
+	o.content = []toolContent{textOut(o.result)}
 	return o
 }
 

@@ -104,7 +104,8 @@ func serve(ctx context.Context, a *agent, stdin io.Reader, stdout io.Writer, tra
 		Concurrency:    256, // a blocked prompt must never starve session/cancel
 		DisableBuiltin: true,
 		Logger:         func(text string) { a.log.Debug(text, "from", "jrpc2") },
-	}).Start(a.out)
+	})
+	a.srv.Start(a.out) // after the assignment: handlers read a.srv
 
 	stopped := make(chan jrpc2.ServerStatus, 1)
 	go func() { stopped <- a.srv.WaitStatus() }()

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"unicode/utf8"
@@ -328,9 +329,21 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// marshal encodes v as compact JSON without escaping <, > and &, which
+// encoding/json does by default for HTML's sake.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
 // mustJSON encodes v, which is known to encode.
 func mustJSON(v any) json.RawMessage {
-	b, err := json.Marshal(v)
+	b, err := marshal(v)
 	if err != nil {
 		panic(err)
 	}

@@ -396,7 +396,7 @@ type sessionFile struct {
 func (f *sessionFile) append(r record) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	b, err := json.Marshal(r)
+	b, err := marshal(r)
 	if err != nil {
 		return storeError("encoding a record of session "+f.id, err)
 	}
@@ -578,7 +578,7 @@ func rawInput(c *toolCall) json.RawMessage {
 
 // notifyJSON writes a session/update with a struct payload, unflushed.
 func (c *wire) notifyJSON(sessionID string, u any) error {
-	b, err := json.Marshal(sessionNotification{SessionID: sessionID, Update: u})
+	b, err := marshal(sessionNotification{SessionID: sessionID, Update: u})
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/creachadair/jrpc2"
 )
 
 // toolSpec is a tool as the model sees it.
@@ -129,7 +131,7 @@ func (a *agent) runTool(ctx context.Context, s *SessionRecord, c toolCall) error
 	}
 	announce := toolCallUpdate{SessionUpdate: "tool_call", ToolCallID: p.id, Title: p.title, Kind: p.kind,
 		Status: "pending", Locations: locs, RawInput: c.Input}
-	if err := a.out.notifyJSON(s.id, announce); err != nil {
+	if err := a.update(s.id, announce); err != nil {
 		return err
 	}
 	if err := s.file.append(record{Type: recToolCall, ToolCallID: p.id, Call: &c, Title: p.title, Kind: p.kind, Locations: locs}); err != nil {
@@ -150,7 +152,7 @@ func (a *agent) runTool(ctx context.Context, s *SessionRecord, c toolCall) error
 			out = *allowed
 			break
 		}
-		if err := a.out.notifyJSON(s.id, toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: p.id, Status: "in_progress"}); err != nil {
+		if err := a.update(s.id, toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: p.id, Status: "in_progress"}); err != nil {
 			return err
 		}
 		out = p.run(ctx, p)
@@ -183,7 +185,7 @@ func (a *agent) finishTool(s *SessionRecord, p *prepared, out outcome) error {
 	if out.rawOutput == nil {
 		raw = nil
 	}
-	err := a.out.notifyJSON(s.id, toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: p.id, Status: status, Content: content, RawOutput: raw})
+	err := a.update(s.id, toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: p.id, Status: status, Content: content, RawOutput: raw})
 	if err != nil {
 		return err
 	}
@@ -273,6 +275,10 @@ func (a *agent) call(ctx context.Context, method string, params, res any) error 
 	stop := context.AfterFunc(ctx, func() { time.AfterFunc(callbackGrace, cancel) })
 	defer stop()
 	rsp, err := a.srv.Callback(cctx, method, params)
+	var rerr *jrpc2.Error
+	if errors.As(err, &rerr) {
+		return fmt.Errorf("%s (error %d)", rerr.Message, rerr.Code)
+	}
 	if err != nil {
 		return err
 	}
@@ -292,7 +298,7 @@ func (a *agent) prepare(s *SessionRecord, c toolCall) *prepared {
 	}
 	decode := func(v any) bool {
 		if err := json.Unmarshal(c.Input, v); err != nil {
-			fail("invalid input for %s: %v", c.Name, err)
+			fail("invalid input for %s: %s", c.Name, describeJSONError(err))
 			return false
 		}
 		return true
@@ -300,8 +306,9 @@ func (a *agent) prepare(s *SessionRecord, c toolCall) *prepared {
 	switch c.Name {
 	case "read_file":
 		var in struct {
-			Path        string
-			Line, Limit int
+			Path  string `json:"path"`
+			Line  int    `json:"line"`
+			Limit int    `json:"limit"`
 		}
 		p.kind, p.perm = "read", permRead
 		if !decode(&in) {
@@ -315,7 +322,10 @@ func (a *agent) prepare(s *SessionRecord, c toolCall) *prepared {
 		p.locations = []location{{Path: path, Line: max(in.Line, 0)}}
 		p.run = func(ctx context.Context, p *prepared) outcome { return a.readFile(ctx, s, path, in.Line, in.Limit) }
 	case "write_file":
-		var in struct{ Path, Content string }
+		var in struct {
+			Path    string `json:"path"`
+			Content string `json:"content"`
+		}
 		p.kind, p.perm = "edit", permEdit
 		if !decode(&in) {
 			return p
@@ -329,7 +339,7 @@ func (a *agent) prepare(s *SessionRecord, c toolCall) *prepared {
 		p.run = func(ctx context.Context, p *prepared) outcome { return a.writeFile(ctx, s, path, in.Content) }
 	case "edit_file":
 		var in struct {
-			Path    string
+			Path    string `json:"path"`
 			OldText string `json:"old_text"`
 			NewText string `json:"new_text"`
 		}
@@ -351,9 +361,9 @@ func (a *agent) prepare(s *SessionRecord, c toolCall) *prepared {
 		}
 	case "run_command":
 		var in struct {
-			Command   string
-			Cwd       string
-			TimeoutMs int64 `json:"timeout_ms"`
+			Command   string `json:"command"`
+			Cwd       string `json:"cwd"`
+			TimeoutMs int64  `json:"timeout_ms"`
 		}
 		p.kind, p.perm = "execute", permExecute
 		if !decode(&in) {
@@ -387,6 +397,36 @@ func (a *agent) prepare(s *SessionRecord, c toolCall) *prepared {
 		return fail("unknown tool %q; the tools are %s", c.Name, strings.Join(names, ", "))
 	}
 	return p
+}
+
+// describeJSONError words a decoding error for a person.
+func describeJSONError(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field == "" {
+			return fmt.Sprintf("expected a JSON object, got %s", te.Value)
+		}
+		return fmt.Sprintf("%s must be %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return "not valid JSON: " + se.Error()
+	}
+	return err.Error()
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "a string"
+	case "int", "int64", "int32", "uint32", "uint64", "float64":
+		return "a number"
+	case "bool":
+		return "true or false"
+	case "slice":
+		return "an array"
+	}
+	return "an object"
 }
 
 // resolve makes path absolute (relative to cwd) and checks that it lies
