@@ -29,14 +29,14 @@ func (a *agent) runCommand(ctx context.Context, s *SessionRecord, p *prepared, c
 	if a.clientCaps().Terminal {
 		return a.runInTerminal(ctx, s, p, command, dir, timeout)
 	}
-	return a.runLocal(ctx, command, dir, timeout)
+	return a.runLocal(ctx, s, command, dir, timeout)
 }
 
 func (a *agent) runInTerminal(ctx context.Context, s *SessionRecord, p *prepared, command, dir string, timeout time.Duration) outcome {
 	var created struct {
 		TerminalID string `json:"terminalId"`
 	}
-	err := a.call(ctx, methodTerminalCreate, map[string]any{
+	err := a.call(ctx, s, methodTerminalCreate, map[string]any{
 		"sessionId": s.id, "command": "sh", "args": []string{"-c", command}, "cwd": dir,
 		"outputByteLimit": terminalOutputLimit,
 	}, &created)
@@ -47,7 +47,7 @@ func (a *agent) runInTerminal(ctx context.Context, s *SessionRecord, p *prepared
 	// Kill and release must reach the client even when the turn is cancelled.
 	bg := context.WithoutCancel(ctx)
 	release := func() {
-		if err := a.call(bg, methodTerminalRelease, ids, nil); err != nil {
+		if err := a.call(bg, s, methodTerminalRelease, ids, nil); err != nil {
 			a.log.Warn("releasing a terminal failed", "terminal", created.TerminalID, "err", err)
 		}
 	}
@@ -55,7 +55,7 @@ func (a *agent) runInTerminal(ctx context.Context, s *SessionRecord, p *prepared
 	a.out.notifyJSON(s.id, toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: p.id, Status: "in_progress", Content: mustJSON(embed)})
 
 	waited := make(chan error, 1)
-	go func() { waited <- a.call(bg, methodTerminalWait, ids, nil) }()
+	go func() { waited <- a.call(bg, s, methodTerminalWait, ids, nil) }()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var timedOut bool
@@ -63,10 +63,10 @@ func (a *agent) runInTerminal(ctx context.Context, s *SessionRecord, p *prepared
 	case err = <-waited:
 	case <-timer.C:
 		timedOut = true
-		a.call(bg, methodTerminalKill, ids, nil)
+		a.call(bg, s, methodTerminalKill, ids, nil)
 		err = <-waited
 	case <-ctx.Done():
-		a.call(bg, methodTerminalKill, ids, nil)
+		a.call(bg, s, methodTerminalKill, ids, nil)
 		err = <-waited
 	}
 	var res struct {
@@ -75,7 +75,7 @@ func (a *agent) runInTerminal(ctx context.Context, s *SessionRecord, p *prepared
 		ExitStatus *exitStatus `json:"exitStatus"`
 	}
 	if err == nil {
-		err = a.call(bg, methodTerminalOutput, ids, &res)
+		err = a.call(bg, s, methodTerminalOutput, ids, &res)
 	}
 	if err != nil {
 		o := failure("the editor's terminal failed for %q: %v", command, err)
@@ -93,7 +93,8 @@ func (a *agent) runInTerminal(ctx context.Context, s *SessionRecord, p *prepared
 	return o
 }
 
-func (a *agent) runLocal(ctx context.Context, command, dir string, timeout time.Duration) outcome {
+func (a *agent) runLocal(ctx context.Context, s *SessionRecord, command, dir string, timeout time.Duration) outcome {
+	a.pause(s) // the client sees the tool call while the command runs
 	cmd := exec.Command("sh", "-c", command)
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

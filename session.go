@@ -63,9 +63,10 @@ type agent struct {
 
 // SessionRecord is the one session this process serves.
 type SessionRecord struct {
-	id    string
-	cwd   string
-	roots []string // cwd, then the additional directories
+	id        string
+	cwd       string
+	roots     []string // cwd, then the additional directories
+	realRoots []string // roots with their symlinks resolved
 
 	ready   bool               // false while session/new, load or resume is still opening it
 	abort   context.CancelFunc // ends an opening load; set while !ready
@@ -240,6 +241,15 @@ func (a *agent) finishOpen(s *SessionRecord, err error) {
 	}
 }
 
+// setRoots sets the session's roots; roots[0] is the cwd.
+func (s *SessionRecord) setRoots(roots []string) {
+	s.cwd, s.roots = roots[0], roots
+	s.realRoots = make([]string, len(roots))
+	for i, r := range roots {
+		s.realRoots[i] = realPath(r)
+	}
+}
+
 // checkRoots validates cwd and the additional directories: absolute paths
 // of existing directories.
 func checkRoots(cwd *string, extra []string) ([]string, error) {
@@ -280,7 +290,7 @@ func (a *agent) newSession(ctx context.Context, req *jrpc2.Request) (any, error)
 	if err != nil {
 		return nil, err
 	}
-	s.cwd, s.roots = roots[0], roots
+	s.setRoots(roots)
 	s.mode = modeAsk
 	s.created = a.now()
 	s.updated = s.created
@@ -346,7 +356,7 @@ func (a *agent) restore(ctx context.Context, s *SessionRecord, roots []string, r
 		return err
 	}
 	s.file = f
-	s.cwd, s.roots = roots[0], roots
+	s.setRoots(roots)
 	s.title, s.mode, s.created, s.updated = hist.title, hist.mode, hist.created, hist.updated
 	maps.Copy(s.rules, hist.rules)
 	if hist.model != "" && a.model != nil && slices.Contains(a.model.models(), hist.model) {
@@ -745,7 +755,7 @@ func (a *agent) changeMode(id, mode, field string) ([]configOption, error) {
 	s.mode = mode
 	opts := a.configOptions(s)
 	a.mu.Unlock()
-	if err := s.file.append(record{Type: recConfig, Mode: mode}); err != nil {
+	if err := s.file.appendNow(record{Type: recConfig, Mode: mode}); err != nil {
 		return nil, err
 	}
 	a.update(id, currentModeUpdate{SessionUpdate: "current_mode_update", CurrentModeID: mode})
@@ -771,7 +781,7 @@ func (a *agent) changeModel(id, name string) (any, error) {
 	a.model.choose(name)
 	opts := a.configOptions(s)
 	a.mu.Unlock()
-	if err := s.file.append(record{Type: recConfig, Model: name}); err != nil {
+	if err := s.file.appendNow(record{Type: recConfig, Model: name}); err != nil {
 		return nil, err
 	}
 	a.update(id, configOptionUpdate{SessionUpdate: "config_option_update", ConfigOptions: opts})

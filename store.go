@@ -2,7 +2,9 @@
 // three files in <state-dir>/sessions/.
 //
 //	<id>.jsonl  the log: one JSON record a line, appended at message
-//	            granularity and synced at the end of each turn and on close
+//	            granularity; records collect in a buffer that is written
+//	            whenever the agent waits (on the client, the model, a
+//	            command) and synced at the end of each turn and on close
 //	<id>.json   the info session/list reads (cwd, title, times), replaced
 //	            atomically at the end of each turn
 //	<id>.lock   holds the owning process's pid; the owner keeps an flock on
@@ -24,7 +26,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -114,7 +115,19 @@ func storeError(op string, err error) error {
 	return rpcError(codeStoreFailed, "%s: %v; check that the state directory (--state-dir) exists, is writable and has space", op, err)
 }
 
-var validID = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+// validID reports whether id can name files in the store: 1 to 128
+// letters, digits, '_', '-' and '.', not starting with '.'.
+func validID(id string) bool {
+	if id == "" || len(id) > 128 || id[0] == '.' {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
 
 func (st *store) errNotFound(id string) error {
 	return rpcError(codeResourceNotFound, "session %s not found in %s; session/list shows the sessions there", id, st.dir).
@@ -143,7 +156,7 @@ func (st *store) create(s *SessionRecord) (*sessionFile, error) {
 	}
 	f := &sessionFile{st: st, id: s.id, log: log, lock: lock}
 	head := record{Type: recSession, V: storeVersion, SessionID: s.id, Cwd: s.cwd, Dirs: s.roots[1:], CreatedAt: stamp(s.created)}
-	if err := f.append(head); err != nil {
+	if err := f.appendNow(head); err != nil {
 		f.close()
 		os.Remove(st.path(s.id, ".jsonl"))
 		return nil, err
@@ -199,7 +212,7 @@ type history struct {
 // open locks a stored session and reads it. It gives up, unlocked, when
 // ctx ends while it reads.
 func (st *store) open(ctx context.Context, id string) (*history, *sessionFile, error) {
-	if !validID.MatchString(id) {
+	if !validID(id) {
 		return nil, nil, st.errNotFound(id)
 	}
 	path := st.path(id, ".jsonl")
@@ -386,30 +399,58 @@ func (h *history) feed(c *conversation) {
 type sessionFile struct {
 	st   *store
 	id   string
-	mu   sync.Mutex // serialises appends
+	mu   sync.Mutex // protects buf and the writes
 	log  *os.File
 	lock *os.File
-	buf  []byte
+	buf  []byte // whole records not yet written
 }
 
-// append writes one record with one write(2).
+// append adds one record to the buffer; a full buffer is written at once.
 func (f *sessionFile) append(r record) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	b, err := marshal(r)
 	if err != nil {
 		return storeError("encoding a record of session "+f.id, err)
 	}
-	f.buf = append(append(f.buf[:0], b...), '\n')
-	if _, err := f.log.Write(f.buf); err != nil {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.buf = append(append(f.buf, b...), '\n')
+	if len(f.buf) >= partBytes {
+		return f.flushLocked()
+	}
+	return nil
+}
+
+// appendNow adds a record and writes it.
+func (f *sessionFile) appendNow(r record) error {
+	if err := f.append(r); err != nil {
+		return err
+	}
+	return f.flush()
+}
+
+// flush writes the buffered records with one write(2).
+func (f *sessionFile) flush() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.flushLocked()
+}
+
+func (f *sessionFile) flushLocked() error {
+	if len(f.buf) == 0 {
+		return nil
+	}
+	_, err := f.log.Write(f.buf)
+	f.buf = f.buf[:0]
+	if err != nil {
 		return storeError("writing session "+f.id, err)
 	}
 	return nil
 }
 
-// endTurn appends the turn's last record, syncs, and updates the info file.
+// endTurn appends the turn's last record, writes, syncs, and updates the
+// info file.
 func (f *sessionFile) endTurn(r record, info infoFile) error {
-	if err := f.append(r); err != nil {
+	if err := f.appendNow(r); err != nil {
 		return err
 	}
 	if err := f.log.Sync(); err != nil {
@@ -432,11 +473,14 @@ func (f *sessionFile) writeInfo(info infoFile) error {
 	return nil
 }
 
-// close syncs the log and releases the lock.
+// close writes and syncs the log and releases the lock.
 func (f *sessionFile) close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	err := f.log.Sync()
+	err := f.flushLocked()
+	if serr := f.log.Sync(); err == nil {
+		err = serr
+	}
 	if cerr := f.log.Close(); err == nil {
 		err = cerr
 	}
@@ -523,7 +567,7 @@ func (st *store) list(cwd, cursor string) (listResult, error) {
 // remove deletes a stored session that no process holds. An unknown id is
 // not an error.
 func (st *store) remove(id string) error {
-	if !validID.MatchString(id) {
+	if !validID(id) {
 		return nil
 	}
 	if _, err := os.Stat(st.path(id, ".jsonl")); err != nil {

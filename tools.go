@@ -131,7 +131,9 @@ func (a *agent) runTool(ctx context.Context, s *SessionRecord, c toolCall) error
 	}
 	announce := toolCallUpdate{SessionUpdate: "tool_call", ToolCallID: p.id, Title: p.title, Kind: p.kind,
 		Status: "pending", Locations: locs, RawInput: c.Input}
-	if err := a.update(s.id, announce); err != nil {
+	// Tool updates are not flushed by themselves: the next callback, pause
+	// or response flushes them, and local work that blocks flushes first.
+	if err := a.out.notifyJSON(s.id, announce); err != nil {
 		return err
 	}
 	if err := s.file.append(record{Type: recToolCall, ToolCallID: p.id, Call: &c, Title: p.title, Kind: p.kind, Locations: locs}); err != nil {
@@ -152,7 +154,7 @@ func (a *agent) runTool(ctx context.Context, s *SessionRecord, c toolCall) error
 			out = *allowed
 			break
 		}
-		if err := a.update(s.id, toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: p.id, Status: "in_progress"}); err != nil {
+		if err := a.out.notifyJSON(s.id, toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: p.id, Status: "in_progress"}); err != nil {
 			return err
 		}
 		out = p.run(ctx, p)
@@ -185,7 +187,7 @@ func (a *agent) finishTool(s *SessionRecord, p *prepared, out outcome) error {
 	if out.rawOutput == nil {
 		raw = nil
 	}
-	err := a.update(s.id, toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: p.id, Status: status, Content: content, RawOutput: raw})
+	err := a.out.notifyJSON(s.id, toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: p.id, Status: status, Content: content, RawOutput: raw})
 	if err != nil {
 		return err
 	}
@@ -232,7 +234,7 @@ func (a *agent) permit(ctx context.Context, s *SessionRecord, p *prepared) (*out
 			OptionID string `json:"optionId"`
 		} `json:"outcome"`
 	}
-	if err := a.call(ctx, methodRequestPermit, req, &res); err != nil {
+	if err := a.call(ctx, s, methodRequestPermit, req, &res); err != nil {
 		if ctx.Err() != nil {
 			return nil, errTurnCancelled
 		}
@@ -261,20 +263,17 @@ func (a *agent) permit(ctx context.Context, s *SessionRecord, p *prepared) (*out
 	return &o, nil
 }
 
-// callbackGrace is how long a callback still waits for the client's answer
-// after its turn was cancelled. Waiting matters: jrpc2 answers a reply that
-// arrives after the call was abandoned with a spurious error response.
-const callbackGrace = 10 * time.Second
-
-// call makes a request to the client and decodes its result into res. The
-// call outlives ctx by callbackGrace, so that a client answering a cancelled
-// turn's request (as ACP requires) finds the call still pending.
-func (a *agent) call(ctx context.Context, method string, params, res any) error {
-	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	stop := context.AfterFunc(ctx, func() { time.AfterFunc(callbackGrace, cancel) })
-	defer stop()
-	rsp, err := a.srv.Callback(cctx, method, params)
+// call makes a request to the client and decodes its result into res. A
+// client's error comes back worded for the person who reads it. Before a
+// wait that may be long (a person deciding, a command running) the session
+// log is written; a quick fs or terminal call leaves it for the next pause.
+func (a *agent) call(ctx context.Context, s *SessionRecord, method string, params, res any) error {
+	if method == methodRequestPermit || method == methodTerminalWait {
+		if err := s.file.flush(); err != nil {
+			return err
+		}
+	}
+	raw, err := a.out.call(ctx, method, params)
 	var rerr *jrpc2.Error
 	if errors.As(err, &rerr) {
 		return fmt.Errorf("%s (error %d)", rerr.Message, rerr.Code)
@@ -285,7 +284,10 @@ func (a *agent) call(ctx context.Context, method string, params, res any) error 
 	if res == nil {
 		return nil
 	}
-	return rsp.UnmarshalResult(res)
+	if err := json.Unmarshal(raw, res); err != nil {
+		return fmt.Errorf("the client's answer to %s: %s", method, describeJSONError(err))
+	}
+	return nil
 }
 
 // prepare decodes a call's input and resolves what it touches.
@@ -439,13 +441,46 @@ func (s *SessionRecord) resolve(path string) (string, error) {
 		path = filepath.Join(s.cwd, path)
 	}
 	path = filepath.Clean(path)
-	real := realPath(path)
-	for _, root := range s.roots {
-		if within(real, realPath(root)) {
+	real := ""
+	for i, root := range s.roots {
+		if within(path, root) {
+			// Only the part below the root can hold a symlink not yet resolved.
+			rel, _ := filepath.Rel(root, path)
+			real = realPathBelow(s.realRoots[i], rel)
+			break
+		}
+	}
+	if real == "" {
+		real = realPath(path) // perhaps an alias of a root through a symlink
+	}
+	for _, root := range s.realRoots {
+		if within(real, root) {
 			return path, nil
 		}
 	}
 	return "", fmt.Errorf("%s is outside the session's directories (%s): acpbridge only touches files under them", path, strings.Join(s.roots, ", "))
+}
+
+// realPathBelow resolves the symlinks of rel under the already resolved
+// dir, one component at a time; a component that does not exist ends the
+// walk (nothing below it can be a link).
+func realPathBelow(dir, rel string) string {
+	if rel == "." {
+		return dir
+	}
+	parts := strings.Split(rel, string(filepath.Separator))
+	for i, part := range parts {
+		next := filepath.Join(dir, part)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return filepath.Join(append([]string{next}, parts[i+1:]...)...)
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			return realPath(filepath.Join(append([]string{next}, parts[i+1:]...)...))
+		}
+		dir = next
+	}
+	return dir
 }
 
 // display shortens a path under cwd for a title.
@@ -498,7 +533,7 @@ func (a *agent) readText(ctx context.Context, s *SessionRecord, path string, lin
 		var res struct {
 			Content string `json:"content"`
 		}
-		if err := a.call(ctx, methodFSRead, params, &res); err != nil {
+		if err := a.call(ctx, s, methodFSRead, params, &res); err != nil {
 			return "", fmt.Errorf("the editor could not read %s: %v", path, err)
 		}
 		return res.Content, nil
@@ -531,7 +566,7 @@ func (a *agent) readText(ctx context.Context, s *SessionRecord, path string, lin
 func (a *agent) writeText(ctx context.Context, s *SessionRecord, path, content string) error {
 	if a.clientCaps().FS.WriteTextFile {
 		params := map[string]any{"sessionId": s.id, "path": path, "content": content}
-		if err := a.call(ctx, methodFSWrite, params, nil); err != nil {
+		if err := a.call(ctx, s, methodFSWrite, params, nil); err != nil {
 			return fmt.Errorf("the editor could not write %s: %v", path, err)
 		}
 		return nil

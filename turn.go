@@ -154,7 +154,17 @@ func (st *modelStream) addUsage(u usage) {
 }
 
 // pause flushes what streamed: the model is about to wait.
-func (st *modelStream) pause() error { return st.a.out.flush() }
+func (st *modelStream) pause() error { return st.a.pause(st.s) }
+
+// pause writes what the client and the session log have buffered: the agent
+// is about to wait.
+func (a *agent) pause(s *SessionRecord) error {
+	err := s.file.flush()
+	if werr := a.out.flush(); err == nil {
+		err = werr
+	}
+	return err
+}
 
 func (st *modelStream) persistPart() {
 	if len(st.part) == 0 {

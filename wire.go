@@ -11,18 +11,30 @@
 //     its response on the wire.
 //   - The first write error is sticky and closes broken, so that main can end
 //     the process when the client stops reading.
+//
+// The agent's own requests to the client (permission, fs/*, terminal/*) go
+// out through call, not through jrpc2: Recv takes every response the client
+// sends out of the input before jrpc2 sees it and hands it to the waiting
+// call. A response nobody waits for any more (the turn was cancelled) is
+// dropped quietly; jrpc2 would answer it with a spurious error that a
+// client can mistake for the answer to its own request.
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/creachadair/jrpc2"
 )
 
 // wire implements jrpc2's channel.Channel over a reader and a writer.
@@ -35,6 +47,15 @@ type wire struct {
 	err    error         // first write error
 	broken chan struct{} // closed when err is set
 	trace  *tracer
+	calls  map[int64]chan reply // our requests awaiting the client's response
+	nextID int64
+	eof    bool // stdin has ended: no response will come
+}
+
+// reply is the client's response to one of our requests.
+type reply struct {
+	result json.RawMessage
+	err    error
 }
 
 func newWire(r io.Reader, w io.Writer, maxLine int, trace *tracer) *wire {
@@ -44,6 +65,94 @@ func newWire(r io.Reader, w io.Writer, maxLine int, trace *tracer) *wire {
 		w:       bufio.NewWriterSize(w, 64<<10),
 		broken:  make(chan struct{}),
 		trace:   trace,
+		calls:   map[int64]chan reply{},
+	}
+}
+
+// errConnClosed is the answer to a request the client can no longer answer.
+var errConnClosed = errors.New("the client closed the connection")
+
+// call sends a request to the client, flushes, and waits for its response
+// or for ctx to end.
+func (c *wire) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	p, err := marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan reply, 1)
+	c.mu.Lock()
+	if c.eof {
+		c.mu.Unlock()
+		return nil, errConnClosed
+	}
+	c.nextID++
+	id := c.nextID
+	c.calls[id] = ch
+	msg := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":`, id, method)
+	msg = append(append(msg, p...), '}')
+	c.writeLocked(msg)
+	c.flushLocked()
+	err = c.err
+	c.mu.Unlock()
+	if err == nil {
+		select {
+		case r := <-ch:
+			return r.result, r.err
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	c.mu.Lock()
+	delete(c.calls, id)
+	c.mu.Unlock()
+	return nil, err
+}
+
+// response takes a line that is a response (no method; a result or an
+// error) to the request it answers, and reports whether it was one.
+func (c *wire) response(line []byte) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(line, &m) != nil || m["method"] != nil {
+		return false
+	}
+	result, hasResult := m["result"]
+	rawErr, hasErr := m["error"]
+	if !hasResult && !hasErr {
+		return false
+	}
+	r := reply{result: result}
+	if hasErr {
+		var e jrpc2.Error
+		if json.Unmarshal(rawErr, &e) != nil {
+			e = jrpc2.Error{Code: jrpc2.InternalError, Message: "malformed error response: " + string(rawErr)}
+		}
+		r.err = &e
+	}
+	id, err := strconv.ParseInt(string(m["id"]), 10, 64)
+	c.mu.Lock()
+	ch, ok := c.calls[id]
+	delete(c.calls, id)
+	c.mu.Unlock()
+	if err == nil && ok {
+		ch <- r
+		// Let the waiting goroutine run here and now: this goroutine is about
+		// to block in read(2), and the runtime would otherwise have to wake
+		// another thread to take the waiter from this one's run queue.
+		runtime.Gosched()
+	}
+	// Otherwise it is late (its request was given up) or answers nothing we
+	// sent: there is nobody to tell, and no reply is due to a response.
+	return true
+}
+
+// closeCalls fails every waiting request: stdin has ended.
+func (c *wire) closeCalls() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.eof = true
+	for id, ch := range c.calls {
+		ch <- reply{err: errConnClosed}
+		delete(c.calls, id)
 	}
 }
 
@@ -122,13 +231,27 @@ func (c *wire) Close() error { return c.flush() }
 // errLineTooLong marks a line that Recv skipped for its size.
 var errLineTooLong = errors.New("line too long")
 
-// Recv returns the next line without its newline. A last line without a
-// newline at EOF is returned whole. A line longer than maxLine is skipped
+// Recv returns the next line without its newline, for jrpc2. Responses to
+// the agent's own requests are taken out on the way (see call). A last line
+// without a newline at EOF is returned whole. A line longer than maxLine is skipped
 // without being held in memory; in its place Recv returns a request for the
 // internal method methodOversized, carrying the id found at the line's start
 // (if any), so that the client gets an error response and the next line is
 // served.
 func (c *wire) Recv() ([]byte, error) {
+	for {
+		line, err := c.recvLine()
+		if err != nil {
+			c.closeCalls()
+			return nil, err
+		}
+		if !c.response(line) {
+			return line, nil
+		}
+	}
+}
+
+func (c *wire) recvLine() ([]byte, error) {
 	var buf []byte
 	for {
 		frag, err := c.in.ReadSlice('\n')

@@ -1,0 +1,108 @@
+// bench_test.go holds the in-process benchmarks of the two hot paths: a
+// streamed turn (session/update chunks) and tool calls that round-trip
+// through the client's fs/read_text_file. The side-by-side figures against
+// other agents come from bench.sh, which runs ../shared/bench on the binary.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// benchAgent runs an agent in-process with a minimal client that answers
+// fs/read_text_file at once and counts lines until the response with id.
+type benchAgent struct {
+	in  *io.PipeWriter
+	out *bufio.Reader
+}
+
+func startBench(b *testing.B, fixture string) *benchAgent {
+	b.Helper()
+	a, _, _ := setup([]string{"--model", "replay:" + fixture, "--state-dir", b.TempDir(), "--max-turn-requests", "1000000", "--log-level", "error"}, io.Discard)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		serve(context.Background(), a, inR, outW, nil)
+		outW.Close()
+		close(done)
+	}()
+	ba := &benchAgent{in: inW, out: bufio.NewReaderSize(outR, 1<<20)}
+	b.Cleanup(func() {
+		inW.Close()
+		io.Copy(io.Discard, outR)
+		<-done
+	})
+	cwd := b.TempDir()
+	os.WriteFile(filepath.Join(cwd, "f.txt"), []byte("x"), 0o644)
+	ba.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true}}}}`)
+	ba.until(`"id":0,"result"`)
+	ba.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, cwd))
+	line := ba.until(`"id":1,"result"`)
+	var r struct{ Result struct{ SessionID string } }
+	json.Unmarshal([]byte(line), &r)
+	ba.send(prompt(2, r.Result.SessionID, "go"))
+	return ba
+}
+
+func (ba *benchAgent) send(line string) { io.WriteString(ba.in, line+"\n") }
+
+// until reads lines, answering fs reads, until one contains marker.
+func (ba *benchAgent) until(marker string) string {
+	for {
+		line, err := ba.out.ReadString('\n')
+		if err != nil {
+			panic(err)
+		}
+		if strings.Contains(line, marker) {
+			return line
+		}
+		if strings.Contains(line, `"method":"fs/read_text_file"`) {
+			var req struct{ ID json.RawMessage }
+			json.Unmarshal([]byte(line), &req)
+			ba.send(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"content":"0123456789"}}`)
+		}
+	}
+}
+
+// BenchmarkStream streams b.N chunks of 64 bytes in one turn.
+func BenchmarkStream(b *testing.B) {
+	chunk := strings.Repeat("abcdefgh", 8)
+	var sb strings.Builder
+	sb.WriteString(`{"chunks":[`)
+	for i := range b.N {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"text":"` + chunk + `"}`)
+	}
+	sb.WriteString("]}\n")
+	fixture := filepath.Join(b.TempDir(), "stream.jsonl")
+	os.WriteFile(fixture, []byte(sb.String()), 0o644)
+	b.ResetTimer()
+	ba := startBench(b, fixture)
+	ba.until(`"id":2,"result":{"stopReason"`)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "chunks/s")
+}
+
+// BenchmarkCallback makes b.N read_file tool calls through the client's
+// fs/read_text_file in one turn: the per-call round trip.
+func BenchmarkCallback(b *testing.B) {
+	var sb strings.Builder
+	for i := range b.N {
+		fmt.Fprintf(&sb, `{"chunks":[{"toolCall":{"id":"r%d","name":"read_file","input":{"path":"f.txt"}}}]}`+"\n", i)
+	}
+	sb.WriteString(`{"chunks":[{"text":"done"}]}` + "\n")
+	fixture := filepath.Join(b.TempDir(), "reads.jsonl")
+	os.WriteFile(fixture, []byte(sb.String()), 0o644)
+	b.ResetTimer()
+	ba := startBench(b, fixture)
+	ba.until(`"id":2,"result":{"stopReason"`)
+}
