@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -50,6 +51,11 @@ func main() {
 	// CPU of a client round trip.
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
+	}
+	// A smaller heap goal than the default keeps a tab's memory flat while a
+	// long answer streams (README: 200,000 chunks peak as 20,000 do).
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(50)
 	}
 	os.Exit(run(context.Background(), os.Args[1:], pollable(os.Stdin), os.Stdout, os.Stderr))
 }

@@ -73,6 +73,10 @@ func TestStore_closeDuringLoad(t *testing.T) {
 	require.NoError(t, syscall.Mkfifo(path, 0o600))
 
 	ta.send(`{"jsonrpc":"2.0","id":3,"method":"session/load","params":{"sessionId":"sess_1","cwd":"$CWD","mcpServers":[]}}`)
+	// Opening the FIFO for writing returns once the load has opened it to
+	// read: the load is under way and holds the process's one slot.
+	w, err := os.OpenFile(path, os.O_WRONLY, 0)
+	require.NoError(t, err)
 	r := decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":4,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`))
 	require.NotNil(t, r.Error, "session/new during a load")
 	assert.Equal(t, 1001, r.Error.Code)
@@ -80,8 +84,6 @@ func TestStore_closeDuringLoad(t *testing.T) {
 
 	ta.send(`{"jsonrpc":"2.0","id":5,"method":"session/close","params":{"sessionId":"sess_1"}}`)
 	ta.stderr.waitFor(t, "session/close ends the load")
-	w, err := os.OpenFile(path, os.O_WRONLY, 0)
-	require.NoError(t, err)
 	w.Write(log)
 	w.Close()
 	// The two answers may come in either order.

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Measures acpbridge side by side with the peer agents of ../shared/bench
+# (a stdlib floor, the Go SDK, the TypeScript SDK), interleaved runs, and then
+# what ten tabs cost: ten acpbridge processes after session/new.
+#
+#   ./bench.sh                 # RUNS=5 rounds; RUNS=3 ./bench.sh for a quicker look
+#   ONLY="floor acpbridge" ./bench.sh
+#
+# Prints the driver's table (median (min-max)), the 200,000-chunk stream's
+# peak against the 20,000-chunk one, and the ten-tab memory.
+set -euo pipefail
+cd "$(dirname "$0")"
+shared=../shared/bench
+out=${BENCH_OUT:-/tmp/acp-bench}
+mkdir -p "$out"
+go build -o "$out/acpbridge" .
+python3 "$shared/make-fixture.py" 20000 64 1000 > "$out/bench.replay.jsonl"
+python3 "$shared/make-fixture.py" 200000 64 0 > "$out/bench200k.replay.jsonl"
+state=$(mktemp -d)
+trap 'rm -rf "$state"' EXIT
+
+echo "== side by side: $shared/run.sh"
+BENCH_OUT=$out "$shared/run.sh" -- "$out/acpbridge" --model "replay:$out/bench.replay.jsonl" \
+  --state-dir "$state" --max-turn-requests 5000
+
+echo "== stream length: peak RSS of a 20,000- and a 200,000-chunk stream (3 runs each)"
+for n in 20000 200000; do
+  fixture=$out/bench.replay.jsonl
+  [ "$n" = 200000 ] && fixture=$out/bench200k.replay.jsonl
+  for _ in 1 2 3; do
+    "$out/bin/driver" --name acpbridge --n "$n" --k 64 --m 0 --no-read -- \
+      "$out/acpbridge" --model "replay:$fixture" --state-dir "$state"
+  done | python3 -c '
+import json, sys, statistics
+runs = [json.loads(l) for l in sys.stdin if l.strip()]
+peaks = [r["stream"]["rss_mib"] for r in runs]
+rates = [r["stream"]["chunks_per_s"] for r in runs]
+print(f"  {'"$n"':>7} chunks: peak RSS {statistics.median(peaks):.2f} MiB (runs {min(peaks):.2f}-{max(peaks):.2f}), {statistics.median(rates)/1000:.0f}k chunks/s")'
+done
+
+echo "== ten tabs: ten acpbridge processes, each after initialize and session/new"
+python3 - "$out/acpbridge" "$state" <<'PY'
+import json, os, subprocess, sys, tempfile
+binary, state = sys.argv[1], sys.argv[2]
+procs = []
+for i in range(10):
+    p = subprocess.Popen([binary, "--state-dir", state], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    def call(msg):
+        p.stdin.write((json.dumps(msg) + "\n").encode()); p.stdin.flush()
+        while True:
+            line = json.loads(p.stdout.readline())
+            if line.get("id") == msg["id"]:
+                return line
+    call({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}})
+    call({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": tempfile.gettempdir(), "mcpServers": []}})
+    procs.append(p)
+def field(pid, name):
+    for line in open(f"/proc/{pid}/smaps_rollup"):
+        if line.startswith(name + ":"):
+            return int(line.split()[1]) / 1024
+rss = sum(field(p.pid, "Rss") for p in procs)
+pss = sum(field(p.pid, "Pss") for p in procs)
+anon = sum(field(p.pid, "Anonymous") for p in procs)
+print(f"  sum of RSS {rss:.1f} MiB; sum of PSS {pss:.1f} MiB (the binary's pages are shared); anonymous {anon:.1f} MiB")
+for p in procs:
+    p.stdin.close(); p.wait()
+PY
