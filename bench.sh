@@ -65,3 +65,44 @@ print(f"  sum of RSS {rss:.1f} MiB; sum of PSS {pss:.1f} MiB (the binary's pages
 for p in procs:
     p.stdin.close(); p.wait()
 PY
+
+echo "== load: a 1,000-turn session (prompt, thought, read_file call, answer) loaded in a new process (3 runs)"
+python3 - "$out/acpbridge" "$state" <<'PY'
+import json, os, subprocess, sys, tempfile, time
+binary, state = sys.argv[1], sys.argv[2]
+turns = 1000
+cwd = tempfile.mkdtemp()
+open(os.path.join(cwd, "f.txt"), "w").write("file text " * 20)
+fixture = os.path.join(cwd, "turns.jsonl")
+with open(fixture, "w") as f:
+    for i in range(turns):
+        f.write(json.dumps({"chunks": [{"thought": f"Turn {i}."}, {"toolCall": {"id": f"c{i}", "name": "read_file", "input": {"path": "f.txt"}}}]}) + "\n")
+        f.write(json.dumps({"chunks": [{"text": "An answer of some length. " * 8}]}) + "\n")
+
+def start(*args):
+    return subprocess.Popen([binary, "--state-dir", state, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+def call(p, msg):
+    p.stdin.write((json.dumps(msg) + "\n").encode()); p.stdin.flush()
+    n = 0
+    while True:
+        line = json.loads(p.stdout.readline()); n += 1
+        if line.get("id") == msg["id"] and "method" not in line:
+            return line, n
+
+p = start("--model", "replay:" + fixture)
+call(p, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}})
+sid = call(p, {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}})[0]["result"]["sessionId"]
+for i in range(turns):
+    call(p, {"jsonrpc": "2.0", "id": 10 + i, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": f"prompt {i}: please read f.txt"}]}})
+p.stdin.close(); p.wait()
+size = os.path.getsize(os.path.join(state, "sessions", sid + ".jsonl"))
+for _ in range(3):
+    p = start()
+    call(p, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}})
+    t0 = time.perf_counter()
+    _, lines = call(p, {"jsonrpc": "2.0", "id": 1, "method": "session/load", "params": {"sessionId": sid, "cwd": cwd, "mcpServers": []}})
+    ms = (time.perf_counter() - t0) * 1000
+    hwm = [l for l in open(f"/proc/{p.pid}/status") if l.startswith("VmHWM")][0].split()[1]
+    print(f"  load: {ms:.1f} ms for {lines - 1} replayed updates from a {size / 1e6:.2f} MB log; peak RSS {int(hwm) / 1024:.1f} MiB")
+    p.stdin.close(); p.wait()
+PY

@@ -106,3 +106,59 @@ func BenchmarkCallback(b *testing.B) {
 	ba := startBench(b, fixture)
 	ba.until(`"id":2,"result":{"stopReason"`)
 }
+
+// loadTurns is the size of the session BenchmarkLoad loads.
+const loadTurns = 1000
+
+// BenchmarkLoad loads a session of loadTurns turns (a prompt, a thought, a
+// read_file tool call and an answer each) with session/load: every update
+// replayed, then the response.
+func BenchmarkLoad(b *testing.B) {
+	state := b.TempDir()
+	cwd := b.TempDir()
+	os.WriteFile(filepath.Join(cwd, "f.txt"), []byte(strings.Repeat("file text ", 20)), 0o644)
+	var sb strings.Builder
+	answer := strings.Repeat("An answer of some length. ", 8)
+	for i := range loadTurns {
+		fmt.Fprintf(&sb, `{"chunks":[{"thought":"Turn %d."},{"toolCall":{"id":"c%d","name":"read_file","input":{"path":"f.txt"}}}]}`+"\n", i, i)
+		fmt.Fprintf(&sb, `{"chunks":[{"text":%q}]}`+"\n", answer)
+	}
+	fixture := filepath.Join(b.TempDir(), "turns.jsonl")
+	os.WriteFile(fixture, []byte(sb.String()), 0o644)
+
+	// One process makes the session.
+	a, _, _ := setup([]string{"--model", "replay:" + fixture, "--state-dir", state, "--log-level", "error"}, io.Discard)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	go func() { serve(context.Background(), a, inR, outW, nil); outW.Close() }()
+	ba := &benchAgent{in: inW, out: bufio.NewReaderSize(outR, 1<<20)}
+	ba.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	ba.until(`"id":0,"result"`)
+	ba.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, cwd))
+	var r struct{ Result struct{ SessionID string } }
+	json.Unmarshal([]byte(ba.until(`"id":1,"result"`)), &r)
+	sid := r.Result.SessionID
+	for i := range loadTurns {
+		ba.send(prompt(10+i, sid, fmt.Sprintf("prompt %d: please read f.txt and tell me about it", i)))
+		ba.until(fmt.Sprintf(`"id":%d,"result"`, 10+i))
+	}
+	inW.Close()
+	io.Copy(io.Discard, outR)
+
+	b.ResetTimer()
+	for i := range b.N {
+		a, _, _ := setup([]string{"--state-dir", state, "--log-level", "error"}, io.Discard)
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		go func() { serve(context.Background(), a, inR, outW, nil); outW.Close() }()
+		ba := &benchAgent{in: inW, out: bufio.NewReaderSize(outR, 1<<20)}
+		ba.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+		ba.until(`"id":0,"result"`)
+		ba.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":%q,"cwd":%q,"mcpServers":[]}}`, sid, cwd))
+		ba.until(`"id":1,"result"`)
+		inW.Close()
+		io.Copy(io.Discard, outR)
+		_ = i
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/load")
+}

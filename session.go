@@ -351,10 +351,12 @@ func (a *agent) openSession(ctx context.Context, req *jrpc2.Request, replay bool
 // restore reads s from the store, takes its lock, and replays its history
 // when asked. The roots of the request replace the stored ones.
 func (a *agent) restore(ctx context.Context, s *SessionRecord, roots []string, replay bool) error {
-	hist, f, err := a.store.open(ctx, s.id)
+	conv := newConversation(a.model)
+	hist, f, err := a.store.open(ctx, s.id, conv)
 	if err != nil {
 		return err
 	}
+	s.conv = conv
 	s.file = f
 	s.setRoots(roots)
 	s.title, s.mode, s.created, s.updated = hist.title, hist.mode, hist.created, hist.updated
@@ -362,23 +364,18 @@ func (a *agent) restore(ctx context.Context, s *SessionRecord, roots []string, r
 	if hist.model != "" && a.model != nil && slices.Contains(a.model.models(), hist.model) {
 		a.model.choose(hist.model)
 	}
-	s.conv = newConversation(a.model)
-	hist.feed(s.conv)
 	if err := f.writeInfo(a.store.info(s)); err != nil {
 		return err
 	}
 	if !replay {
 		return nil
 	}
-	for _, rec := range hist.records {
+	return f.replay(hist.good, func(rec record) error {
 		if ctx.Err() != nil {
-			return nil
+			return ctx.Err()
 		}
-		if err := a.replayRecord(s.id, rec); err != nil {
-			return err
-		}
-	}
-	return nil
+		return a.replayRecord(s.id, rec)
+	})
 }
 
 func (a *agent) closeSession(ctx context.Context, req *jrpc2.Request) (any, error) {

@@ -12,7 +12,9 @@
 //
 // Loading drops a torn last record (a crash mid-write) with a warning and
 // truncates it away; a corrupt record before the last fails the load with
-// the file and line, and the file is left untouched.
+// the file and line, and the file is left untouched. A load reads the log
+// twice: once to check it and rebuild the session's state, then to replay
+// it, so no history is held in memory.
 package main
 
 import (
@@ -201,17 +203,18 @@ func unlock(f *os.File) {
 	f.Close()
 }
 
-// history is a session read back from its log.
+// history is the state of a session read back from its log.
 type history struct {
 	title, mode, model string
 	rules              map[string]bool
 	created, updated   time.Time
-	records            []record // what load replays and the model is fed
+	good               int64 // the length of the log's valid part
 }
 
-// open locks a stored session and reads it. It gives up, unlocked, when
-// ctx ends while it reads.
-func (st *store) open(ctx context.Context, id string) (*history, *sessionFile, error) {
+// open locks a stored session, checks its log, rebuilds its state and feeds
+// its conversation to conv. It gives up, unlocked, when ctx ends while it
+// reads.
+func (st *store) open(ctx context.Context, id string, conv *conversation) (*history, *sessionFile, error) {
 	if !validID(id) {
 		return nil, nil, st.errNotFound(id)
 	}
@@ -223,7 +226,7 @@ func (st *store) open(ctx context.Context, id string) (*history, *sessionFile, e
 	if err != nil {
 		return nil, nil, err
 	}
-	h, good, size, err := st.read(path)
+	h, good, size, err := st.read(path, conv)
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
@@ -255,14 +258,15 @@ func (st *store) open(ctx context.Context, id string) (*history, *sessionFile, e
 }
 
 // read parses a log. good is the length of its valid prefix.
-func (st *store) read(path string) (h *history, good, size int64, err error) {
+func (st *store) read(path string, conv *conversation) (h *history, good, size int64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, 0, 0, storeError("reading "+path, err)
 	}
 	defer f.Close()
 	h = &history{rules: map[string]bool{}, mode: modeAsk}
-	r := bufio.NewReaderSize(f, 256<<10)
+	feed := newFeeder(conv)
+	r := bufio.NewReaderSize(f, 64<<10)
 	var pendingErr error // a bad line: fatal unless it is the last
 	for line := 1; ; line++ {
 		b, rerr := r.ReadBytes('\n')
@@ -282,6 +286,7 @@ func (st *store) read(path string) (h *history, good, size int64, err error) {
 		}
 		good = size
 		h.apply(rec)
+		feed.add(rec)
 		if rerr != nil {
 			break
 		}
@@ -289,7 +294,36 @@ func (st *store) read(path string) (h *history, good, size int64, err error) {
 	if good == 0 {
 		return nil, 0, 0, rpcError(codeStoreFailed, "session log %s is empty or has no valid first record; remove it", path)
 	}
+	feed.finish()
+	h.good = good
 	return h, good, size, nil
+}
+
+// replay calls fn with every record of the first good bytes of the log,
+// in order.
+func (f *sessionFile) replay(good int64, fn func(record) error) error {
+	path := f.st.path(f.id, ".jsonl")
+	file, err := os.Open(path)
+	if err != nil {
+		return storeError("reading "+path, err)
+	}
+	defer file.Close()
+	r := bufio.NewReaderSize(io.LimitReader(file, good), 64<<10)
+	for {
+		b, err := r.ReadBytes('\n')
+		if len(b) > 0 {
+			var rec record
+			if jerr := json.Unmarshal(b, &rec); jerr != nil {
+				return storeError("reading "+path, jerr)
+			}
+			if ferr := fn(rec); ferr != nil {
+				return ferr
+			}
+		}
+		if err != nil {
+			return nil
+		}
+	}
 }
 
 func describeBad(err error, b []byte) string {
@@ -323,77 +357,85 @@ func (h *history) apply(rec record) {
 		if rec.Title != "" {
 			h.title = rec.Title
 		}
-		h.records = append(h.records, rec)
-	case recUser, recAgent, recThought, recToolCall, recToolResult:
-		h.records = append(h.records, rec)
 	}
 }
 
-// feed rebuilds the model-side conversation: turns that ended in refusal are
-// left out, and a tool call with no recorded result gets one saying so.
-func (h *history) feed(c *conversation) {
-	mark := 0
-	var asst *message
-	pending := map[string]bool{} // model call ids without a result
-	var order []string
-	flushAsst := func() {
-		if asst != nil {
-			c.add(*asst)
-			asst = nil
-		}
-	}
-	closeCalls := func() {
-		flushAsst()
-		for _, id := range order {
-			if pending[id] {
-				c.add(message{role: "tool", toolCallID: id, text: "The tool call was interrupted: acpbridge stopped before it finished. Its effects are unknown."})
-			}
-		}
-		clear(pending)
-		order = order[:0]
-	}
-	for _, rec := range h.records {
-		switch rec.Type {
-		case recUser:
-			closeCalls()
-			mark = c.mark()
-			var blocks []contentBlock
-			for _, b := range rec.Blocks {
-				var cb contentBlock
-				if json.Unmarshal(b, &cb) == nil && (cb.Type != "text" || cb.Text != nil) && (cb.Type != "resource" || cb.Resource != nil) {
-					blocks = append(blocks, cb)
-				}
-			}
-			c.add(message{role: "user", text: promptText(blocks)})
-		case recAgent:
-			if asst == nil {
-				asst = &message{role: "assistant"}
-			}
-			asst.text += rec.Text
-		case recToolCall:
-			if asst == nil {
-				asst = &message{role: "assistant"}
-			}
-			if rec.Call != nil {
-				asst.toolCalls = append(asst.toolCalls, *rec.Call)
-				pending[rec.Call.ID] = true
-				order = append(order, rec.Call.ID)
-			}
-		case recToolResult:
-			flushAsst()
-			if rec.Call != nil && pending[rec.Call.ID] {
-				pending[rec.Call.ID] = false
-				c.add(message{role: "tool", toolCallID: rec.Call.ID, text: rec.Result})
-			}
-		case recTurnEnd:
-			closeCalls()
-			if rec.StopReason == stopRefusal {
-				c.truncate(mark)
-			}
-		}
-	}
-	closeCalls()
+// feeder rebuilds the model-side conversation from records in order:
+// turns that ended in refusal are left out, and a tool call with no
+// recorded result gets one saying so.
+type feeder struct {
+	c       *conversation
+	mark    int      // where the current turn began
+	asst    *message // the assistant message being built
+	pending map[string]bool
+	order   []string // model call ids of the current step, in order
 }
+
+func newFeeder(c *conversation) *feeder { return &feeder{c: c, pending: map[string]bool{}} }
+
+func (f *feeder) flushAsst() {
+	if f.asst != nil {
+		f.c.add(*f.asst)
+		f.asst = nil
+	}
+}
+
+// closeCalls answers the calls of the last step that have no result.
+func (f *feeder) closeCalls() {
+	f.flushAsst()
+	for _, id := range f.order {
+		if f.pending[id] {
+			f.c.add(message{role: "tool", toolCallID: id, text: "The tool call was interrupted: acpbridge stopped before it finished. Its effects are unknown."})
+		}
+	}
+	clear(f.pending)
+	f.order = f.order[:0]
+}
+
+func (f *feeder) assistant() *message {
+	if f.asst == nil {
+		f.asst = &message{role: "assistant"}
+	}
+	return f.asst
+}
+
+func (f *feeder) add(rec record) {
+	switch rec.Type {
+	case recUser:
+		f.closeCalls()
+		f.mark = f.c.mark()
+		var blocks []contentBlock
+		for _, b := range rec.Blocks {
+			var cb contentBlock
+			if json.Unmarshal(b, &cb) == nil && (cb.Type != "text" || cb.Text != nil) && (cb.Type != "resource" || cb.Resource != nil) {
+				blocks = append(blocks, cb)
+			}
+		}
+		f.c.add(message{role: "user", text: promptText(blocks)})
+	case recAgent:
+		f.assistant().text += rec.Text
+	case recToolCall:
+		if rec.Call != nil {
+			m := f.assistant()
+			m.toolCalls = append(m.toolCalls, *rec.Call)
+			f.pending[rec.Call.ID] = true
+			f.order = append(f.order, rec.Call.ID)
+		}
+	case recToolResult:
+		f.flushAsst()
+		if rec.Call != nil && f.pending[rec.Call.ID] {
+			f.pending[rec.Call.ID] = false
+			f.c.add(message{role: "tool", toolCallID: rec.Call.ID, text: rec.Result})
+		}
+	case recTurnEnd:
+		f.closeCalls()
+		if rec.StopReason == stopRefusal {
+			f.c.truncate(f.mark)
+		}
+	}
+}
+
+func (f *feeder) finish() { f.closeCalls() }
 
 // sessionFile is an open, locked session log.
 type sessionFile struct {

@@ -152,7 +152,7 @@ func TestStore_feedConversation(t *testing.T) {
 	text := func(s string) []json.RawMessage {
 		return []json.RawMessage{json.RawMessage(fmt.Sprintf(`{"type":"text","text":%q}`, s))}
 	}
-	h := &history{records: []record{
+	records := []record{
 		{Type: recUser, Blocks: text("one")},
 		{Type: recThought, Text: "not sent to the model"},
 		{Type: recAgent, Text: "Let me "},
@@ -166,9 +166,13 @@ func TestStore_feedConversation(t *testing.T) {
 		{Type: recTurnEnd, StopReason: stopRefusal},
 		{Type: recUser, Blocks: text("build it")},
 		{Type: recToolCall, Call: call2},
-	}}
+	}
 	c := &conversation{full: true}
-	h.feed(c)
+	f := newFeeder(c)
+	for _, r := range records {
+		f.add(r)
+	}
+	f.finish()
 	var got []string
 	for _, m := range c.msgs {
 		s := m.role + ":" + m.text
