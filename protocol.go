@@ -277,6 +277,39 @@ func appendChunkUpdate(b []byte, sessionID, kind, messageID, text string) []byte
 	return append(b, "}}}"...)
 }
 
+// appendToolCallUpdate appends the session/update params of a tool_call or
+// tool_call_update. Its raw fields hold compact JSON made by acpbridge (or
+// compacted on arrival, see modelStream.toolCall), so they are spliced in
+// as they are rather than scanned again as encoding/json would.
+func appendToolCallUpdate(b []byte, sessionID string, u *toolCallUpdate) []byte {
+	b = append(b, `{"sessionId":`...)
+	b = appendJSONString(b, sessionID)
+	b = append(b, `,"update":{"sessionUpdate":`...)
+	b = appendJSONString(b, u.SessionUpdate)
+	b = append(b, `,"toolCallId":`...)
+	b = appendJSONString(b, u.ToolCallID)
+	for _, f := range [...]struct{ name, value string }{{"title", u.Title}, {"kind", u.Kind}, {"status", u.Status}} {
+		if f.value != "" {
+			b = append(b, ',', '"')
+			b = append(b, f.name...)
+			b = append(b, '"', ':')
+			b = appendJSONString(b, f.value)
+		}
+	}
+	for _, f := range [...]struct {
+		name  string
+		value json.RawMessage
+	}{{"locations", u.Locations}, {"content", u.Content}, {"rawInput", u.RawInput}, {"rawOutput", u.RawOutput}} {
+		if len(f.value) > 0 {
+			b = append(b, ',', '"')
+			b = append(b, f.name...)
+			b = append(b, '"', ':')
+			b = append(b, f.value...)
+		}
+	}
+	return append(b, "}}"...)
+}
+
 const hexDigits = "0123456789abcdef"
 
 // appendJSONString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD,

@@ -82,6 +82,7 @@ type SessionRecord struct {
 
 	file *sessionFile  // the persisted log; nil only while opening
 	conv *conversation // what the model is sent
+	enc  []byte        // scratch for encoding the turn's tool updates
 }
 
 // turn is one running session/prompt.

@@ -125,15 +125,15 @@ func (a *agent) runTools(ctx context.Context, s *SessionRecord, calls []toolCall
 func (a *agent) runTool(ctx context.Context, s *SessionRecord, c toolCall) error {
 	p := a.prepare(s, c)
 	p.id = a.newID("call")
-	locs, _ := json.Marshal(p.locations)
-	if len(p.locations) == 0 {
-		locs = nil
+	var locs json.RawMessage
+	if len(p.locations) > 0 {
+		locs = mustJSON(p.locations)
 	}
 	announce := toolCallUpdate{SessionUpdate: "tool_call", ToolCallID: p.id, Title: p.title, Kind: p.kind,
 		Status: "pending", Locations: locs, RawInput: c.Input}
 	// Tool updates are not flushed by themselves: the next callback, pause
 	// or response flushes them, and local work that blocks flushes first.
-	if err := a.out.notifyJSON(s.id, announce); err != nil {
+	if err := a.toolUpdate(s, &announce); err != nil {
 		return err
 	}
 	if err := s.file.append(record{Type: recToolCall, ToolCallID: p.id, Call: &c, Title: p.title, Kind: p.kind, Locations: locs}); err != nil {
@@ -154,7 +154,7 @@ func (a *agent) runTool(ctx context.Context, s *SessionRecord, c toolCall) error
 			out = *allowed
 			break
 		}
-		if err := a.out.notifyJSON(s.id, toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: p.id, Status: "in_progress"}); err != nil {
+		if err := a.toolUpdate(s, &toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: p.id, Status: "in_progress"}); err != nil {
 			return err
 		}
 		out = p.run(ctx, p)
@@ -173,21 +173,26 @@ func (a *agent) runTool(ctx context.Context, s *SessionRecord, c toolCall) error
 	return nil
 }
 
+// toolUpdate writes a tool_call or tool_call_update, unflushed.
+func (a *agent) toolUpdate(s *SessionRecord, u *toolCallUpdate) error {
+	s.enc = appendToolCallUpdate(s.enc[:0], s.id, u)
+	return a.out.notify(methodSessionUpdate, s.enc)
+}
+
 // finishTool announces the final status and persists it.
 func (a *agent) finishTool(s *SessionRecord, p *prepared, out outcome) error {
 	status := "completed"
 	if out.failed {
 		status = "failed"
 	}
-	content, _ := json.Marshal(out.content)
-	if len(out.content) == 0 {
-		content = nil
+	var content, raw json.RawMessage
+	if len(out.content) > 0 {
+		content = mustJSON(out.content)
 	}
-	raw, _ := json.Marshal(out.rawOutput)
-	if out.rawOutput == nil {
-		raw = nil
+	if out.rawOutput != nil {
+		raw = mustJSON(out.rawOutput)
 	}
-	err := a.out.notifyJSON(s.id, toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: p.id, Status: status, Content: content, RawOutput: raw})
+	err := a.toolUpdate(s, &toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: p.id, Status: status, Content: content, RawOutput: raw})
 	if err != nil {
 		return err
 	}
@@ -523,13 +528,12 @@ func (a *agent) clientCaps() clientCapabilities {
 // readText reads a file through the client when it can, else from disk.
 func (a *agent) readText(ctx context.Context, s *SessionRecord, path string, line, limit int) (string, error) {
 	if a.clientCaps().FS.ReadTextFile {
-		params := map[string]any{"sessionId": s.id, "path": path}
-		if line > 0 {
-			params["line"] = line
-		}
-		if limit > 0 {
-			params["limit"] = limit
-		}
+		params := struct {
+			SessionID string `json:"sessionId"`
+			Path      string `json:"path"`
+			Line      int    `json:"line,omitempty"`
+			Limit     int    `json:"limit,omitempty"`
+		}{s.id, path, line, limit}
 		var res struct {
 			Content string `json:"content"`
 		}
@@ -565,7 +569,11 @@ func (a *agent) readText(ctx context.Context, s *SessionRecord, path string, lin
 // writeText writes a file through the client when it can, else to disk.
 func (a *agent) writeText(ctx context.Context, s *SessionRecord, path, content string) error {
 	if a.clientCaps().FS.WriteTextFile {
-		params := map[string]any{"sessionId": s.id, "path": path, "content": content}
+		params := struct {
+			SessionID string `json:"sessionId"`
+			Path      string `json:"path"`
+			Content   string `json:"content"`
+		}{s.id, path, content}
 		if err := a.call(ctx, s, methodFSWrite, params, nil); err != nil {
 			return fmt.Errorf("the editor could not write %s: %v", path, err)
 		}

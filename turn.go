@@ -12,6 +12,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -142,9 +143,20 @@ func (st *modelStream) chunk(kind, s string) error {
 	return st.a.out.notify(methodSessionUpdate, st.enc)
 }
 
-// toolCall records a tool call the model made; the loop runs it after the call.
+// toolCall records a tool call the model made; the loop runs it after the
+// call. Its input is compacted here, once, so that it can be written as it
+// is; input that is not JSON is kept as a JSON string (the tool call then
+// fails as invalid input, and the model is told).
 func (st *modelStream) toolCall(tc toolCall) {
 	st.endMessage()
+	var buf bytes.Buffer
+	if len(tc.Input) == 0 {
+		tc.Input = json.RawMessage("{}")
+	} else if json.Compact(&buf, tc.Input) == nil {
+		tc.Input = buf.Bytes()
+	} else {
+		tc.Input = mustJSON(string(tc.Input))
+	}
 	st.calls = append(st.calls, tc)
 }
 
