@@ -63,7 +63,9 @@ type testAgent struct {
 	state   string
 	stderr  *syncBuffer
 	closed  bool
-	fixture string // the replay fixture's path, or ""
+	fixture string  // the replay fixture's path, or ""
+	agent   *agent  // the in-process agent, or nil for a process
+	trace   *tracer // its --trace, or nil
 
 	responsesOnly bool // await is waiting for a response
 }
@@ -148,15 +150,22 @@ func startAgent(t testing.TB, args ...string) *testAgent {
 	require.NotNil(t, a, "setup failed with status %d: %s", code, ta.stderr.String())
 	a.newID = counterIDs()
 	a.now = stepClock()
+	ta.agent = a
+	ta.trace = trace
+	ta.attachAgent()
+	return ta
+}
+
+// attachAgent serves ta.agent in-process.
+func (ta *testAgent) attachAgent() {
 	ta.attach(func(stdin io.Reader, stdout io.WriteCloser) {
-		code := serve(context.Background(), a, stdin, stdout, trace)
-		if trace != nil {
-			trace.close()
+		code := serve(context.Background(), ta.agent, stdin, stdout, ta.trace)
+		if ta.trace != nil {
+			ta.trace.close()
 		}
 		stdout.Close()
 		ta.exit <- code
 	})
-	return ta
 }
 
 func newTestAgent(t testing.TB) *testAgent {

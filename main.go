@@ -102,12 +102,20 @@ func setup(args []string, stderr io.Writer) (*agent, *tracer, int) {
 	a.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	a.store = &store{dir: filepath.Join(cfg.stateDir, "sessions"), log: a.log}
 	if cfg.modelSpec != "" {
-		m, err := newModel(cfg)
+		m, err := newModel(cfg, a.log)
 		if err != nil {
 			fmt.Fprintf(stderr, "acpbridge: --model %s: %v\n", cfg.modelSpec, err)
 			return nil, nil, 2
 		}
 		a.model = m
+	}
+	if cfg.record != "" {
+		r, err := openRecorder(cfg.record, a.log)
+		if err != nil {
+			fmt.Fprintf(stderr, "acpbridge: --record: %v\n", err)
+			return nil, nil, 2
+		}
+		a.recorder = r
 	}
 	var trace *tracer
 	if cfg.trace != "" {
@@ -150,6 +158,9 @@ func serve(ctx context.Context, a *agent, stdin io.Reader, stdout io.Writer, tra
 	}
 	a.shutdown()
 	a.out.flush()
+	if a.recorder != nil {
+		a.recorder.close()
+	}
 	a.log.Debug("exiting")
 	return 0
 }
@@ -165,6 +176,8 @@ func parseFlags(args []string, stderr io.Writer) (*agent, config, string, int) {
 	fs.StringVar(&cfg.stateDir, "state-dir", envOr("ACPBRIDGE_STATE_DIR", defaultStateDir()), "`DIR` where sessions persist [ACPBRIDGE_STATE_DIR]")
 	fs.StringVar(&cfg.baseURL, "base-url", envOr("OPENAI_BASE_URL", "https://api.openai.com/v1"), "`URL` of the OpenAI-compatible endpoint; the key comes from OPENAI_API_KEY [OPENAI_BASE_URL]")
 	fs.StringVar(&cfg.record, "record", "", "append every model response to `PATH` as a replay fixture")
+	var models string
+	fs.StringVar(&models, "models", os.Getenv("ACPBRIDGE_MODELS"), "comma-separated `NAMES` the model picker offers (default: the server's GET /models) [ACPBRIDGE_MODELS]")
 	fs.StringVar(&logLevel, "log-level", "info", "stderr log `LEVEL`: debug, info, warn, error")
 	fs.StringVar(&cfg.trace, "trace", "", "write every protocol message, in and out, to `PATH` as JSON lines")
 	fs.IntVar(&cfg.maxTurnRequests, "max-turn-requests", 50, "most model calls in one turn (then stopReason max_turn_requests)")
@@ -184,6 +197,11 @@ func parseFlags(args []string, stderr io.Writer) (*agent, config, string, int) {
 		fmt.Fprintf(stderr, "acpbridge: unexpected argument %q; see --help\n", fs.Arg(0))
 		return nil, cfg, "", 2
 	}
+	for _, name := range strings.Split(models, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			cfg.models = append(cfg.models, name)
+		}
+	}
 	if showVersion {
 		fmt.Fprintf(stderr, "acpbridge %s\n", version)
 		return nil, cfg, "", 0
@@ -196,7 +214,7 @@ func parseFlags(args []string, stderr io.Writer) (*agent, config, string, int) {
 }
 
 // newModel makes the model that --model names.
-func newModel(cfg config) (model, error) {
+func newModel(cfg config, log *slog.Logger) (model, error) {
 	kind, arg, ok := strings.Cut(cfg.modelSpec, ":")
 	if !ok || arg == "" {
 		return nil, errors.New("use replay:PATH or openai:MODEL")
@@ -204,6 +222,8 @@ func newModel(cfg config) (model, error) {
 	switch kind {
 	case "replay":
 		return newReplayModel(arg)
+	case "openai":
+		return newOpenAIModel(cfg, arg, log)
 	}
 	return nil, fmt.Errorf("unknown model kind %q; use replay:PATH or openai:MODEL", kind)
 }

@@ -37,11 +37,11 @@ type replayModel struct {
 
 // replayChunk is one element of an entry's chunks: exactly one key is set.
 type replayChunk struct {
-	Text     *string   `json:"text"`
-	Thought  *string   `json:"thought"`
-	ToolCall *toolCall `json:"toolCall"`
-	Usage    *usage    `json:"usage"`
-	DelayMs  *int64    `json:"delayMs"`
+	Text     *string   `json:"text,omitempty"`
+	Thought  *string   `json:"thought,omitempty"`
+	ToolCall *toolCall `json:"toolCall,omitempty"`
+	Usage    *usage    `json:"usage,omitempty"`
+	DelayMs  *int64    `json:"delayMs,omitempty"`
 }
 
 func newReplayModel(path string) (*replayModel, error) {

@@ -42,18 +42,20 @@ type config struct {
 	trace           string
 	maxTurnRequests int
 	maxLineBytes    int
+	models          []string // --models
 }
 
 // agent serves one connection.
 type agent struct {
-	cfg   config
-	out   *wire
-	srv   *jrpc2.Server
-	model model // nil when no model is configured
-	store *store
-	log   *slog.Logger
-	newID func(prefix string) string
-	now   func() time.Time
+	cfg      config
+	out      *wire
+	srv      *jrpc2.Server
+	model    model     // nil when no model is configured
+	recorder *recorder // --record, or nil
+	store    *store
+	log      *slog.Logger
+	newID    func(prefix string) string
+	now      func() time.Time
 
 	mu          sync.Mutex // protects the fields below and the live record's fields
 	initialized bool

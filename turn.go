@@ -17,6 +17,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+
+	"github.com/creachadair/jrpc2"
 )
 
 // model is a source of model responses: the replay fixture or an
@@ -113,7 +118,8 @@ type modelStream struct {
 	text  []byte     // the assistant's text, when keep
 	calls []toolCall // tool calls in order
 	usage usage
-	err   error // the first persistence error
+	err   error        // the first persistence error
+	rec   *replayEntry // what --record writes, or nil
 }
 
 type usage struct {
@@ -139,6 +145,13 @@ func (st *modelStream) chunk(kind, s string) error {
 	if st.keep && kind == kindMessage {
 		st.text = append(st.text, s...)
 	}
+	if st.rec != nil {
+		c := replayChunk{Text: &s}
+		if kind == kindThought {
+			c = replayChunk{Thought: &s}
+		}
+		st.rec.Chunks = append(st.rec.Chunks, c)
+	}
 	st.enc = appendChunkUpdate(st.enc[:0], st.s.id, kind, st.msgID, s)
 	return st.a.out.notify(methodSessionUpdate, st.enc)
 }
@@ -158,9 +171,15 @@ func (st *modelStream) toolCall(tc toolCall) {
 		tc.Input = mustJSON(string(tc.Input))
 	}
 	st.calls = append(st.calls, tc)
+	if st.rec != nil {
+		st.rec.Chunks = append(st.rec.Chunks, replayChunk{ToolCall: &tc})
+	}
 }
 
 func (st *modelStream) addUsage(u usage) {
+	if st.rec != nil {
+		st.rec.Chunks = append(st.rec.Chunks, replayChunk{Usage: &u})
+	}
 	st.usage.InputTokens += u.InputTokens
 	st.usage.OutputTokens += u.OutputTokens
 }
@@ -257,8 +276,14 @@ func (a *agent) loop(ctx context.Context, s *SessionRecord) (string, *usage, err
 		req := &modelRequest{conv: s.conv, cwd: s.cwd, roots: s.roots, mode: s.mode, tools: builtinTools}
 		a.mu.Unlock()
 		st := &modelStream{a: a, s: s, keep: s.conv.full}
+		if a.recorder != nil {
+			st.rec = &replayEntry{Expect: prefix(s.conv.newest(), 200), Chunks: []replayChunk{}}
+		}
 		stop, err := a.model.complete(ctx, req, st)
 		st.endMessage()
+		if st.rec != nil {
+			a.recorder.write(st.rec, stop, err, ctx.Err() != nil)
+		}
 		total.InputTokens += st.usage.InputTokens
 		total.OutputTokens += st.usage.OutputTokens
 		if st.keep && (len(st.text) > 0 || len(st.calls) > 0) {
@@ -286,6 +311,70 @@ func (a *agent) loop(ctx context.Context, s *SessionRecord) (string, *usage, err
 			return "", &total, err
 		}
 	}
+}
+
+// replayEntry is one line of a replay fixture as --record writes it.
+type replayEntry struct {
+	Expect string        `json:"expect,omitempty"`
+	Chunks []replayChunk `json:"chunks"`
+	Stop   string        `json:"stop,omitempty"`
+	Error  string        `json:"error,omitempty"`
+}
+
+// recorder appends every model response to a replay fixture (--record),
+// so that --model replay:PATH plays the conversation back. A cancelled call
+// is recorded with what it streamed, since replay is positional.
+type recorder struct {
+	mu  sync.Mutex
+	f   *os.File
+	log *slog.Logger
+}
+
+func openRecorder(path string, log *slog.Logger) (*recorder, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening the recording: %w", err)
+	}
+	return &recorder{f: f, log: log}, nil
+}
+
+func (r *recorder) write(e *replayEntry, stop string, err error, cancelled bool) {
+	switch {
+	case cancelled:
+	case err != nil:
+		var rerr *jrpc2.Error
+		if errors.As(err, &rerr) {
+			e.Error = rerr.Message
+		} else {
+			e.Error = err.Error()
+		}
+	default:
+		e.Stop = stop
+	}
+	b, merr := marshal(e)
+	if merr != nil {
+		r.log.Error("recording a model response failed", "err", merr)
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, werr := r.f.Write(append(b, '\n')); werr != nil {
+		r.log.Error("recording a model response failed", "file", r.f.Name(), "err", werr)
+	}
+}
+
+func (r *recorder) close() error { return r.f.Close() }
+
+// prefix is s cut to at most n runes, on a rune boundary, so that it is
+// still a substring of s (an expect must match).
+func prefix(s string, n int) string {
+	for i := range s {
+		if n == 0 {
+			return s[:i]
+		}
+		n--
+	}
+	return s
 }
 
 // errTurnCancelled ends a turn as cancelled (a permission request answered

@@ -1,0 +1,577 @@
+// openai.go holds the OpenAI-compatible model (--model openai:MODEL):
+// streaming Chat Completions against OpenAI, Ollama, llama.cpp, vLLM or LM
+// Studio, with the tools offered as functions.
+//
+// The rules:
+//   - 429, 5xx and connection errors before the first byte of a stream are
+//     retried (backoff with jitter, Retry-After honoured); once output has
+//     started nothing is retried, since that would repeat text.
+//   - 401, 403, 404 and other 4xx fail at once, with the status, the
+//     endpoint (no credentials) and the server's own message.
+//   - The key comes from OPENAI_API_KEY only and is never logged or shown.
+//   - The stream is flushed to the client whenever the body has nothing
+//     buffered, that is when the next read would wait for the network.
+//   - Cancelling the turn closes the request at once.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+const (
+	openaiRetries       = 3               // further attempts after the first
+	openaiIdleTimeout   = 3 * time.Minute // a stream silent this long fails
+	openaiModelsTimeout = 1500 * time.Millisecond
+)
+
+type openaiModel struct {
+	base     string // the endpoint, without a trailing slash
+	shown    string // the endpoint as errors show it: no credentials, no query
+	key      string
+	client   *http.Client
+	log      *slog.Logger
+	listed   []string      // --models
+	backoff  time.Duration // the first retry's base delay
+	idle     time.Duration
+	maxRetry time.Duration // the longest Retry-After honoured
+
+	mu        sync.Mutex // protects the fields below
+	model     string
+	available []string // from --models or GET /models; nil until known
+}
+
+func newOpenAIModel(cfg config, name string, log *slog.Logger) (*openaiModel, error) {
+	u, err := url.Parse(cfg.baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--base-url %q is not an http or https URL", cfg.baseURL)
+	}
+	shown := *u
+	shown.User, shown.RawQuery, shown.Fragment = nil, "", ""
+	transport := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 5 * time.Minute, // a local server may think long before it answers
+		IdleConnTimeout:       90 * time.Second,
+		ForceAttemptHTTP2:     true,
+	}
+	m := &openaiModel{
+		base:     strings.TrimSuffix(cfg.baseURL, "/"),
+		shown:    strings.TrimSuffix(shown.String(), "/"),
+		key:      os.Getenv("OPENAI_API_KEY"),
+		client:   &http.Client{Transport: transport},
+		log:      log,
+		listed:   cfg.models,
+		backoff:  500 * time.Millisecond,
+		idle:     openaiIdleTimeout,
+		maxRetry: time.Minute,
+		model:    name,
+	}
+	if len(cfg.models) > 0 {
+		m.available = cfg.models
+		if !slices.Contains(m.available, name) {
+			m.available = append([]string{name}, m.available...)
+		}
+	}
+	return m, nil
+}
+
+func (m *openaiModel) needsHistory() bool { return true }
+
+func (m *openaiModel) current() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.model
+}
+
+func (m *openaiModel) choose(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.model = name
+}
+
+// models lists the models that can be chosen: --models, else the server's
+// GET /models (asked once, with a short timeout), else the current one.
+func (m *openaiModel) models() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.available == nil {
+		m.available = []string{m.model}
+		ids, err := m.fetchModels()
+		if err != nil {
+			m.log.Warn("listing the server's models failed; offering only the current one", "endpoint", m.shown+"/models", "err", err)
+		} else if len(ids) > 0 {
+			if !slices.Contains(ids, m.model) {
+				ids = append([]string{m.model}, ids...)
+			}
+			m.available = ids
+		}
+	}
+	return m.available
+}
+
+func (m *openaiModel) fetchModels() ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), openaiModelsTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.base+"/models", nil)
+	if err != nil {
+		return nil, err
+	}
+	m.authorize(req)
+	resp, err := m.client.Do(req)
+	if err != nil {
+		return nil, m.redactErr(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s", resp.Status)
+	}
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&list); err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, d := range list.Data {
+		ids = append(ids, d.ID)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+func (m *openaiModel) authorize(req *http.Request) {
+	if m.key != "" {
+		req.Header.Set("Authorization", "Bearer "+m.key)
+	}
+}
+
+// redact removes the key from a text a user will see.
+func (m *openaiModel) redact(s string) string {
+	if m.key == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, m.key, "[OPENAI_API_KEY]")
+}
+
+func (m *openaiModel) redactErr(err error) error { return errors.New(m.redact(err.Error())) }
+
+// --- the request ---
+
+type chatRequest struct {
+	Model         string        `json:"model"`
+	Stream        bool          `json:"stream"`
+	StreamOptions streamOptions `json:"stream_options"`
+	Messages      []chatMessage `json:"messages"`
+	Tools         []chatTool    `json:"tools,omitempty"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type chatMessage struct {
+	Role       string         `json:"role"`
+	Content    *string        `json:"content,omitempty"`
+	ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string         `json:"tool_call_id,omitempty"`
+}
+
+type chatToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function chatFunction `json:"function"`
+}
+
+type chatFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+type chatTool struct {
+	Type     string          `json:"type"`
+	Function chatToolDetails `json:"function"`
+}
+
+type chatToolDetails struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// systemPrompt tells the model where it works and how.
+func systemPrompt(req *modelRequest) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "You are acpbridge, a coding agent working in %s for a user in their editor.\n", req.cwd)
+	if len(req.roots) > 1 {
+		fmt.Fprintf(&sb, "You may also use these directories: %s.\n", strings.Join(req.roots[1:], ", "))
+	}
+	sb.WriteString("Use the tools to read, write and edit files and to run commands; relative paths are relative to the working directory, and nothing outside these directories can be touched.\n")
+	switch req.mode {
+	case modeAsk:
+		sb.WriteString("The user approves every edit and command before it runs; a rejected call means: do not try it again, ask or do something else.\n")
+	case modeAcceptEdits:
+		sb.WriteString("Edits run without asking; the user approves every command.\n")
+	case modeReadOnly:
+		sb.WriteString("The session is read-only: edits and commands are refused, so only read and explain.\n")
+	case modeBypass:
+		sb.WriteString("Edits and commands run without asking.\n")
+	}
+	sb.WriteString("Answer in Markdown, briefly.")
+	return sb.String()
+}
+
+func (m *openaiModel) request(req *modelRequest) chatRequest {
+	sys := systemPrompt(req)
+	msgs := []chatMessage{{Role: "system", Content: &sys}}
+	for _, msg := range req.conv.msgs {
+		cm := chatMessage{Role: msg.role}
+		if msg.text != "" || len(msg.toolCalls) == 0 {
+			text := msg.text
+			cm.Content = &text
+		}
+		for _, tc := range msg.toolCalls {
+			cm.ToolCalls = append(cm.ToolCalls, chatToolCall{ID: tc.ID, Type: "function",
+				Function: chatFunction{Name: tc.Name, Arguments: argumentsOf(tc.Input)}})
+		}
+		cm.ToolCallID = msg.toolCallID
+		msgs = append(msgs, cm)
+	}
+	tools := make([]chatTool, len(req.tools))
+	for i, t := range req.tools {
+		tools[i] = chatTool{Type: "function", Function: chatToolDetails{Name: t.Name, Description: t.Description, Parameters: t.Parameters}}
+	}
+	return chatRequest{Model: m.current(), Stream: true, StreamOptions: streamOptions{IncludeUsage: true}, Messages: msgs, Tools: tools}
+}
+
+// argumentsOf gives a tool call's input back as the model wrote it: the
+// JSON text, or the text itself when it was not JSON (kept as a string).
+func argumentsOf(input json.RawMessage) string {
+	var s string
+	if len(input) > 0 && input[0] == '"' && json.Unmarshal(input, &s) == nil {
+		return s
+	}
+	return string(input)
+}
+
+// --- the call ---
+
+func (m *openaiModel) complete(ctx context.Context, req *modelRequest, out *modelStream) (string, error) {
+	if err := out.pause(); err != nil { // what is buffered shows while the model thinks
+		return "", err
+	}
+	body, err := marshal(m.request(req))
+	if err != nil {
+		return "", err
+	}
+	endpoint := m.shown + "/chat/completions"
+	for attempt := 0; ; attempt++ {
+		resp, err := m.post(ctx, body)
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		if err != nil {
+			if attempt < openaiRetries {
+				m.log.Warn("model request failed; retrying", "endpoint", endpoint, "attempt", attempt+1, "err", err)
+				if err := m.wait(ctx, attempt, ""); err != nil {
+					return "", err
+				}
+				continue
+			}
+			return "", modelError("could not reach the model at %s after %d attempts: %v; check --base-url and that the server is running", endpoint, attempt+1, err)
+		}
+		if resp.StatusCode == http.StatusOK {
+			return m.stream(ctx, resp, out, endpoint)
+		}
+		msg := m.errorMessage(resp)
+		resp.Body.Close()
+		retryable := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
+		if retryable && attempt < openaiRetries {
+			m.log.Warn("model request failed; retrying", "endpoint", endpoint, "status", resp.Status, "attempt", attempt+1)
+			if err := m.wait(ctx, attempt, resp.Header.Get("Retry-After")); err != nil {
+				return "", err
+			}
+			continue
+		}
+		return "", modelError("the model endpoint %s answered %s: %s%s", endpoint, resp.Status, msg, hint(resp.StatusCode, attempt+1))
+	}
+}
+
+// hint says what to do about a failed status.
+func hint(status, attempts int) string {
+	switch {
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return "; check OPENAI_API_KEY"
+	case status == http.StatusNotFound:
+		return "; check the model name (--model openai:NAME) and --base-url"
+	case attempts > 1:
+		return fmt.Sprintf(" (tried %d times)", attempts)
+	}
+	return ""
+}
+
+func (m *openaiModel) post(ctx context.Context, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.base+"/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	m.authorize(req)
+	resp, err := m.client.Do(req)
+	if err != nil {
+		return nil, m.redactErr(err)
+	}
+	return resp, nil
+}
+
+// wait sleeps before a retry: Retry-After when the server gave one (up to
+// maxRetry), else an exponential backoff with full jitter.
+func (m *openaiModel) wait(ctx context.Context, attempt int, retryAfter string) error {
+	d := time.Duration(rand.Int64N(int64(m.backoff<<attempt) + 1))
+	if secs, err := strconv.Atoi(strings.TrimSpace(retryAfter)); err == nil && secs >= 0 {
+		d = time.Duration(secs) * time.Second
+	} else if t, err := http.ParseTime(retryAfter); err == nil {
+		d = time.Until(t)
+	}
+	d = min(max(d, 0), m.maxRetry)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// errorMessage is the server's own message from an error body.
+func (m *openaiModel) errorMessage(resp *http.Response) string {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var e struct {
+		Error json.RawMessage `json:"error"`
+	}
+	msg := strings.TrimSpace(string(b))
+	if json.Unmarshal(b, &e) == nil && len(e.Error) > 0 {
+		var detail struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(e.Error, &detail) == nil && detail.Message != "" {
+			msg = detail.Message
+		} else if s, ok := stringOf(e.Error); ok {
+			msg = s // Ollama: {"error":"model not found"}
+		}
+	}
+	if msg == "" {
+		msg = "(no message)"
+	}
+	return m.redact(clip(msg, 500))
+}
+
+func stringOf(raw json.RawMessage) (string, bool) {
+	var s string
+	return s, json.Unmarshal(raw, &s) == nil
+}
+
+// chatChunk is one streamed event. Unknown fields are ignored: servers add
+// their own.
+type chatChunk struct {
+	Choices []struct {
+		Delta struct {
+			Content          *string `json:"content"`
+			ReasoningContent *string `json:"reasoning_content"` // DeepSeek, vLLM
+			Reasoning        *string `json:"reasoning"`         // Ollama, OpenRouter
+			ToolCalls        []struct {
+				Index    *int   `json:"index"`
+				ID       string `json:"id"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens     int64 `json:"prompt_tokens"`
+		CompletionTokens int64 `json:"completion_tokens"`
+	} `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+// pendingCall is a tool call being assembled from deltas.
+type pendingCall struct {
+	id, name string
+	args     strings.Builder
+}
+
+var errStalled = errors.New("the model stream sent nothing")
+
+// stream reads a server-sent event stream into out.
+func (m *openaiModel) stream(ctx context.Context, resp *http.Response, out *modelStream, endpoint string) (string, error) {
+	defer resp.Body.Close()
+	// A stream that stays silent longer than idle is closed.
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	timer := time.AfterFunc(m.idle, func() { cancel(errStalled); resp.Body.Close() })
+	defer timer.Stop()
+
+	br := bufio.NewReaderSize(resp.Body, 32<<10)
+	calls := &toolDeltas{index: map[int]int{}}
+	finish := ""
+	done, sawDone := false, false
+	fail := func(format string, args ...any) (string, error) {
+		return "", modelError("the model stream from %s failed: %s; what streamed before is kept in the session", endpoint, fmt.Sprintf(format, args...))
+	}
+	for !done {
+		if br.Buffered() == 0 {
+			if err := out.pause(); err != nil {
+				return "", err
+			}
+		}
+		line, err := br.ReadSlice('\n')
+		for errors.Is(err, bufio.ErrBufferFull) { // a long event: gather it
+			var more []byte
+			more, err = br.ReadSlice('\n')
+			line = append(append([]byte(nil), line...), more...)
+		}
+		timer.Reset(m.idle)
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		if context.Cause(rctx) == errStalled {
+			return fail("nothing arrived for %v", m.idle)
+		}
+		data, isData := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:"))
+		if isData {
+			data = bytes.TrimSpace(data)
+			if string(data) == "[DONE]" {
+				sawDone = true
+				break
+			}
+			if err := m.event(data, out, calls, &finish); err != nil {
+				return fail("%v", err)
+			}
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				done = true
+				continue
+			}
+			return fail("%v", m.redactErr(err))
+		}
+	}
+	if finish == "" && !sawDone {
+		return fail("the stream ended before the answer did")
+	}
+	for i, c := range calls.calls {
+		if c.id == "" {
+			c.id = fmt.Sprintf("call_%d", i) // some servers send none; the result must name one
+		}
+		out.toolCall(toolCall{ID: c.id, Name: c.name, Input: json.RawMessage(c.args.String())})
+	}
+	switch finish {
+	case "length":
+		return stopMaxTokens, nil
+	case "content_filter":
+		return stopRefusal, nil
+	case "tool_calls", "function_call":
+		return stopToolUse, nil
+	}
+	if len(calls.calls) > 0 {
+		return stopToolUse, nil
+	}
+	return stopEndTurn, nil
+}
+
+// toolDeltas assembles tool calls from their deltas, by the server's index.
+type toolDeltas struct {
+	calls []*pendingCall
+	index map[int]int // server index → position in calls
+}
+
+// slot finds the call a delta belongs to, making it if it is new. A server
+// that sends no index gets one call per new id.
+func (t *toolDeltas) slot(index *int, id string) *pendingCall {
+	if index != nil {
+		if i, ok := t.index[*index]; ok {
+			return t.calls[i]
+		}
+		t.index[*index] = len(t.calls)
+	} else if n := len(t.calls); n > 0 && (id == "" || t.calls[n-1].id == id) {
+		return t.calls[n-1]
+	}
+	t.calls = append(t.calls, &pendingCall{})
+	return t.calls[len(t.calls)-1]
+}
+
+// event applies one streamed event.
+func (m *openaiModel) event(data []byte, out *modelStream, calls *toolDeltas, finish *string) error {
+	var c chatChunk
+	if err := json.Unmarshal(data, &c); err != nil {
+		return fmt.Errorf("an event is not JSON: %s", clip(string(data), 200))
+	}
+	if len(c.Error) > 0 && string(c.Error) != "null" {
+		var detail struct {
+			Message string `json:"message"`
+		}
+		msg := string(c.Error)
+		if json.Unmarshal(c.Error, &detail) == nil && detail.Message != "" {
+			msg = detail.Message
+		} else if s, ok := stringOf(c.Error); ok {
+			msg = s
+		}
+		return fmt.Errorf("the server reported: %s", m.redact(msg))
+	}
+	if c.Usage != nil {
+		out.addUsage(usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens})
+	}
+	for _, ch := range c.Choices {
+		d := ch.Delta
+		for _, r := range []*string{d.ReasoningContent, d.Reasoning} {
+			if r != nil {
+				if err := out.thoughtChunk(*r); err != nil {
+					return err
+				}
+			}
+		}
+		if d.Content != nil {
+			if err := out.textChunk(*d.Content); err != nil {
+				return err
+			}
+		}
+		for _, tc := range d.ToolCalls {
+			p := calls.slot(tc.Index, tc.ID)
+			if tc.ID != "" {
+				p.id = tc.ID
+			}
+			if tc.Function.Name != "" {
+				p.name = tc.Function.Name
+			}
+			p.args.WriteString(tc.Function.Arguments)
+		}
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			*finish = *ch.FinishReason
+		}
+	}
+	return nil
+}

@@ -1,0 +1,453 @@
+// openai_test.go tests the OpenAI-compatible model against an httptest
+// server that replays recorded SSE bodies from fixtures/openai and records
+// every request, so that both directions are checked.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const testKey = "sk-test-0123456789abcdef"
+
+// fakeReply is one queued answer of the fake server.
+type fakeReply struct {
+	status int // -1 drops the connection
+	header map[string]string
+	file   string // under fixtures/openai
+	hold   bool   // after the second event, wait for the client to go away
+}
+
+type fakeRequest struct {
+	path, auth string
+	body       map[string]any
+}
+
+type fakeOpenAI struct {
+	t         *testing.T
+	srv       *httptest.Server
+	mu        sync.Mutex
+	replies   []fakeReply
+	requests  []fakeRequest
+	cancelled chan struct{} // closed when a held stream's client went away
+}
+
+func newFakeOpenAI(t *testing.T, replies ...fakeReply) *fakeOpenAI {
+	f := &fakeOpenAI{t: t, replies: replies, cancelled: make(chan struct{})}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeOpenAI) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/v1/models" {
+		b, _ := os.ReadFile("fixtures/openai/models.json")
+		w.Write(b)
+		return
+	}
+	var body map[string]any
+	json.NewDecoder(r.Body).Decode(&body)
+	f.mu.Lock()
+	f.requests = append(f.requests, fakeRequest{path: r.URL.Path, auth: r.Header.Get("Authorization"), body: body})
+	if len(f.replies) == 0 {
+		f.mu.Unlock()
+		http.Error(w, `{"error":{"message":"the test queued no more replies"}}`, http.StatusTeapot)
+		return
+	}
+	rep := f.replies[0]
+	f.replies = f.replies[1:]
+	f.mu.Unlock()
+	for k, v := range rep.header {
+		w.Header().Set(k, v)
+	}
+	b, err := os.ReadFile(filepath.Join("fixtures/openai", rep.file))
+	if rep.file != "" && err != nil {
+		f.t.Errorf("fake server: %v", err)
+	}
+	if rep.status == -1 { // drop the connection without an answer
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		conn.Close()
+		return
+	}
+	if rep.status != 0 && rep.status != http.StatusOK {
+		w.WriteHeader(rep.status)
+		w.Write(b)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	for i, event := range strings.SplitAfter(string(b), "\n\n") {
+		w.Write([]byte(event))
+		w.(http.Flusher).Flush()
+		if rep.hold && i == 1 { // after the first event with text
+			<-r.Context().Done()
+			close(f.cancelled)
+			return
+		}
+	}
+}
+
+func (f *fakeOpenAI) request(i int) fakeRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	require.Greater(f.t, len(f.requests), i, "the server got %d requests", len(f.requests))
+	return f.requests[i]
+}
+
+func (f *fakeOpenAI) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.requests)
+}
+
+// startOpenAI runs an in-process agent on the fake server.
+func startOpenAI(t *testing.T, f *fakeOpenAI, args ...string) *testAgent {
+	t.Setenv("OPENAI_API_KEY", testKey)
+	ta := startAgent(t, append([]string{"--model", "openai:gpt-test", "--base-url", f.srv.URL + "/v1", "--models", "gpt-test,gpt-other"}, args...)...)
+	ta.agent.model.(*openaiModel).backoff = time.Millisecond
+	return ta
+}
+
+// turnUpdates runs a prompt and returns its updates (compact JSON of
+// params.update) and response.
+func (ta *testAgent) turnUpdates(id int, sid, text string) ([]string, response) {
+	ta.t.Helper()
+	ta.send(prompt(id, sid, text))
+	return ta.updatesUntil(id)
+}
+
+func compactJSON(t testing.TB, s string) string {
+	var v any
+	require.NoError(t, json.Unmarshal([]byte(s), &v), s)
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func assertUpdates(t *testing.T, want []string, got []string) {
+	t.Helper()
+	for i := range want {
+		want[i] = compactJSON(t, want[i])
+	}
+	for i := range got {
+		got[i] = compactJSON(t, got[i])
+	}
+	assert.Equal(t, strings.Join(want, "\n"), strings.Join(got, "\n"))
+}
+
+// Verify a plain streamed answer, and the request that asked for it: the
+// model, streaming with usage, a system prompt, the user's text, the tools,
+// and the key.
+func TestOpenAI_text(t *testing.T) {
+	f := newFakeOpenAI(t, fakeReply{file: "text.sse"})
+	ta := startOpenAI(t, f)
+	sid := ta.newSession()
+	ups, r := ta.turnUpdates(2, sid, "hi")
+	require.Nil(t, r.Error)
+	assert.JSONEq(t, `{"stopReason":"end_turn"}`, string(r.Result))
+	assertUpdates(t, []string{
+		`{"sessionUpdate":"agent_message_chunk","messageId":"msg_2","content":{"type":"text","text":"Hello"}}`,
+		`{"sessionUpdate":"agent_message_chunk","messageId":"msg_2","content":{"type":"text","text":" there!"}}`,
+		`{"sessionUpdate":"session_info_update","title":"hi","updatedAt":"2026-01-02T03:04:07Z"}`,
+	}, ups)
+
+	req := f.request(0)
+	assert.Equal(t, "/v1/chat/completions", req.path)
+	assert.Equal(t, "Bearer "+testKey, req.auth)
+	assert.Equal(t, "gpt-test", req.body["model"])
+	assert.Equal(t, true, req.body["stream"])
+	assert.Equal(t, map[string]any{"include_usage": true}, req.body["stream_options"])
+	msgs := req.body["messages"].([]any)
+	require.Len(t, msgs, 2)
+	assert.Equal(t, "system", msgs[0].(map[string]any)["role"])
+	assert.Contains(t, msgs[0].(map[string]any)["content"], ta.cwd)
+	assert.Equal(t, map[string]any{"role": "user", "content": "hi"}, msgs[1])
+	var tools []string
+	for _, tool := range req.body["tools"].([]any) {
+		fn := tool.(map[string]any)["function"].(map[string]any)
+		tools = append(tools, fn["name"].(string))
+		assert.Equal(t, "object", fn["parameters"].(map[string]any)["type"])
+	}
+	assert.Equal(t, []string{"read_file", "write_file", "edit_file", "run_command"}, tools)
+	ta.close()
+	log, err := os.ReadFile(filepath.Join(ta.state, "sessions", sid+".jsonl"))
+	require.NoError(t, err)
+	assert.Contains(t, string(log), `"usage":{"inputTokens":128,"outputTokens":3}`, "the turn's usage is persisted")
+}
+
+// Verify that reasoning deltas become thought chunks: Ollama's "reasoning"
+// and DeepSeek's and vLLM's "reasoning_content".
+func TestOpenAI_reasoning(t *testing.T) {
+	f := newFakeOpenAI(t, fakeReply{file: "ollama_reasoning.sse"}, fakeReply{file: "deepseek_reasoning.sse"})
+	ta := startOpenAI(t, f)
+	sid := ta.newSession()
+	ups, r := ta.turnUpdates(2, sid, "hi")
+	require.Nil(t, r.Error)
+	assertUpdates(t, []string{
+		`{"sessionUpdate":"agent_thought_chunk","messageId":"msg_2","content":{"type":"text","text":"The user"}}`,
+		`{"sessionUpdate":"agent_thought_chunk","messageId":"msg_2","content":{"type":"text","text":" says hi."}}`,
+		`{"sessionUpdate":"agent_message_chunk","messageId":"msg_3","content":{"type":"text","text":"Hi!"}}`,
+		`{"sessionUpdate":"session_info_update","title":"hi","updatedAt":"2026-01-02T03:04:07Z"}`,
+	}, ups)
+	ups, r = ta.turnUpdates(3, sid, "again")
+	require.Nil(t, r.Error)
+	assertUpdates(t, []string{
+		`{"sessionUpdate":"agent_thought_chunk","messageId":"msg_5","content":{"type":"text","text":"Think."}}`,
+		`{"sessionUpdate":"agent_message_chunk","messageId":"msg_6","content":{"type":"text","text":"Done."}}`,
+	}, ups)
+	// The thought is not sent back; the answer is.
+	msgs := f.request(1).body["messages"].([]any)
+	assert.Equal(t, map[string]any{"role": "assistant", "content": "Hi!"}, msgs[2])
+}
+
+// Verify that tool-call deltas (id and name first, arguments in pieces, a
+// second call by its index) become tool calls that run, and that the next
+// request carries the assistant's calls and a tool message per call with
+// the matching tool_call_id.
+func TestOpenAI_toolCalls(t *testing.T) {
+	f := newFakeOpenAI(t, fakeReply{file: "tool_split.sse"}, fakeReply{file: "after_tool.sse"})
+	ta := startOpenAI(t, f)
+	require.NoError(t, os.WriteFile(filepath.Join(ta.cwd, "notes.txt"), []byte("buy milk\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(ta.cwd, "todo.txt"), []byte("call mum\n"), 0o644))
+	sid := ta.newSession()
+	ups, r := ta.turnUpdates(2, sid, "what do I need?")
+	require.Nil(t, r.Error)
+	assert.JSONEq(t, `{"stopReason":"end_turn"}`, string(r.Result))
+	var kinds []string
+	for _, u := range ups {
+		var m struct{ SessionUpdate, Status string }
+		json.Unmarshal([]byte(u), &m)
+		kinds = append(kinds, strings.TrimSuffix(m.SessionUpdate+" "+m.Status, " "))
+	}
+	assert.Equal(t, []string{"agent_message_chunk", "tool_call pending", "tool_call_update in_progress", "tool_call_update completed",
+		"tool_call pending", "tool_call_update in_progress", "tool_call_update completed", "agent_message_chunk", "session_info_update"}, kinds)
+	assert.Contains(t, ups[1], `"rawInput":{"path":"notes.txt"}`)
+
+	msgs := f.request(1).body["messages"].([]any)
+	require.Len(t, msgs, 5)
+	assert.Equal(t, map[string]any{"role": "assistant", "content": "Let me look.", "tool_calls": []any{
+		map[string]any{"id": "call_Qa1", "type": "function", "function": map[string]any{"name": "read_file", "arguments": `{"path":"notes.txt"}`}},
+		map[string]any{"id": "call_Qa2", "type": "function", "function": map[string]any{"name": "read_file", "arguments": `{"path":"todo.txt"}`}},
+	}}, msgs[2])
+	assert.Equal(t, map[string]any{"role": "tool", "tool_call_id": "call_Qa1", "content": "buy milk\n"}, msgs[3])
+	assert.Equal(t, map[string]any{"role": "tool", "tool_call_id": "call_Qa2", "content": "call mum\n"}, msgs[4])
+}
+
+// Verify the finish reasons length and content_filter, and that a refused
+// turn is not sent to the model again.
+func TestOpenAI_stops(t *testing.T) {
+	f := newFakeOpenAI(t, fakeReply{file: "length.sse"}, fakeReply{file: "content_filter.sse"}, fakeReply{file: "text.sse"})
+	ta := startOpenAI(t, f)
+	sid := ta.newSession()
+	_, r := ta.turnUpdates(2, sid, "write a lot")
+	assert.JSONEq(t, `{"stopReason":"max_tokens"}`, string(r.Result))
+	_, r = ta.turnUpdates(3, sid, "something bad")
+	assert.JSONEq(t, `{"stopReason":"refusal"}`, string(r.Result))
+	_, r = ta.turnUpdates(4, sid, "something fine")
+	require.Nil(t, r.Error)
+	var texts []string
+	for _, m := range f.request(2).body["messages"].([]any)[1:] {
+		texts = append(texts, m.(map[string]any)["content"].(string))
+	}
+	assert.Equal(t, []string{"write a lot", "Cut sh", "something fine"}, texts)
+}
+
+// Verify that 429 (with Retry-After) and 503 before the stream starts are
+// retried, and the third attempt's answer streams.
+func TestOpenAI_retry(t *testing.T) {
+	f := newFakeOpenAI(t,
+		fakeReply{status: 429, header: map[string]string{"Retry-After": "0"}, file: "error_429.json"},
+		fakeReply{status: 503},
+		fakeReply{file: "text.sse"})
+	ta := startOpenAI(t, f)
+	sid := ta.newSession()
+	_, r := ta.turnUpdates(2, sid, "hi")
+	require.Nil(t, r.Error)
+	assert.JSONEq(t, `{"stopReason":"end_turn"}`, string(r.Result))
+	assert.Equal(t, 3, f.count())
+}
+
+// Verify that a connection dropped before any answer is retried.
+func TestOpenAI_retryDroppedConnection(t *testing.T) {
+	f := newFakeOpenAI(t, fakeReply{status: -1}, fakeReply{file: "text.sse"})
+	ta := startOpenAI(t, f)
+	sid := ta.newSession()
+	_, r := ta.turnUpdates(2, sid, "hi")
+	require.Nil(t, r.Error)
+	assert.Equal(t, 2, f.count())
+	assert.Contains(t, ta.stderr.String(), "model request failed; retrying")
+}
+
+// Verify that a stream that goes silent fails the turn after the idle
+// timeout, saying so, and is not retried.
+func TestOpenAI_idleStream(t *testing.T) {
+	f := newFakeOpenAI(t, fakeReply{file: "text.sse", hold: true})
+	ta := startOpenAI(t, f)
+	ta.agent.model.(*openaiModel).idle = 50 * time.Millisecond
+	sid := ta.newSession()
+	_, r := ta.turnUpdates(2, sid, "hi")
+	require.NotNil(t, r.Error)
+	assert.Contains(t, r.Error.Message, "nothing arrived for 50ms")
+	assert.Equal(t, 1, f.count())
+}
+
+// Verify that 401 fails at once (one request), with a code other than
+// -32000, the status, the endpoint, the server's message and what to do,
+// and no key.
+func TestOpenAI_unauthorized(t *testing.T) {
+	f := newFakeOpenAI(t, fakeReply{status: 401, file: "error_401.json"}, fakeReply{status: 404, file: "error_404_ollama.json"})
+	ta := startOpenAI(t, f)
+	sid := ta.newSession()
+	_, r := ta.turnUpdates(2, sid, "hi")
+	require.NotNil(t, r.Error)
+	assert.Equal(t, 1005, r.Error.Code)
+	for _, want := range []string{"401 Unauthorized", f.srv.URL + "/v1/chat/completions", "Incorrect API key provided: sk-test***6789", "check OPENAI_API_KEY"} {
+		assert.Contains(t, r.Error.Message, want)
+	}
+	assert.NotContains(t, r.Error.Message, testKey)
+	assert.Equal(t, 1, f.count(), "401 is not retried")
+
+	_, r = ta.turnUpdates(3, sid, "hi")
+	require.NotNil(t, r.Error)
+	assert.Contains(t, r.Error.Message, `404 Not Found: model "llama9" not found, try pulling it first; check the model name`)
+	assert.NotContains(t, ta.stderr.String(), testKey)
+}
+
+// Verify that a failure after output started is not retried, keeps what
+// streamed in the session, and says what happened.
+func TestOpenAI_failsMidStream(t *testing.T) {
+	f := newFakeOpenAI(t, fakeReply{file: "broken.sse"})
+	require.NoError(t, os.WriteFile("fixtures/openai/broken.sse", []byte(
+		`data: {"choices":[{"index":0,"delta":{"content":"Partial"},"finish_reason":null}]}`+"\n\n"+
+			`data: {"error":{"message":"The server had an error while processing your request."}}`+"\n\n"), 0o644))
+	t.Cleanup(func() { os.Remove("fixtures/openai/broken.sse") })
+	ta := startOpenAI(t, f)
+	sid := ta.newSession()
+	ups, r := ta.turnUpdates(2, sid, "hi")
+	require.NotNil(t, r.Error)
+	assert.Contains(t, r.Error.Message, "The server had an error while processing your request")
+	assert.Contains(t, r.Error.Message, "what streamed before is kept")
+	assert.Contains(t, ups[0], `"text":"Partial"`)
+	assert.Equal(t, 1, f.count())
+	ta.close()
+	log, _ := os.ReadFile(filepath.Join(ta.state, "sessions", sid+".jsonl"))
+	assert.Contains(t, string(log), `"text":"Partial"`)
+}
+
+// Verify that cancelling the turn closes the HTTP request at once and the
+// prompt answers cancelled.
+func TestOpenAI_cancel(t *testing.T) {
+	f := newFakeOpenAI(t, fakeReply{file: "text.sse", hold: true})
+	ta := startOpenAI(t, f)
+	sid := ta.newSession()
+	ta.send(prompt(2, sid, "hi"))
+	ta.await(`{"params":{"update":{"content":{"text":"Hello"}}}}`)
+	ta.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, sid))
+	_, r := ta.updatesUntil(2)
+	assert.JSONEq(t, `{"stopReason":"cancelled"}`, string(r.Result))
+	select {
+	case <-f.cancelled:
+	case <-time.After(hang):
+		t.Fatal("the server never saw the request end")
+	}
+}
+
+// Verify that a conversation recorded with --record replays with
+// --model replay:PATH to the same updates.
+func TestOpenAI_recordReplay(t *testing.T) {
+	f := newFakeOpenAI(t, fakeReply{file: "ollama_reasoning.sse"}, fakeReply{file: "tool_split.sse"}, fakeReply{file: "after_tool.sse"})
+	rec := filepath.Join(t.TempDir(), "recorded.jsonl")
+	run := func(ta *testAgent) [][]string {
+		require.NoError(t, os.WriteFile(filepath.Join(ta.cwd, "notes.txt"), []byte("buy milk\n"), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(ta.cwd, "todo.txt"), []byte("call mum\n"), 0o644))
+		sid := ta.newSession()
+		var turns [][]string
+		for i, text := range []string{"hi", "what do I need?"} {
+			ups, r := ta.turnUpdates(2+i, sid, text)
+			require.Nil(t, r.Error)
+			for j := range ups {
+				ups[j] = ta.contract(ups[j])
+			}
+			turns = append(turns, ups)
+		}
+		ta.close()
+		return turns
+	}
+	live := run(startOpenAI(t, f, "--record", rec))
+	b, err := os.ReadFile(rec)
+	require.NoError(t, err)
+	require.Equal(t, 3, strings.Count(string(b), "\n"), "one entry per model call:\n%s", b)
+	assert.Contains(t, string(b), `{"expect":"what do I need?","chunks":[{"text":"Let me look."},{"usage":{"inputTokens":300,"outputTokens":40}},{"toolCall":{"id":"call_Qa1","name":"read_file","input":{"path":"notes.txt"}}}`)
+	assert.Contains(t, string(b), `{"expect":"call mum\n","chunks":[{"text":"You need milk."}],"stop":"end_turn"}`, "expect is the newest message: the last tool result")
+	replayed := run(startAgent(t, "--model", "replay:"+rec))
+	assert.Equal(t, live, replayed)
+}
+
+// Verify that a session reopened in a new process continues the same model
+// conversation: the next request carries the earlier turn.
+func TestOpenAI_continuesAfterLoad(t *testing.T) {
+	f := newFakeOpenAI(t, fakeReply{file: "text.sse"}, fakeReply{file: "after_tool.sse"})
+	ta := startOpenAI(t, f)
+	sid := ta.newSession()
+	ta.turnUpdates(2, sid, "first")
+	ta.close()
+
+	t.Setenv("OPENAI_API_KEY", testKey)
+	tb := newTestAgent(t)
+	tb.cwd, tb.state = ta.cwd, ta.state
+	a, _, _ := setup([]string{"--model", "openai:gpt-test", "--base-url", f.srv.URL + "/v1", "--models", "gpt-test", "--state-dir", tb.state}, tb.stderr)
+	a.newID, a.now = counterIDs(), stepClock()
+	tb.agent = a
+	tb.attachAgent()
+	tb.call(initLine)
+	r := decodeResponse(t, tb.call(load(1, sid)))
+	require.Nil(t, r.Error)
+	_, r = tb.turnUpdates(2, sid, "second")
+	require.Nil(t, r.Error)
+	var got []string
+	for _, m := range f.request(1).body["messages"].([]any)[1:] {
+		mm := m.(map[string]any)
+		got = append(got, mm["role"].(string)+": "+mm["content"].(string))
+	}
+	assert.Equal(t, []string{"user: first", "assistant: Hello there!", "user: second"}, got)
+}
+
+// Verify the model config option: --models lists the choices, choosing one
+// changes the model of the next request, and the choice persists.
+func TestOpenAI_chooseModel(t *testing.T) {
+	f := newFakeOpenAI(t, fakeReply{file: "text.sse"})
+	ta := startOpenAI(t, f)
+	sid := ta.newSession()
+	r := decodeResponse(t, ta.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/set_config_option","params":{"sessionId":%q,"configId":"model","value":"gpt-other"}}`, sid)))
+	require.Nil(t, r.Error)
+	assert.Contains(t, string(r.Result), `"id":"model","name":"Model","category":"model","type":"select","currentValue":"gpt-other"`)
+	ta.turnUpdates(3, sid, "hi")
+	assert.Equal(t, "gpt-other", f.request(0).body["model"])
+	r = decodeResponse(t, ta.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":4,"method":"session/set_config_option","params":{"sessionId":%q,"configId":"model","value":"gpt-9"}}`, sid)))
+	require.NotNil(t, r.Error)
+	assert.Equal(t, -32602, r.Error.Code)
+	ta.close()
+	log, _ := os.ReadFile(filepath.Join(ta.state, "sessions", sid+".jsonl"))
+	assert.Contains(t, string(log), `{"type":"config","model":"gpt-other"}`)
+}
+
+// Verify that without --models the choices come from the server's
+// GET /models.
+func TestOpenAI_listsServerModels(t *testing.T) {
+	f := newFakeOpenAI(t)
+	t.Setenv("OPENAI_API_KEY", testKey)
+	ta := startAgent(t, "--model", "openai:gpt-test", "--base-url", f.srv.URL+"/v1")
+	ta.call(initLine)
+	r := decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`))
+	require.Nil(t, r.Error)
+	assert.Contains(t, string(r.Result), `"currentValue":"gpt-test","options":[{"value":"gpt-test","name":"gpt-test"},{"value":"gpt-4.1","name":"gpt-4.1"},{"value":"gpt-4.1-mini","name":"gpt-4.1-mini"}]`)
+}
