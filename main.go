@@ -100,6 +100,7 @@ func setup(args []string, stderr io.Writer) (*agent, *tracer, int) {
 		return nil, nil, 2
 	}
 	a.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	a.stderr = stderr
 	a.store = &store{dir: filepath.Join(cfg.stateDir, "sessions"), log: a.log}
 	if cfg.modelSpec != "" {
 		m, err := newModel(cfg, a.log)

@@ -28,6 +28,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv("ACPBRIDGE_TEST_MCP") == "stdio" {
+		runTestMCPServer() // the test binary as an MCP server (mcp_test.go)
+		return
+	}
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)

@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -54,6 +55,7 @@ type agent struct {
 	recorder *recorder // --record, or nil
 	store    *store
 	log      *slog.Logger
+	stderr   io.Writer // where child processes' stderr goes
 	newID    func(prefix string) string
 	now      func() time.Time
 
@@ -82,6 +84,7 @@ type SessionRecord struct {
 	created time.Time
 	updated time.Time
 
+	mcp  *mcpHub       // the session's MCP servers
 	file *sessionFile  // the persisted log; nil only while opening
 	conv *conversation // what the model is sent
 	enc  []byte        // scratch for encoding the turn's tool updates
@@ -189,6 +192,7 @@ func (a *agent) initialize(ctx context.Context, req *jrpc2.Request) (any, error)
 		AgentCapabilities: agentCapabilities{
 			LoadSession:        true,
 			PromptCapabilities: promptCapabilities{EmbeddedContext: true},
+			McpCapabilities:    mcpCapabilities{HTTP: true, SSE: true},
 			SessionCapabilities: sessionCapabilities{
 				Close:                 supported,
 				List:                  supported,
@@ -239,8 +243,11 @@ func (a *agent) finishOpen(s *SessionRecord, err error) {
 	s.abort = nil
 	a.mu.Unlock()
 	close(s.opened)
-	if err != nil && s.file != nil {
-		s.file.close()
+	if err != nil {
+		s.mcp.close()
+		if s.file != nil {
+			s.file.close()
+		}
 	}
 }
 
@@ -289,6 +296,10 @@ func (a *agent) newSession(ctx context.Context, req *jrpc2.Request) (any, error)
 	if err != nil {
 		return nil, err
 	}
+	specs, err := parseMCPServers(p.McpServers)
+	if err != nil {
+		return nil, err
+	}
 	s, err := a.claim(a.newID("sess"))
 	if err != nil {
 		return nil, err
@@ -299,6 +310,9 @@ func (a *agent) newSession(ctx context.Context, req *jrpc2.Request) (any, error)
 	s.updated = s.created
 	s.conv = newConversation(a.model)
 	s.file, err = a.store.create(s)
+	if err == nil {
+		s.mcp = startMCP(specs, a.log, a.stderr)
+	}
 	a.finishOpen(s, err)
 	if err != nil {
 		return nil, err
@@ -329,6 +343,10 @@ func (a *agent) openSession(ctx context.Context, req *jrpc2.Request, replay bool
 	if err != nil {
 		return nil, err
 	}
+	specs, err := parseMCPServers(p.McpServers)
+	if err != nil {
+		return nil, err
+	}
 	s, err := a.claim(id)
 	if err != nil {
 		return nil, err
@@ -340,6 +358,9 @@ func (a *agent) openSession(ctx context.Context, req *jrpc2.Request, replay bool
 	a.mu.Unlock()
 
 	err = a.restore(ctx, s, roots, replay)
+	if err == nil && ctx.Err() == nil {
+		s.mcp = startMCP(specs, a.log, a.stderr)
+	}
 	if ctx.Err() != nil {
 		err = rpcError(codeRequestCancelled, "loading session %s was ended by session/close", id)
 	}
@@ -429,6 +450,7 @@ func (a *agent) release(s *SessionRecord) {
 		a.sess = nil
 	}
 	a.mu.Unlock()
+	s.mcp.close()
 	if s.file != nil {
 		if err := s.file.close(); err != nil {
 			a.log.Error("closing session file", "session", s.id, "err", err)

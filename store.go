@@ -70,6 +70,7 @@ type record struct {
 	MessageID string            `json:"messageId,omitempty"`
 	Blocks    []json.RawMessage `json:"blocks,omitempty"`
 	Text      string            `json:"text,omitempty"`
+	Notice    bool              `json:"notice,omitempty"` // an agent message for the user only
 
 	ToolCallID string          `json:"toolCallId,omitempty"`
 	Call       *toolCall       `json:"call,omitempty"`
@@ -413,7 +414,9 @@ func (f *feeder) add(rec record) {
 		}
 		f.c.add(message{role: "user", text: promptText(blocks)})
 	case recAgent:
-		f.assistant().text += rec.Text
+		if !rec.Notice {
+			f.assistant().text += rec.Text
+		}
 	case recToolCall:
 		if rec.Call != nil {
 			m := f.assistant()

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,17 +74,16 @@ type toolCallUpdate struct {
 
 // toolContent is an ACP ToolCallContent.
 type toolContent struct {
-	Type       string       `json:"type"` // content, diff or terminal
-	Content    *textContent `json:"content,omitempty"`
-	Path       string       `json:"path,omitempty"`
-	OldText    *string      `json:"oldText,omitempty"`
-	NewText    *string      `json:"newText,omitempty"`
-	TerminalID string       `json:"terminalId,omitempty"`
+	Type       string          `json:"type"`              // content, diff or terminal
+	Content    json.RawMessage `json:"content,omitempty"` // a content block`
+	Path       string          `json:"path,omitempty"`
+	OldText    *string         `json:"oldText,omitempty"`
+	NewText    *string         `json:"newText,omitempty"`
+	TerminalID string          `json:"terminalId,omitempty"`
 }
 
 func textOut(s string) toolContent {
-	t := textBlock(s)
-	return toolContent{Type: "content", Content: &t}
+	return toolContent{Type: "content", Content: mustJSON(textBlock(s))}
 }
 
 // outcome is what running a tool produced.
@@ -396,14 +396,43 @@ func (a *agent) prepare(s *SessionRecord, c toolCall) *prepared {
 			return a.runCommand(ctx, s, p, in.Command, dir, timeout)
 		}
 	default:
-		names := make([]string, len(builtinTools))
-		for i, t := range builtinTools {
-			names[i] = t.Name
+		if strings.HasPrefix(c.Name, "mcp__") {
+			t, err := s.mcp.lookup(c.Name)
+			if err != nil {
+				p.title = c.Name
+				return fail("%v", err)
+			}
+			p.kind, p.title, p.perm = t.kind(), t.title(), permExecute
+			if t.readOnly() {
+				p.perm = permRead
+			}
+			p.run = func(ctx context.Context, p *prepared) outcome {
+				a.pause(s) // the server may take a while
+				return t.call(ctx, c.Input)
+			}
+			return p
+		}
+		var names []string
+		for _, t := range a.tools(s) {
+			names = append(names, t.Name)
 		}
 		p.title = "Unknown tool " + c.Name
 		return fail("unknown tool %q; the tools are %s", c.Name, strings.Join(names, ", "))
 	}
 	return p
+}
+
+// tools is what the model is offered: the built-in tools, then the MCP
+// servers' tools.
+func (a *agent) tools(s *SessionRecord) []toolSpec {
+	specs := builtinTools
+	if mt := s.mcp.tools(); len(mt) > 0 {
+		specs = append(slices.Clip(specs), make([]toolSpec, 0, len(mt))...)
+		for _, t := range mt {
+			specs = append(specs, t.spec())
+		}
+	}
+	return specs
 }
 
 // describeJSONError words a decoding error for a person.

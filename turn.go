@@ -225,6 +225,11 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []contentB
 	}
 	mark := s.conv.mark()
 	s.conv.add(message{role: "user", text: promptText(prompt)})
+	for _, n := range s.mcp.takeNotices() {
+		if err := a.notice(s, n); err != nil {
+			return "", err
+		}
+	}
 
 	stop, usage, turnErr := a.loop(ctx, s)
 	if ctx.Err() != nil {
@@ -265,6 +270,16 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []contentB
 	return stop, nil
 }
 
+// notice tells the user something in the conversation, as an agent
+// message of its own; it is persisted but not sent to the model.
+func (a *agent) notice(s *SessionRecord, text string) error {
+	id := a.newID("msg")
+	if err := a.out.notify(methodSessionUpdate, appendChunkUpdate(nil, s.id, kindMessage, id, text)); err != nil {
+		return err
+	}
+	return s.file.append(record{Type: recAgent, MessageID: id, Text: text, Notice: true})
+}
+
 // loop makes model calls until the model stops, the cap is reached, or ctx ends.
 func (a *agent) loop(ctx context.Context, s *SessionRecord) (string, *usage, error) {
 	var total usage
@@ -273,7 +288,7 @@ func (a *agent) loop(ctx context.Context, s *SessionRecord) (string, *usage, err
 			return stopMaxTurnRequests, &total, nil
 		}
 		a.mu.Lock()
-		req := &modelRequest{conv: s.conv, cwd: s.cwd, roots: s.roots, mode: s.mode, tools: builtinTools}
+		req := &modelRequest{conv: s.conv, cwd: s.cwd, roots: s.roots, mode: s.mode, tools: a.tools(s)}
 		a.mu.Unlock()
 		st := &modelStream{a: a, s: s, keep: s.conv.full}
 		if a.recorder != nil {

@@ -1,0 +1,503 @@
+// mcp.go holds the MCP servers the editor passes in session/new, load and
+// resume: stdio (command, args, env), streamable HTTP and SSE (url,
+// headers), connected with the official MCP Go SDK. Their tools join the
+// built-in ones as mcp__<server>__<tool>.
+//
+// The rules:
+//   - Servers connect concurrently, all within mcpStartTimeout; the session
+//     does not wait longer. A server that fails to start, or dies later, is
+//     logged in detail and the user is told once, in the conversation, at
+//     the start of the next turn (no update may come before the response
+//     that creates the session). The session goes on without its tools.
+//   - A tool-list change notification refreshes that server's tools; a call
+//     to a name not (yet) listed refreshes once before it fails.
+//   - Closing a session closes its servers: a stdio server gets its stdin
+//     closed, SIGTERM after mcpGrace, SIGKILL after another; and dies with
+//     acpbridge (Pdeathsig) should acpbridge be killed.
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+const (
+	mcpStartTimeout = 15 * time.Second
+	mcpGrace        = 300 * time.Millisecond // between closing stdin, SIGTERM and SIGKILL
+	mcpNameLimit    = 64                     // function names models accept
+)
+
+// mcpServerSpec is an ACP McpServer as received.
+type mcpServerSpec struct {
+	Type    string      `json:"type"` // "" (stdio), "http" or "sse"
+	Name    string      `json:"name"`
+	Command string      `json:"command"`
+	Args    []string    `json:"args"`
+	Env     []nameValue `json:"env"`
+	URL     string      `json:"url"`
+	Headers []nameValue `json:"headers"`
+}
+
+type nameValue struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// parseMCPServers decodes the mcpServers param; an absent one is empty.
+func parseMCPServers(raw json.RawMessage) ([]mcpServerSpec, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var specs []mcpServerSpec
+	if err := json.Unmarshal(raw, &specs); err != nil {
+		return nil, invalidParams("mcpServers", "%s", describeJSONError(err))
+	}
+	for i, s := range specs {
+		field := fmt.Sprintf("mcpServers[%d]", i)
+		switch {
+		case s.Name == "":
+			return nil, invalidParams(field+".name", "required")
+		case (s.Type == "" || s.Type == "stdio") && s.Command == "":
+			return nil, invalidParams(field+".command", "required for a stdio server")
+		case (s.Type == "http" || s.Type == "sse") && s.URL == "":
+			return nil, invalidParams(field+".url", "required for an %s server", s.Type)
+		}
+	}
+	return specs, nil
+}
+
+// mcpHub is a session's MCP servers.
+type mcpHub struct {
+	log    *slog.Logger
+	stderr io.Writer          // where stdio servers' stderr goes
+	cancel context.CancelFunc // ends the connections' context
+
+	mu      sync.Mutex // protects the fields below
+	servers []*mcpServer
+	notices []string // for the user, not yet shown
+	closed  bool
+}
+
+// mcpServer is one connected server.
+type mcpServer struct {
+	spec    mcpServerSpec
+	prefix  string // mcp__<server>__
+	session *mcp.ClientSession
+	tools   []*mcp.Tool
+	dead    error // why it stopped, once it has
+}
+
+// mcpTool is one server tool as offered to the model.
+type mcpTool struct {
+	name   string // mcp__<server>__<tool>
+	server *mcpServer
+	tool   *mcp.Tool
+}
+
+// startMCP connects every server, concurrently, within mcpStartTimeout.
+func startMCP(specs []mcpServerSpec, log *slog.Logger, stderr io.Writer) *mcpHub {
+	h := &mcpHub{log: log, stderr: stderr}
+	if len(specs) == 0 {
+		return h
+	}
+	// The connections live on ctx (an SSE stream is a request made with the
+	// context Connect gets); the start-up bound cancels only the servers
+	// still connecting when it passes.
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	type starting struct {
+		srv    *mcpServer
+		cancel context.CancelFunc
+		done   chan error
+	}
+	var all []starting
+	used := map[string]bool{}
+	for _, spec := range specs {
+		prefix := "mcp__" + sanitize(spec.Name, 24) + "__"
+		for used[prefix] { // two servers whose names sanitise alike
+			prefix = prefix[:len(prefix)-2] + "_" + "__"
+		}
+		used[prefix] = true
+		sctx, scancel := context.WithCancel(ctx)
+		st := starting{srv: &mcpServer{spec: spec, prefix: prefix}, cancel: scancel, done: make(chan error, 1)}
+		go func() { st.done <- h.connect(sctx, st.srv) }()
+		all = append(all, st)
+	}
+	deadline := time.After(mcpStartTimeout)
+	expired := false
+	for _, st := range all {
+		var err error
+		if !expired {
+			select {
+			case err = <-st.done:
+			case <-deadline:
+				expired = true
+			}
+		}
+		if expired {
+			select {
+			case err = <-st.done:
+			default:
+				st.cancel()
+				<-st.done
+				err = fmt.Errorf("it did not start within %v", mcpStartTimeout)
+			}
+		}
+		name := st.srv.spec.Name
+		if err != nil {
+			h.log.Error("MCP server unavailable", "server", name, "err", err)
+			h.notices = append(h.notices, fmt.Sprintf("MCP server `%s` is unavailable: %v. acpbridge goes on without its tools.", name, err))
+			continue
+		}
+		h.servers = append(h.servers, st.srv)
+		h.log.Info("MCP server connected", "server", name, "tools", len(st.srv.tools))
+	}
+	return h
+}
+
+func (h *mcpHub) connect(ctx context.Context, srv *mcpServer) error {
+	var transport mcp.Transport
+	spec := srv.spec
+	switch spec.Type {
+	case "", "stdio":
+		cmd := exec.Command(spec.Command, spec.Args...)
+		cmd.Env = os.Environ()
+		for _, e := range spec.Env {
+			cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+		}
+		cmd.Stderr = h.stderr
+		// Dies with acpbridge, even when acpbridge is killed.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		transport = &mcp.CommandTransport{Command: cmd, TerminateDuration: mcpGrace}
+	case "http", "sse":
+		client := &http.Client{Transport: headerTransport{headers: spec.Headers, base: http.DefaultTransport}}
+		if spec.Type == "http" {
+			transport = &mcp.StreamableClientTransport{Endpoint: spec.URL, HTTPClient: client, DisableStandaloneSSE: true}
+		} else {
+			transport = &mcp.SSEClientTransport{Endpoint: spec.URL, HTTPClient: client}
+		}
+	default:
+		return fmt.Errorf("its type %q is not one of stdio, http, sse", spec.Type)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "acpbridge", Version: version}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{}, // no roots, no sampling
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			go h.refresh(srv) // not on the connection's own goroutine
+		},
+	})
+	session, err := client.Connect(ctx, transport, nil)
+	if err != nil {
+		return fmt.Errorf("connecting failed: %w", err)
+	}
+	srv.session = session
+	tools, err := listTools(ctx, session)
+	if err != nil {
+		session.Close()
+		return fmt.Errorf("listing its tools failed: %w", err)
+	}
+	srv.tools = tools
+	go h.watch(srv)
+	return nil
+}
+
+func listTools(ctx context.Context, s *mcp.ClientSession) ([]*mcp.Tool, error) {
+	var tools []*mcp.Tool
+	for t, err := range s.Tools(ctx, nil) {
+		if err != nil {
+			return nil, err
+		}
+		tools = append(tools, t)
+	}
+	return tools, nil
+}
+
+// watch notes when a server's connection ends on its own.
+func (h *mcpHub) watch(srv *mcpServer) {
+	err := srv.session.Wait()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	if err == nil {
+		err = errors.New("its connection closed")
+	}
+	srv.dead = err
+	h.log.Error("MCP server stopped", "server", srv.spec.Name, "err", err)
+	h.notices = append(h.notices, fmt.Sprintf("MCP server `%s` stopped (%v). acpbridge goes on without its tools.", srv.spec.Name, err))
+}
+
+// refresh lists a server's tools again.
+func (h *mcpHub) refresh(srv *mcpServer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tools, err := listTools(ctx, srv.session)
+	if err != nil {
+		h.log.Warn("refreshing an MCP server's tools failed", "server", srv.spec.Name, "err", err)
+		return
+	}
+	h.mu.Lock()
+	srv.tools = tools
+	h.mu.Unlock()
+	h.log.Info("MCP server's tools changed", "server", srv.spec.Name, "tools", len(tools))
+}
+
+// takeNotices returns what the user has not been told yet.
+func (h *mcpHub) takeNotices() []string {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := h.notices
+	h.notices = nil
+	return n
+}
+
+// tools lists every live server's tools under their model-facing names.
+func (h *mcpHub) tools() []mcpTool {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []mcpTool
+	used := map[string]bool{}
+	for _, srv := range h.servers {
+		if srv.dead != nil {
+			continue
+		}
+		for _, t := range srv.tools {
+			name := toolName(srv.prefix, t.Name)
+			if used[name] {
+				continue
+			}
+			used[name] = true
+			out = append(out, mcpTool{name: name, server: srv, tool: t})
+		}
+	}
+	return out
+}
+
+// lookup finds a tool by its model-facing name, refreshing the servers'
+// lists once when it is not there (a list change not seen yet).
+func (h *mcpHub) lookup(name string) (mcpTool, error) {
+	find := func() (mcpTool, bool) {
+		for _, t := range h.tools() {
+			if t.name == name {
+				return t, true
+			}
+		}
+		return mcpTool{}, false
+	}
+	if t, ok := find(); ok {
+		return t, nil
+	}
+	if h == nil {
+		return mcpTool{}, fmt.Errorf("unknown tool %q: no MCP server is connected", name)
+	}
+	h.mu.Lock()
+	servers := append([]*mcpServer(nil), h.servers...)
+	h.mu.Unlock()
+	for _, srv := range servers {
+		if strings.HasPrefix(name, srv.prefix) {
+			if srv.dead != nil {
+				return mcpTool{}, fmt.Errorf("MCP server `%s` is not running (%v)", srv.spec.Name, srv.dead)
+			}
+			h.refresh(srv)
+		}
+	}
+	if t, ok := find(); ok {
+		return t, nil
+	}
+	return mcpTool{}, fmt.Errorf("unknown tool %q: no connected MCP server offers it", name)
+}
+
+// close ends every server. It returns once they have exited.
+func (h *mcpHub) close() {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	h.closed = true
+	servers := h.servers
+	h.servers = nil
+	h.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, srv := range servers {
+		wg.Go(func() {
+			if err := srv.session.Close(); err != nil && srv.dead == nil {
+				h.log.Debug("closing an MCP server", "server", srv.spec.Name, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+	if h.cancel != nil {
+		h.cancel()
+	}
+}
+
+// headerTransport adds an HTTP server's configured headers to each request.
+type headerTransport struct {
+	headers []nameValue
+	base    http.RoundTripper
+}
+
+func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if len(t.headers) > 0 {
+		req = req.Clone(req.Context())
+		for _, h := range t.headers {
+			req.Header.Set(h.Name, h.Value)
+		}
+	}
+	return t.base.RoundTrip(req)
+}
+
+// sanitize keeps letters, digits, '_' and '-', at most n bytes.
+func sanitize(s string, n int) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > n {
+		b = b[:n]
+	}
+	if len(b) == 0 {
+		return "_"
+	}
+	return string(b)
+}
+
+// toolName is prefix + the sanitised tool name, within mcpNameLimit; a
+// name cut short ends with a hash of the whole so that it stays unique.
+func toolName(prefix, tool string) string {
+	name := prefix + sanitize(tool, len(tool)+1)
+	if len(name) <= mcpNameLimit {
+		return name
+	}
+	sum := sha256.Sum256([]byte(tool))
+	tag := hex.EncodeToString(sum[:4])
+	return name[:mcpNameLimit-len(tag)-1] + "_" + tag
+}
+
+// spec is the tool as the model sees it.
+func (t mcpTool) spec() toolSpec {
+	schema, err := json.Marshal(t.tool.InputSchema)
+	if err != nil || len(schema) == 0 || string(schema) == "null" {
+		schema = json.RawMessage(`{"type":"object"}`)
+	}
+	desc := t.tool.Description
+	if desc == "" && t.tool.Annotations != nil {
+		desc = t.tool.Annotations.Title
+	}
+	return toolSpec{Name: t.name, Description: desc, Parameters: schema}
+}
+
+// readOnly reports whether the server marks the tool as changing nothing.
+func (t mcpTool) readOnly() bool {
+	return t.tool.Annotations != nil && t.tool.Annotations.ReadOnlyHint
+}
+
+// kind is the ACP tool kind the tool's hints suggest.
+func (t mcpTool) kind() string {
+	a := t.tool.Annotations
+	switch {
+	case a == nil || !a.ReadOnlyHint:
+		return "other"
+	case a.OpenWorldHint != nil && *a.OpenWorldHint:
+		return "fetch"
+	}
+	return "read"
+}
+
+func (t mcpTool) title() string {
+	if t.tool.Annotations != nil && t.tool.Annotations.Title != "" {
+		return t.tool.Annotations.Title
+	}
+	if t.tool.Title != "" {
+		return t.tool.Title
+	}
+	return t.tool.Name + " (" + t.server.spec.Name + ")"
+}
+
+// call runs the tool and turns its result into an outcome.
+func (t mcpTool) call(ctx context.Context, input json.RawMessage) outcome {
+	res, err := t.server.session.CallTool(ctx, &mcp.CallToolParams{Name: t.tool.Name, Arguments: input})
+	if err != nil {
+		if ctx.Err() != nil {
+			return failure("cancelled while MCP server `%s` ran %s", t.server.spec.Name, t.tool.Name)
+		}
+		return failure("MCP server `%s` failed to run %s: %v", t.server.spec.Name, t.tool.Name, err)
+	}
+	var o outcome
+	var text []string
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			o.content = append(o.content, textOut(c.Text))
+			text = append(text, c.Text)
+		case *mcp.ImageContent:
+			o.content = append(o.content, toolContent{Type: "content", Content: mustJSON(map[string]string{
+				"type": "image", "data": base64.StdEncoding.EncodeToString(c.Data), "mimeType": c.MIMEType})})
+			text = append(text, fmt.Sprintf("[an image, %s, was shown to the user]", c.MIMEType))
+		case *mcp.AudioContent:
+			o.content = append(o.content, toolContent{Type: "content", Content: mustJSON(map[string]string{
+				"type": "audio", "data": base64.StdEncoding.EncodeToString(c.Data), "mimeType": c.MIMEType})})
+			text = append(text, fmt.Sprintf("[audio, %s]", c.MIMEType))
+		case *mcp.ResourceLink:
+			o.content = append(o.content, toolContent{Type: "content", Content: mustJSON(map[string]string{
+				"type": "resource_link", "uri": c.URI, "name": c.Name})})
+			text = append(text, fmt.Sprintf("[%s](%s)", c.Name, c.URI))
+		case *mcp.EmbeddedResource:
+			if r := c.Resource; r != nil {
+				res := map[string]string{"uri": r.URI}
+				if r.MIMEType != "" {
+					res["mimeType"] = r.MIMEType
+				}
+				if r.Blob != nil {
+					res["blob"] = base64.StdEncoding.EncodeToString(r.Blob)
+					text = append(text, fmt.Sprintf("[a resource: %s]", r.URI))
+				} else {
+					res["text"] = r.Text
+					text = append(text, r.Text)
+				}
+				o.content = append(o.content, toolContent{Type: "content", Content: mustJSON(map[string]any{"type": "resource", "resource": res})})
+			}
+		}
+	}
+	if res.StructuredContent != nil {
+		b, _ := marshal(res.StructuredContent)
+		if len(text) == 0 {
+			o.content = append(o.content, textOut(string(b)))
+			text = append(text, string(b))
+		}
+		o.rawOutput = map[string]json.RawMessage{"structuredContent": b}
+	}
+	o.result = strings.Join(text, "\n")
+	if o.result == "" {
+		o.result = "(no output)"
+	}
+	if res.IsError {
+		o.failed = true
+		o.result = "Error: " + o.result
+	}
+	return o
+}
