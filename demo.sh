@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 bin=$(mktemp -d)/acpbridge
 state=$(mktemp -d)
-go build -o "$bin" .
+CGO_ENABLED=0 go build -o "$bin" .
 coproc AGENT { "$bin" --model replay:fixtures/hello.jsonl --state-dir "$state" --log-level warn; }
 
 last=

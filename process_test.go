@@ -48,7 +48,9 @@ func binary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "acpbridge")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		cmd := exec.Command("go", "build", "-o", binPath, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as the README builds it
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
