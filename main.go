@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -57,6 +58,9 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(50)
 	}
+	// A client that stops reading, or a full file system, must be an error
+	// acpbridge handles (persist, end with status 0), not a killing signal.
+	signal.Ignore(syscall.SIGPIPE, syscall.SIGXFSZ)
 	os.Exit(run(context.Background(), os.Args[1:], pollable(os.Stdin), os.Stdout, os.Stderr))
 }
 

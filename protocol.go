@@ -29,7 +29,6 @@ const (
 	methodSessionSetMode  = "session/set_mode"
 	methodSessionSetConf  = "session/set_config_option"
 	methodCancelRequest   = "$/cancel_request"
-	methodOversized       = "_acpbridge/oversized_line" // made up by wire.Recv, never sent by a client
 	methodSessionUpdate   = "session/update"
 	methodRequestPermit   = "session/request_permission"
 	methodFSRead          = "fs/read_text_file"

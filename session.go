@@ -112,7 +112,6 @@ func (a *agent) handlers() handler.Map {
 		methodSessionSetMode: a.guard(a.session(a.setMode)),
 		methodSessionSetConf: a.guard(a.session(a.setConfigOption)),
 		methodCancelRequest:  a.guard(a.cancelRequest),
-		methodOversized:      a.guard(a.oversized),
 	}
 }
 
@@ -156,16 +155,15 @@ func decodeParams(req *jrpc2.Request, v any) error {
 	if err := req.UnmarshalParams(&raw); err != nil {
 		return rpcError(codeInvalidParams, "invalid params: %v", err)
 	}
+	if len(raw) > 0 && raw[0] == '[' {
+		return invalidParams("params", "must be an object, not an array")
+	}
 	if err := json.Unmarshal(raw, v); err != nil {
 		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			field := te.Field
-			if field == "" {
-				field = "params"
-			}
-			return invalidParams(field, "expected %s, got JSON %s", te.Type, te.Value)
+		if errors.As(err, &te) && te.Field != "" {
+			return invalidParams(te.Field, "must be %s, not %s", jsonKind(te.Type.Kind().String()), te.Value)
 		}
-		return rpcError(codeInvalidParams, "invalid params: %v", err)
+		return rpcError(codeInvalidParams, "invalid params: %s", describeJSONError(err))
 	}
 	return nil
 }
@@ -570,14 +568,6 @@ func (a *agent) cancel(ctx context.Context, req *jrpc2.Request) (any, error) {
 // cancelled with session/cancel, and every other request is answered at once.
 func (a *agent) cancelRequest(ctx context.Context, req *jrpc2.Request) (any, error) {
 	return nil, nil
-}
-
-// oversized answers a line that wire.Recv skipped for its size.
-func (a *agent) oversized(ctx context.Context, req *jrpc2.Request) (any, error) {
-	var p struct{ Bytes, Limit int64 }
-	decodeParams(req, &p)
-	return nil, rpcError(codeInvalidRequest,
-		"message of %d bytes exceeds the line limit of %d bytes and was skipped; raise it with --max-line-bytes", p.Bytes, p.Limit)
 }
 
 // parsePrompt checks every block of a prompt.

@@ -455,6 +455,8 @@ func jsonKind(goKind string) string {
 	switch goKind {
 	case "string":
 		return "a string"
+	case "ptr":
+		return "a value of another type"
 	case "int", "int64", "int32", "uint32", "uint64", "float64":
 		return "a number"
 	case "bool":

@@ -50,7 +50,17 @@ type wire struct {
 	calls  map[int64]chan reply // our requests awaiting the client's response
 	nextID int64
 	eof    bool // stdin has ended: no response will come
+
+	// The client's requests handed to jrpc2 and not yet answered, by id.
+	// At stdin EOF, Recv waits (up to eofGrace) for these to be answered,
+	// since jrpc2 drops the requests still queued when it stops.
+	unanswered map[string]int
+	answered   chan struct{} // signalled when unanswered shrinks
 }
+
+// eofGrace is how long requests received before stdin's EOF may still take
+// to be answered; the process exits within a second of EOF.
+const eofGrace = 500 * time.Millisecond
 
 // reply is the client's response to one of our requests.
 type reply struct {
@@ -66,6 +76,9 @@ func newWire(r io.Reader, w io.Writer, maxLine int, trace *tracer) *wire {
 		broken:  make(chan struct{}),
 		trace:   trace,
 		calls:   map[int64]chan reply{},
+
+		unanswered: map[string]int{},
+		answered:   make(chan struct{}, 1),
 	}
 }
 
@@ -108,11 +121,29 @@ func (c *wire) call(ctx context.Context, method string, params any) (json.RawMes
 	return nil, err
 }
 
-// response takes a line that is a response (no method; a result or an
-// error) to the request it answers, and reports whether it was one.
-func (c *wire) response(line []byte) bool {
+// take handles the lines jrpc2 must not see and reports whether it took
+// this one: a response (no method; a result or an error) goes to the
+// request it answers; a request whose id ACP does not allow (null, or a
+// number that is not an integer) is answered with an error, since jrpc2
+// would run one with a null id as a notification, answering nothing. Other
+// requests are noted as unanswered.
+func (c *wire) take(line []byte) bool {
 	var m map[string]json.RawMessage
-	if json.Unmarshal(line, &m) != nil || m["method"] != nil {
+	if json.Unmarshal(line, &m) != nil {
+		return false
+	}
+	if m["method"] != nil {
+		id, hasID := m["id"]
+		switch {
+		case !hasID:
+		case string(id) == "null" || (isValidID(id) && id[0] != '"' && bytes.ContainsAny(id, ".eE")):
+			c.reject("null", jrpc2.InvalidRequest, "invalid request id "+string(id)+": ACP request ids are integers or strings")
+			return true
+		case isValidID(id):
+			c.mu.Lock()
+			c.unanswered[string(id)]++
+			c.mu.Unlock()
+		}
 		return false
 	}
 	result, hasResult := m["result"]
@@ -156,12 +187,21 @@ func (c *wire) closeCalls() {
 	}
 }
 
-// Send writes one message from jrpc2 and flushes.
+// Send writes one message from jrpc2 (a response) and flushes.
 func (c *wire) Send(msg []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.writeLocked(msg)
 	c.flushLocked()
+	if id := leadingID(msg); c.unanswered[id] > 0 {
+		if c.unanswered[id]--; c.unanswered[id] == 0 {
+			delete(c.unanswered, id)
+		}
+		select {
+		case c.answered <- struct{}{}:
+		default:
+		}
+	}
 	return c.err
 }
 
@@ -243,10 +283,40 @@ func (c *wire) Recv() ([]byte, error) {
 		line, err := c.recvLine()
 		if err != nil {
 			c.closeCalls()
+			c.awaitAnswers()
 			return nil, err
 		}
-		if !c.response(line) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue // a blank line (or a skipped one) is no message
+		}
+		if !json.Valid(line) {
+			// Answered here, with the id when the line's start shows one;
+			// jrpc2 would answer with a null id.
+			c.reject(leadingID(line), jrpc2.ParseError, "parse error: the message is not valid JSON")
+			continue
+		}
+		if !c.take(line) {
 			return line, nil
+		}
+	}
+}
+
+// awaitAnswers waits, up to eofGrace, until every request received has
+// been answered.
+func (c *wire) awaitAnswers() {
+	deadline := time.NewTimer(eofGrace)
+	defer deadline.Stop()
+	for {
+		c.mu.Lock()
+		n := len(c.unanswered)
+		c.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-c.answered:
+		case <-deadline.C:
+			return
 		}
 	}
 }
@@ -287,13 +357,19 @@ func (c *wire) skipLong(head []byte, err error) ([]byte, error) {
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
-	id := leadingID(head)
-	msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":%q,"params":{"bytes":%d,"limit":%d}}`,
-		id, methodOversized, n, c.maxLine)
 	if c.trace != nil {
-		c.trace.in([]byte(msg))
+		c.trace.in(fmt.Appendf(nil, `{"skipped":"a line of %d bytes"}`, n))
 	}
-	return []byte(msg), nil
+	c.reject(leadingID(head), jrpc2.InvalidRequest,
+		fmt.Sprintf("message of %d bytes exceeds the line limit of %d bytes and was skipped; raise it with --max-line-bytes", n, c.maxLine))
+	return nil, err
+}
+
+// reject answers a message that never reaches jrpc2.
+func (c *wire) reject(id string, code jrpc2.Code, message string) {
+	msg, _ := marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id),
+		"error": map[string]any{"code": code, "message": message}})
+	c.Send(msg)
 }
 
 // leadingID finds the top-level "id" member in the first bytes of a JSON
