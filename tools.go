@@ -166,7 +166,7 @@ func (a *agent) runTool(ctx context.Context, s *SessionRecord, c toolCall) error
 	if err != nil {
 		return err
 	}
-	if ctx.Err() != nil {
+	if a.stopped(ctx) {
 		return errTurnCancelled
 	}
 	s.conv.add(message{role: "tool", toolCallID: c.ID, text: out.result})
@@ -240,7 +240,7 @@ func (a *agent) permit(ctx context.Context, s *SessionRecord, p *prepared) (*out
 		} `json:"outcome"`
 	}
 	if err := a.call(ctx, s, methodRequestPermit, req, &res); err != nil {
-		if ctx.Err() != nil {
+		if a.stopped(ctx) {
 			return nil, errTurnCancelled
 		}
 		o := failure("the permission request failed: %v", err)

@@ -232,14 +232,14 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []contentB
 	}
 
 	stop, usage, turnErr := a.loop(ctx, s)
-	if ctx.Err() != nil {
+	if a.stopped(ctx) {
 		stop, turnErr = stopCancelled, nil
 	}
 	if stop == stopRefusal {
 		s.conv.truncate(mark)
 	}
 
-	end := record{Type: recTurnEnd, StopReason: stop}
+	end := record{Type: recTurnEnd, StopReason: stop, Interrupted: stop == stopCancelled && a.out.gone()}
 	if usage != nil && (usage.InputTokens != 0 || usage.OutputTokens != 0) {
 		end.Usage = usage
 	}
@@ -304,7 +304,7 @@ func (a *agent) loop(ctx context.Context, s *SessionRecord) (string, *usage, err
 		if st.keep && (len(st.text) > 0 || len(st.calls) > 0) {
 			s.conv.add(message{role: "assistant", text: string(st.text), toolCalls: st.calls})
 		}
-		if ctx.Err() != nil {
+		if a.stopped(ctx) {
 			return stopCancelled, &total, nil
 		}
 		if err == nil {
@@ -320,7 +320,7 @@ func (a *agent) loop(ctx context.Context, s *SessionRecord) (string, *usage, err
 			return stop, &total, nil
 		}
 		if err := a.runTools(ctx, s, st.calls); err != nil {
-			if ctx.Err() != nil || errors.Is(err, errTurnCancelled) {
+			if a.stopped(ctx) || errors.Is(err, errTurnCancelled) {
 				return stopCancelled, &total, nil
 			}
 			return "", &total, err
@@ -390,6 +390,12 @@ func prefix(s string, n int) string {
 		n--
 	}
 	return s
+}
+
+// stopped reports whether the turn must end as cancelled: session/cancel
+// or close, or the client has gone (stdin ended, stdout broke).
+func (a *agent) stopped(ctx context.Context) bool {
+	return ctx.Err() != nil || a.out.gone()
 }
 
 // errTurnCancelled ends a turn as cancelled (a permission request answered

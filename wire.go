@@ -232,6 +232,13 @@ func (c *wire) notify(method string, params []byte) error {
 	return c.err
 }
 
+// gone reports whether the client has gone: stdin ended or stdout broke.
+func (c *wire) gone() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.eof || c.err != nil
+}
+
 // flush writes out whatever notifications are buffered.
 func (c *wire) flush() error {
 	c.mu.Lock()

@@ -1,0 +1,205 @@
+// fault_test.go tests, on the built binary, a client that goes away at each
+// phase of a turn (stdin closed, stdout closed), kill -9 during a long turn
+// full of writes, and a state directory that cannot be written.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// lastTurnEnd is the last turn_end record of a session's log.
+func lastTurnEnd(t *testing.T, state, sid string) string {
+	b, err := os.ReadFile(filepath.Join(state, "sessions", sid+".jsonl"))
+	require.NoError(t, err)
+	var last string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, `"type":"turn_end"`) {
+			last = l
+		}
+	}
+	return last
+}
+
+// Verify that closing stdin at each phase of a turn ends the process with
+// status 0 (close asserts it), leaves no command running, and persists the
+// turn as cancelled and interrupted.
+func TestFault_stdinClosedMidTurn(t *testing.T) {
+	phases := []struct {
+		name    string
+		entries []string
+		caps    string
+		mode    string
+		await   string // the line that marks the phase
+	}{
+		{"streaming", []string{`{"chunks":[{"text":"Streaming"},{"delayMs":600000}]}`}, `{}`, "ask",
+			`{"params":{"update":{"sessionUpdate":"agent_message_chunk"}}}`},
+		{"waiting for permission", []string{`{"chunks":[{"toolCall":{"id":"w","name":"write_file","input":{"path":"a.txt","content":"x"}}}]}`}, `{}`, "ask",
+			`{"method":"session/request_permission"}`},
+		{"waiting for an fs call", []string{`{"chunks":[{"toolCall":{"id":"r","name":"read_file","input":{"path":"a.txt"}}}]}`}, `{"fs":{"readTextFile":true}}`, "ask",
+			`{"method":"fs/read_text_file"}`},
+		{"waiting for a client terminal", []string{`{"chunks":[{"toolCall":{"id":"c","name":"run_command","input":{"command":"sleep 600"}}}]}`}, `{"terminal":true}`, "bypass",
+			`{"method":"terminal/create"}`},
+		{"running a local command", []string{`{"chunks":[{"toolCall":{"id":"c","name":"run_command","input":{"command":"echo $$ > pid; exec sleep 600"}}}]}`}, `{}`, "bypass",
+			`{"params":{"update":{"sessionUpdate":"tool_call_update","status":"in_progress"}}}`},
+	}
+	for _, ph := range phases {
+		t.Run(strings.ReplaceAll(ph.name, " ", "_"), func(t *testing.T) {
+			p := startProcess(t, nil, "--model", "replay:"+writeFixture(t, ph.entries...))
+			p.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":%s}}`, ph.caps))
+			r := decodeResponse(t, p.call(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`))
+			var res struct{ SessionID string }
+			require.NoError(t, json.Unmarshal(r.Result, &res))
+			sid := res.SessionID
+			p.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/set_mode","params":{"sessionId":%q,"modeId":%q}}`, sid, ph.mode))
+			p.send(prompt(3, sid, "go"))
+			p.await(ph.await)
+			p.close() // asserts exit status 0
+			assert.Regexp(t, `"stopReason":"cancelled".*"interrupted":true|"interrupted":true.*"stopReason":"cancelled"`, lastTurnEnd(t, p.state, sid))
+			if ph.name == "running a local command" {
+				b, err := os.ReadFile(filepath.Join(p.cwd, "pid"))
+				if err == nil { // the command got as far as writing it
+					pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+					assert.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH, "the command outlived acpbridge")
+				}
+			}
+		})
+	}
+}
+
+// Verify that a client that stops reading (stdout closed) mid-stream ends
+// the process with status 0, the turn persisted as interrupted.
+func TestFault_stdoutClosedMidStream(t *testing.T) {
+	fixture := writeFixture(t, `{"chunks":[{"text":"Streaming"},{"delayMs":100},{"text":"more"},{"delayMs":100},{"text":"and more"},{"delayMs":600000}]}`)
+	state := t.TempDir()
+	cmd := exec.Command(binary(t), "--model", "replay:"+fixture, "--state-dir", state)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	r := bufio.NewReader(stdout)
+	fmt.Fprintln(stdin, initLine)
+	r.ReadString('\n')
+	fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`+"\n", t.TempDir())
+	line, _ := r.ReadString('\n')
+	sid := strings.Split(strings.Split(line, `"sessionId":"`)[1], `"`)[0]
+	fmt.Fprintln(stdin, prompt(2, sid, "stream"))
+	line, _ = r.ReadString('\n')
+	require.Contains(t, line, "Streaming")
+	stdout.Close() // the client stops reading; stdin stays open
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		assert.NoError(t, err, "exit status")
+	case <-time.After(hang):
+		cmd.Process.Kill()
+		t.Fatal("acpbridge did not exit after its stdout closed")
+	}
+	stdin.Close()
+	assert.Contains(t, lastTurnEnd(t, state, sid), `"interrupted":true`)
+}
+
+// Verify that kill -9 in the middle of a turn full of tool calls (the log
+// written as it goes) loses no completed turn: the next load works and
+// replays the first turn whole.
+func TestFault_kill9DuringWrites(t *testing.T) {
+	var entries []string
+	entries = append(entries, `{"chunks":[{"text":"First turn done."}]}`)
+	for i := range 300 {
+		entries = append(entries, fmt.Sprintf(`{"chunks":[{"text":"Reading %d. %s"},{"toolCall":{"id":"r%d","name":"read_file","input":{"path":"a.txt"}}}]}`, i, strings.Repeat("x", 400), i))
+	}
+	for _, killAt := range []int{20, 150} {
+		t.Run(strconv.Itoa(killAt), func(t *testing.T) {
+			p := startProcess(t, nil, "--model", "replay:"+writeFixture(t, entries...), "--max-turn-requests", "1000")
+			require.NoError(t, os.WriteFile(filepath.Join(p.cwd, "a.txt"), []byte(strings.Repeat("file ", 200)), 0o644))
+			sid := p.newSession()
+			p.call(prompt(2, sid, "first"))
+			p.send(prompt(3, sid, "second"))
+			for range killAt {
+				p.await(`{"params":{"update":{"sessionUpdate":"tool_call"}}}`)
+			}
+			require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+			p.stdin.Close()
+			for p.next("EOF after kill -9") != nil {
+			}
+			p.closed = true
+			<-p.exit
+
+			q := startProcess(t, p.testAgent)
+			q.call(initLine)
+			q.send(load(1, sid))
+			replayed, r := q.updatesUntil(1)
+			require.Nil(t, r.Error, "load after kill -9")
+			require.GreaterOrEqual(t, len(replayed), 3)
+			assert.Contains(t, replayed[0], `"text":"first"`)
+			assert.Contains(t, replayed[1], `"text":"First turn done."`)
+			assert.Contains(t, replayed[2], `"text":"second"`)
+		})
+	}
+}
+
+// Verify that a state directory that cannot be created makes session/new
+// fail with code 1006 and a message saying what to check, and that the
+// process goes on serving.
+func TestFault_unwritableStateDir(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "a-file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	ta := startAgent(t, "--state-dir", filepath.Join(file, "state"))
+	ta.call(initLine)
+	r := decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`))
+	require.NotNil(t, r.Error)
+	assert.Equal(t, 1006, r.Error.Code)
+	assert.Contains(t, r.Error.Message, "creating the state directory")
+	assert.Contains(t, r.Error.Message, "--state-dir")
+	r = decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":2,"method":"session/list","params":{}}`))
+	assert.NotNil(t, r, "still serving")
+}
+
+// Verify that a turn whose session log cannot be written (the file size
+// limit here stands for a full disk) tells the user, and the process lives.
+func TestFault_fullDisk(t *testing.T) {
+	if _, err := exec.LookPath("prlimit"); err != nil {
+		t.Skip("prlimit (util-linux) is not installed")
+	}
+	fixture := writeFixture(t, fmt.Sprintf(`{"chunks":[{"text":%q}]}`, strings.Repeat("long answer ", 1000)), `{"chunks":[{"text":"short"}]}`)
+	ta := newTestAgent(t)
+	p := &procAgent{testAgent: ta}
+	cmd := exec.Command("prlimit", "--fsize=4096", binary(t), "--model", "replay:"+fixture, "--state-dir", ta.state)
+	cmd.Stderr = ta.stderr
+	p.cmd = cmd
+	ta.attach(func(stdin io.Reader, stdout io.WriteCloser) {
+		cmd.Stdin, cmd.Stdout = stdin, stdout
+		if err := cmd.Start(); err != nil {
+			stdout.Close()
+			ta.exit <- -1
+			return
+		}
+		cmd.Wait()
+		stdout.Close()
+		ta.exit <- cmd.ProcessState.ExitCode()
+	})
+	sid := ta.newSession()
+	_, r := ta.turnUpdates(2, sid, "write a lot")
+	require.NotNil(t, r.Error, "the turn whose log write failed")
+	assert.Equal(t, 1006, r.Error.Code)
+	assert.Contains(t, r.Error.Message, "file too large")
+	assert.Contains(t, r.Error.Message, "has space")
+	r = decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":3,"method":"session/list","params":{}}`))
+	assert.Nil(t, r.Error, "still serving")
+}
+
