@@ -6,8 +6,8 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"io"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -202,4 +202,3 @@ func TestFault_fullDisk(t *testing.T) {
 	r = decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":3,"method":"session/list","params":{}}`))
 	assert.Nil(t, r.Error, "still serving")
 }
-
