@@ -144,6 +144,7 @@ func (c *schemaChecker) check(line []byte) string {
 	default:
 		c.mu.Lock()
 		req := c.methods[fmt.Sprint(m["id"])]
+		delete(c.methods, fmt.Sprint(m["id"]))
 		c.mu.Unlock()
 		def, part = resultDefs[req], m["result"]
 		if def == "" {
