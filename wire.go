@@ -302,6 +302,11 @@ func (c *wire) Recv() ([]byte, error) {
 			c.reject(leadingID(line), jrpc2.ParseError, "parse error: the message is not valid JSON")
 			continue
 		}
+		if t := bytes.TrimSpace(line); t[0] == '[' {
+			// jrpc2 would answer a batch with an array, which is no ACP message.
+			c.reject("null", jrpc2.InvalidRequest, "batches are not part of ACP: send one message a line")
+			continue
+		}
 		if !c.take(line) {
 			return line, nil
 		}

@@ -1,0 +1,196 @@
+// fuzz_test.go holds the fuzz targets: the inbound message path of a
+// running server, the replay fixture parser, and the session store loader.
+// `go test` runs their seeds (taken from fixtures/); `go test -fuzz` runs
+// them longer (README).
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/creachadair/jrpc2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fixtureSections returns the named section of every fixtures/*.txtar.
+func fixtureSections(t testing.TB, name string) []string {
+	paths, err := filepath.Glob("fixtures/*.txtar")
+	require.NoError(t, err)
+	var out []string
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		for _, f := range parseArchive(string(b)).files {
+			if f.name == name || strings.HasPrefix(f.name, name) {
+				out = append(out, f.data)
+			}
+		}
+	}
+	return out
+}
+
+// runsCommands reports whether a line asks for MCP servers, which would
+// start programs: a fuzzer must not run arbitrary ones.
+func runsCommands(line []byte) bool {
+	var m struct {
+		Params struct {
+			McpServers []json.RawMessage `json:"mcpServers"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(line, &m) != nil {
+		return bytes.Contains(line, []byte("mcpServers"))
+	}
+	return len(m.Params.McpServers) > 0
+}
+
+// FuzzInbound sends an arbitrary line to a running server: it must not
+// panic or hang, every request in it must get a response with its id, every
+// line it writes must be a valid ACP message, and it must go on serving.
+func FuzzInbound(f *testing.F) {
+	for _, script := range fixtureSections(f, "client") {
+		for _, l := range strings.Split(script, "\n") {
+			if _, arg, ok := strings.Cut(l, " "); ok && strings.HasPrefix(arg, "{") {
+				f.Add([]byte(arg))
+			}
+		}
+	}
+	for _, s := range []string{``, `not json`, `[]`, `42`, `{"jsonrpc":"2.0","id":null,"method":"session/list"}`,
+		`{"jsonrpc":"2.0","id":1.5,"method":"session/new","params":{"cwd":"/"}}`, `{"jsonrpc":"2.0","id":7,"result":{}}`,
+		`{"jsonrpc":"2.0","id":"x","method":"session/prompt","params":{"sessionId":"sess_1","prompt":[{"type":"resource","resource":{}}]}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		line = bytes.ReplaceAll(line, []byte("\n"), []byte(" "))
+		if runsCommands(line) {
+			t.Skip("asks for MCP servers")
+		}
+		ta := startAgent(t, "--log-level", "error")
+		ta.call(initLine)
+		ta.call(`{"jsonrpc":"2.0","id":"setup","method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`)
+		ta.stdin.Write(append(line, '\n'))
+		ta.call(`{"jsonrpc":"2.0","id":"after","method":"session/list","params":{}}`)
+		ta.close()
+		var req map[string]json.RawMessage
+		if json.Unmarshal(line, &req) != nil || req["method"] == nil {
+			return
+		}
+		id := req["id"]
+		if len(id) == 0 || string(id) == "null" || !(id[0] == '"' || (id[0] == '-' || id[0] >= '0' && id[0] <= '9') && !bytes.ContainsAny(id, ".eE")) {
+			return // a notification, or an id ACP does not allow (answered with a null id)
+		}
+		var want any
+		if json.Unmarshal(id, &want) != nil {
+			return
+		}
+		for _, l := range ta.got {
+			var r struct {
+				ID     json.RawMessage
+				Method string
+			}
+			if json.Unmarshal(l, &r) == nil && r.Method == "" && bytes.Equal(r.ID, id) {
+				return
+			}
+		}
+		t.Errorf("request with id %s got no response:\n%s", id, line)
+	})
+}
+
+// replayHarness is the least of an agent the replay model needs.
+func replayHarness(t *testing.T, out io.Writer) (*agent, *SessionRecord) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a := &agent{out: newWire(strings.NewReader(""), out, 1<<20, nil), newID: counterIDs(), now: time.Now, log: log}
+	st := &store{dir: t.TempDir(), log: log}
+	s := &SessionRecord{id: "s", created: time.Now(), conv: &conversation{}}
+	s.setRoots([]string{"/"})
+	f, err := st.create(s)
+	require.NoError(t, err)
+	t.Cleanup(func() { f.close() })
+	s.file = f
+	return a, s
+}
+
+// FuzzReplay parses an arbitrary fixture: no panic, no hang (its delays
+// end with the call's context), every line written is JSON, and model calls
+// after an error go on from the next entry.
+func FuzzReplay(f *testing.F) {
+	for _, s := range fixtureSections(f, "replay.jsonl") {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte("{\"chunks\":[{\"text\":\"a\"},{\"delayMs\":10}]}\n# c\n\n{\"chunks\":[{\"text\":\"a\",\"thought\":\"b\"}]}\n{\"expect\":\"x\",\"chunks\":[]}\n"))
+	f.Add([]byte(`{"chunks":[{"toolCall":{"id":"1","name":"x","input":"not an object"}}],"stop":"refusal"}`))
+	f.Fuzz(func(t *testing.T, fixture []byte) {
+		path := filepath.Join(t.TempDir(), "f.jsonl")
+		require.NoError(t, os.WriteFile(path, fixture, 0o644))
+		m, err := newReplayModel(path)
+		require.NoError(t, err)
+		var out bytes.Buffer
+		a, s := replayHarness(t, &out)
+		s.conv.add(message{role: "user", text: "hello"})
+		for range 3 {
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			st := &modelStream{a: a, s: s}
+			stop, err := m.complete(ctx, &modelRequest{conv: s.conv}, st)
+			cancel()
+			st.endMessage()
+			if err == nil {
+				assert.Contains(t, []string{stopEndTurn, stopToolUse, stopMaxTokens, stopRefusal}, stop)
+				for _, c := range st.calls {
+					assert.True(t, json.Valid(c.Input), "a tool call's input is JSON")
+				}
+			} else if !errors.Is(err, context.DeadlineExceeded) {
+				var rerr *jrpc2.Error
+				assert.True(t, errors.As(err, &rerr) && rerr.Code == codeModelFailed, "error %v", err)
+			}
+		}
+		a.out.flush()
+		for _, l := range bytes.Split(bytes.TrimSuffix(out.Bytes(), []byte("\n")), []byte("\n")) {
+			if len(l) > 0 {
+				assert.True(t, json.Valid(l), "written line is not JSON: %s", l)
+			}
+		}
+	})
+}
+
+// FuzzStoreLoad loads an arbitrary session log: no panic; either a clear
+// store error or a session whose replay reads back.
+func FuzzStoreLoad(f *testing.F) {
+	for _, s := range fixtureSections(f, "state/sessions/") {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(`{"type":"session","v":1,"sessionId":"s","cwd":"/","createdAt":"2026-01-01T00:00:00Z"}` + "\n" +
+		`{"type":"user","messageId":"m","blocks":[{"type":"text","text":"hi"}]}` + "\n" +
+		`{"type":"tool_call","toolCallId":"c","call":{"id":"1","name":"read_file","input":{}}}` + "\n" +
+		`{"type":"tool_result","toolCallId":"c","call":{"id":"1","name":"read_file","input":{}},"status":"completed","result":"x"}` + "\n" +
+		`{"type":"turn_end","stopReason":"refusal"}` + "\n" + `{"type":"rule","tool":"x","allow":true}` + "\n" + `{"type":"agent","text":"to`))
+	f.Fuzz(func(t *testing.T, log []byte) {
+		log = bytes.ReplaceAll(log, []byte("$CWD"), []byte("/"))
+		st := &store{dir: t.TempDir(), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		require.NoError(t, os.WriteFile(st.path("sess_f", ".jsonl"), log, 0o600))
+		conv := &conversation{full: true}
+		h, file, err := st.open(context.Background(), "sess_f", conv)
+		if err != nil {
+			var rerr *jrpc2.Error
+			require.True(t, errors.As(err, &rerr), "a store error is a JSON-RPC error: %v", err)
+			assert.Equal(t, codeStoreFailed, rerr.Code, rerr.Message)
+			return
+		}
+		defer file.close()
+		n := 0
+		require.NoError(t, file.replay(h.good, func(record) error { n++; return nil }))
+		fi, err := os.Stat(st.path("sess_f", ".jsonl"))
+		require.NoError(t, err)
+		assert.Equal(t, h.good, fi.Size(), "the log was cut to its valid part")
+		_ = fmt.Sprint(n)
+	})
+}
