@@ -39,7 +39,7 @@ import (
 
 const (
 	mcpStartTimeout = 15 * time.Second
-	mcpGrace        = 300 * time.Millisecond // between closing stdin, SIGTERM and SIGKILL
+	mcpGrace        = 200 * time.Millisecond // between closing stdin, SIGTERM and SIGKILL
 	mcpNameLimit    = 64                     // function names models accept
 )
 

@@ -60,7 +60,7 @@ type wire struct {
 
 // eofGrace is how long requests received before stdin's EOF may still take
 // to be answered; the process exits within a second of EOF.
-const eofGrace = 500 * time.Millisecond
+const eofGrace = 300 * time.Millisecond
 
 // reply is the client's response to one of our requests.
 type reply struct {
