@@ -23,9 +23,10 @@ type benchAgent struct {
 	out *bufio.Reader
 }
 
-func startBench(b *testing.B, fixture string) *benchAgent {
-	b.Helper()
-	a, _, _ := setup([]string{"--model", "replay:" + fixture, "--state-dir", b.TempDir(), "--max-turn-requests", "1000000", "--log-level", "error"}, io.Discard)
+// serveBench runs an agent with args in-process; stop closes its stdin and
+// waits for it to end.
+func serveBench(args ...string) (ba *benchAgent, stop func()) {
+	a, _, _ := setup(append(args, "--log-level", "error"), io.Discard)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	done := make(chan struct{})
@@ -34,16 +35,22 @@ func startBench(b *testing.B, fixture string) *benchAgent {
 		outW.Close()
 		close(done)
 	}()
-	ba := &benchAgent{in: inW, out: bufio.NewReaderSize(outR, 1<<20)}
-	b.Cleanup(func() {
+	ba = &benchAgent{in: inW, out: bufio.NewReaderSize(outR, 1<<20)}
+	ba.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true}}}}`)
+	ba.until(`"id":0,"result"`)
+	return ba, func() {
 		inW.Close()
 		io.Copy(io.Discard, outR)
 		<-done
-	})
+	}
+}
+
+func startBench(b *testing.B, fixture string) *benchAgent {
+	b.Helper()
+	ba, stop := serveBench("--model", "replay:"+fixture, "--state-dir", b.TempDir(), "--max-turn-requests", "1000000")
+	b.Cleanup(stop)
 	cwd := b.TempDir()
 	os.WriteFile(filepath.Join(cwd, "f.txt"), []byte("x"), 0o644)
-	ba.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true}}}}`)
-	ba.until(`"id":0,"result"`)
 	ba.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, cwd))
 	line := ba.until(`"id":1,"result"`)
 	var r struct{ Result struct{ SessionID string } }
@@ -126,14 +133,8 @@ func BenchmarkLoad(b *testing.B) {
 	fixture := filepath.Join(b.TempDir(), "turns.jsonl")
 	os.WriteFile(fixture, []byte(sb.String()), 0o644)
 
-	// One process makes the session.
-	a, _, _ := setup([]string{"--model", "replay:" + fixture, "--state-dir", state, "--log-level", "error"}, io.Discard)
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	go func() { serve(context.Background(), a, inR, outW, nil); outW.Close() }()
-	ba := &benchAgent{in: inW, out: bufio.NewReaderSize(outR, 1<<20)}
-	ba.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
-	ba.until(`"id":0,"result"`)
+	// One agent makes the session; until answers its fs reads.
+	ba, stop := serveBench("--model", "replay:"+fixture, "--state-dir", state)
 	ba.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, cwd))
 	var r struct{ Result struct{ SessionID string } }
 	json.Unmarshal([]byte(ba.until(`"id":1,"result"`)), &r)
@@ -142,23 +143,14 @@ func BenchmarkLoad(b *testing.B) {
 		ba.send(prompt(10+i, sid, fmt.Sprintf("prompt %d: please read f.txt and tell me about it", i)))
 		ba.until(fmt.Sprintf(`"id":%d,"result"`, 10+i))
 	}
-	inW.Close()
-	io.Copy(io.Discard, outR)
+	stop()
 
 	b.ResetTimer()
-	for i := range b.N {
-		a, _, _ := setup([]string{"--state-dir", state, "--log-level", "error"}, io.Discard)
-		inR, inW := io.Pipe()
-		outR, outW := io.Pipe()
-		go func() { serve(context.Background(), a, inR, outW, nil); outW.Close() }()
-		ba := &benchAgent{in: inW, out: bufio.NewReaderSize(outR, 1<<20)}
-		ba.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
-		ba.until(`"id":0,"result"`)
+	for range b.N {
+		ba, stop := serveBench("--state-dir", state)
 		ba.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":%q,"cwd":%q,"mcpServers":[]}}`, sid, cwd))
 		ba.until(`"id":1,"result"`)
-		inW.Close()
-		io.Copy(io.Discard, outR)
-		_ = i
+		stop()
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/load")
 }
