@@ -379,8 +379,15 @@ func (c *wire) skipLong(head []byte, err error) ([]byte, error) {
 
 // reject answers a message that never reaches jrpc2.
 func (c *wire) reject(id string, code jrpc2.Code, message string) {
-	msg, _ := marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id),
-		"error": map[string]any{"code": code, "message": message}})
+	type errObj struct {
+		Code    jrpc2.Code `json:"code"`
+		Message string     `json:"message"`
+	}
+	msg, _ := marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   errObj          `json:"error"`
+	}{"2.0", json.RawMessage(id), errObj{code, message}})
 	c.Send(msg)
 }
 
