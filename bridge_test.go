@@ -35,7 +35,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -465,15 +464,6 @@ func runGolden(t *testing.T, path string) {
 	assert.Equal(t, want, got.String(), "the agent's lines (-want +got); stderr:\n%s", ta.stderr.String())
 }
 
-// sortedKeys is for stable error messages.
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
 
 // Verify that the schema check rejects what a client would reject, so that
 // a transcript passing it means something.

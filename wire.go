@@ -275,9 +275,6 @@ func (c *wire) failLocked(err error) {
 // Close flushes; the writer itself (stdout) is left to the process.
 func (c *wire) Close() error { return c.flush() }
 
-// errLineTooLong marks a line that Recv skipped for its size.
-var errLineTooLong = errors.New("line too long")
-
 // Recv returns the next line without its newline, for jrpc2. Responses to
 // the agent's own requests are taken out on the way (see call). A last line
 // without a newline at EOF is returned whole. A line longer than maxLine is skipped
