@@ -464,7 +464,6 @@ func runGolden(t *testing.T, path string) {
 	assert.Equal(t, want, got.String(), "the agent's lines (-want +got); stderr:\n%s", ta.stderr.String())
 }
 
-
 // Verify that the schema check rejects what a client would reject, so that
 // a transcript passing it means something.
 func TestSchemaChecker_rejects(t *testing.T) {
