@@ -83,7 +83,13 @@ func TestFault_stdinClosedMidTurn(t *testing.T) {
 // Verify that a client that stops reading (stdout closed) mid-stream ends
 // the process with status 0, the turn persisted as interrupted.
 func TestFault_stdoutClosedMidStream(t *testing.T) {
-	fixture := writeFixture(t, `{"chunks":[{"text":"Streaming"},{"delayMs":100},{"text":"more"},{"delayMs":100},{"text":"and more"},{"delayMs":600000}]}`)
+	// The stream goes on writing, so a write follows the close whenever it
+	// comes: acpbridge learns stdout broke from a failed write.
+	chunks := []string{`{"text":"Streaming"}`}
+	for range 4000 {
+		chunks = append(chunks, `{"delayMs":5}`, `{"text":"more "}`)
+	}
+	fixture := writeFixture(t, `{"chunks":[`+strings.Join(chunks, ",")+`]}`)
 	state := t.TempDir()
 	cmd := exec.Command(binary(t), "--model", "replay:"+fixture, "--state-dir", state)
 	stdin, err := cmd.StdinPipe()
