@@ -219,8 +219,9 @@ func (st *modelStream) endMessage() {
 
 // runTurn runs one prompt turn and returns its stop reason.
 func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []contentBlock, raw []json.RawMessage) (string, error) {
+	// Written at once: whatever happens to the turn, what was asked is kept.
 	user := record{Type: recUser, MessageID: a.newID("msg"), Blocks: raw}
-	if err := s.file.append(user); err != nil {
+	if err := s.file.appendNow(user); err != nil {
 		return "", err
 	}
 	mark := s.conv.mark()
