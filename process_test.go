@@ -291,8 +291,11 @@ func TestProcess_lockHeld(t *testing.T) {
 		assert.Equal(t, 1002, r.Error.Code)
 		assert.Contains(t, r.Error.Message, "pid "+strconv.Itoa(p1.cmd.Process.Pid))
 	}
+	r := decodeResponse(t, p2.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":4,"method":"session/delete","params":{"sessionId":%q}}`, sid)))
+	require.NotNil(t, r.Error, "delete while another process holds the session")
+	assert.Equal(t, 1002, r.Error.Code)
 	p1.close()
-	r := decodeResponse(t, p2.call(load(3, sid)))
+	r = decodeResponse(t, p2.call(load(3, sid)))
 	assert.Nil(t, r.Error, "load after the holder exited")
 }
 
