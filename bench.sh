@@ -106,3 +106,36 @@ for _ in range(3):
     print(f"  load: {ms:.1f} ms for {lines - 1} replayed updates from a {size / 1e6:.2f} MB log; peak RSS {int(hwm) / 1024:.1f} MiB")
     p.stdin.close(); p.wait()
 PY
+
+echo "== exit: stdin closed in the middle of a turn, with a stdio MCP server attached (5 runs)"
+go test -c -o "$out/mcp-helper" .   # the test binary serves MCP on stdio when ACPBRIDGE_TEST_MCP=stdio
+python3 - "$out/acpbridge" "$out/mcp-helper" "$state" <<'PY'
+import json, subprocess, sys, tempfile, time
+binary, helper, state = sys.argv[1:4]
+fixture = tempfile.mktemp(suffix=".jsonl")
+open(fixture, "w").write(json.dumps({"chunks": [{"text": "Streaming"}, {"delayMs": 600000}]}) + "\n")
+server = {"name": "helper", "command": helper, "args": [], "env": [{"name": "ACPBRIDGE_TEST_MCP", "value": "stdio"}]}
+times = []
+for _ in range(5):
+    p = subprocess.Popen([binary, "--model", "replay:" + fixture, "--state-dir", state], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    def send(m):
+        p.stdin.write((json.dumps(m) + "\n").encode()); p.stdin.flush()
+    def until(pred):
+        while True:
+            line = json.loads(p.stdout.readline())
+            if pred(line):
+                return line
+    send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}})
+    until(lambda l: l.get("id") == 0)
+    send({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": tempfile.gettempdir(), "mcpServers": [server]}})
+    sid = until(lambda l: l.get("id") == 1)["result"]["sessionId"]
+    send({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}})
+    until(lambda l: l.get("method") == "session/update")
+    t0 = time.perf_counter()
+    p.stdin.close()
+    status = p.wait()
+    times.append((time.perf_counter() - t0) * 1000)
+    if status != 0:
+        print(f"  exit status {status}")
+print("  exit after stdin EOF: " + ", ".join(f"{t:.0f}" for t in times) + " ms")
+PY
