@@ -451,3 +451,33 @@ func TestOpenAI_listsServerModels(t *testing.T) {
 	require.Nil(t, r.Error)
 	assert.Contains(t, string(r.Result), `"currentValue":"gpt-test","options":[{"value":"gpt-test","name":"gpt-test"},{"value":"gpt-4.1","name":"gpt-4.1"},{"value":"gpt-4.1-mini","name":"gpt-4.1-mini"}]`)
 }
+
+// Verify that tool calls a cancel left unrun are still answered in the
+// conversation: the next request must follow an assistant message's
+// tool_calls with a tool message for each, or servers reject it.
+func TestOpenAI_cancelledToolsAnswered(t *testing.T) {
+	f := newFakeOpenAI(t, fakeReply{file: "two_writes.sse"}, fakeReply{file: "text.sse"})
+	ta := startOpenAI(t, f)
+	sid := ta.newSession()
+	ta.send(prompt(2, sid, "write two files"))
+	ta.await(`{"method":"session/request_permission"}`)
+	ta.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, sid))
+	_, r := ta.updatesUntil(2)
+	assert.JSONEq(t, `{"stopReason":"cancelled"}`, string(r.Result))
+	_, r = ta.turnUpdates(3, sid, "never mind")
+	require.Nil(t, r.Error)
+	var got []string
+	for _, m := range f.request(1).body["messages"].([]any)[1:] {
+		mm := m.(map[string]any)
+		s := mm["role"].(string)
+		calls, _ := mm["tool_calls"].([]any)
+		for _, tc := range calls {
+			s += " call " + tc.(map[string]any)["id"].(string)
+		}
+		if id, ok := mm["tool_call_id"]; ok {
+			s += " answers " + id.(string)
+		}
+		got = append(got, s)
+	}
+	assert.Equal(t, []string{"user", "assistant call call_W1 call call_W2", "tool answers call_W1", "tool answers call_W2", "user"}, got)
+}

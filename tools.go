@@ -112,10 +112,17 @@ type prepared struct {
 	run       func(ctx context.Context, p *prepared) outcome
 }
 
-// runTools runs the model's tool calls in order.
+// runTools runs the model's tool calls in order. When it stops early, each
+// call still gets a result in the conversation: the model's next request
+// must answer every tool call it made, or servers reject it.
 func (a *agent) runTools(ctx context.Context, s *SessionRecord, calls []toolCall) error {
-	for _, c := range calls {
+	for i, c := range calls {
 		if err := a.runTool(ctx, s, c); err != nil {
+			for _, rest := range calls[i:] {
+				if !s.conv.answered(rest.ID) {
+					s.conv.add(message{role: "tool", toolCallID: rest.ID, text: "The tool call did not run: the turn was cancelled."})
+				}
+			}
 			return err
 		}
 	}
@@ -166,10 +173,10 @@ func (a *agent) runTool(ctx context.Context, s *SessionRecord, c toolCall) error
 	if err != nil {
 		return err
 	}
+	s.conv.add(message{role: "tool", toolCallID: c.ID, text: out.result})
 	if a.stopped(ctx) {
 		return errTurnCancelled
 	}
-	s.conv.add(message{role: "tool", toolCallID: c.ID, text: out.result})
 	return nil
 }
 

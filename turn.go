@@ -88,6 +88,17 @@ func (c *conversation) truncate(n int) {
 	}
 }
 
+// answered reports whether the tool call with the model's id has a result
+// since the last assistant message.
+func (c *conversation) answered(id string) bool {
+	for i := len(c.msgs) - 1; i >= 0 && c.msgs[i].role != "assistant"; i-- {
+		if c.msgs[i].role == "tool" && c.msgs[i].toolCallID == id {
+			return true
+		}
+	}
+	return false
+}
+
 // newest is the text of the newest user message or tool result.
 func (c *conversation) newest() string {
 	for i := len(c.msgs) - 1; i >= 0; i-- {
