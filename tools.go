@@ -118,11 +118,7 @@ type prepared struct {
 func (a *agent) runTools(ctx context.Context, s *SessionRecord, calls []toolCall) error {
 	for i, c := range calls {
 		if err := a.runTool(ctx, s, c); err != nil {
-			for _, rest := range calls[i:] {
-				if !s.conv.answered(rest.ID) {
-					s.conv.add(message{role: "tool", toolCallID: rest.ID, text: "The tool call did not run: the turn was cancelled."})
-				}
-			}
+			s.conv.answerUnrun(calls[i:], "the turn was cancelled")
 			return err
 		}
 	}

@@ -88,6 +88,17 @@ func (c *conversation) truncate(n int) {
 	}
 }
 
+// answerUnrun gives each of calls that has no result yet one saying why it
+// did not run: a model's next request must answer every tool call it made,
+// or servers reject it.
+func (c *conversation) answerUnrun(calls []toolCall, why string) {
+	for _, tc := range calls {
+		if !c.answered(tc.ID) {
+			c.add(message{role: "tool", toolCallID: tc.ID, text: "The tool call did not run: " + why + "."})
+		}
+	}
+}
+
 // answered reports whether the tool call with the model's id has a result
 // since the last assistant message.
 func (c *conversation) answered(id string) bool {
@@ -317,12 +328,14 @@ func (a *agent) loop(ctx context.Context, s *SessionRecord) (string, *usage, err
 			s.conv.add(message{role: "assistant", text: string(st.text), toolCalls: st.calls})
 		}
 		if a.stopped(ctx) {
+			s.conv.answerUnrun(st.calls, "the turn was cancelled")
 			return stopCancelled, &total, nil
 		}
 		if err == nil {
 			err = st.err
 		}
 		if err != nil {
+			s.conv.answerUnrun(st.calls, "the model call failed")
 			return "", &total, err
 		}
 		if len(st.calls) == 0 {
