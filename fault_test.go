@@ -173,7 +173,11 @@ func TestFault_unwritableStateDir(t *testing.T) {
 	assert.Contains(t, r.Error.Message, "creating the state directory")
 	assert.Contains(t, r.Error.Message, "--state-dir")
 	r = decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":2,"method":"session/list","params":{}}`))
-	assert.NotNil(t, r, "still serving")
+	require.NotNil(t, r.Error, "listing an unusable state directory")
+	assert.Equal(t, 1006, r.Error.Code)
+	assert.Contains(t, r.Error.Message, "--state-dir")
+	r = decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"protocolVersion":1}}`))
+	assert.Nil(t, r.Error, "still serving")
 }
 
 // Verify that a turn whose session log cannot be written (the file size

@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -186,11 +185,9 @@ func FuzzStoreLoad(f *testing.F) {
 			return
 		}
 		defer file.close()
-		n := 0
-		require.NoError(t, file.replay(h.good, func(record) error { n++; return nil }))
+		require.NoError(t, file.replay(h.good, func(record) error { return nil }))
 		fi, err := os.Stat(st.path("sess_f", ".jsonl"))
 		require.NoError(t, err)
 		assert.Equal(t, h.good, fi.Size(), "the log was cut to its valid part")
-		_ = fmt.Sprint(n)
 	})
 }

@@ -144,7 +144,7 @@ func TestMCP_stdio(t *testing.T) {
 		json.Unmarshal(req, &perm)
 		ta.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"outcome":{"outcome":"selected","optionId":"allow_once"}}}`, perm.ID))
 	}
-	ups, r := ta.updatesUntil(2)
+	_, r := ta.updatesUntil(2)
 	require.Nil(t, r.Error)
 	assert.JSONEq(t, `{"stopReason":"end_turn"}`, string(r.Result))
 	all := append([]string{}, ta.gotUpdates()...)
@@ -160,7 +160,6 @@ func TestMCP_stdio(t *testing.T) {
 	joined := strings.Join(all, "\n")
 	assert.Contains(t, joined, `"content":[{"type":"content","content":{"type":"text","text":"echo: hi"}}]`)
 	assert.Contains(t, joined, `{"type":"content","content":{"data":"iVBORw==","mimeType":"image/png","type":"image"}}`)
-	_ = ups
 
 	require.False(t, gone(t, pidFile), "the server runs while the session is live")
 	ta.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"session/close","params":{"sessionId":%q}}`, sid))

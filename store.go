@@ -227,7 +227,7 @@ func (st *store) open(ctx context.Context, id string, conv *conversation) (*hist
 	if err != nil {
 		return nil, nil, err
 	}
-	h, good, size, err := st.read(path, conv)
+	h, size, err := st.read(path, conv)
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
@@ -235,10 +235,10 @@ func (st *store) open(ctx context.Context, id string, conv *conversation) (*hist
 		unlock(lock)
 		return nil, nil, err
 	}
-	if good < size {
+	if h.good < size {
 		st.log.Warn("dropping a torn record at the end of the session log (the process was killed mid-write)",
-			"file", path, "bytes", size-good)
-		if err := os.Truncate(path, good); err != nil {
+			"file", path, "bytes", size-h.good)
+		if err := os.Truncate(path, h.good); err != nil {
 			unlock(lock)
 			return nil, nil, storeError("truncating the torn end of "+path, err)
 		}
@@ -258,11 +258,12 @@ func (st *store) open(ctx context.Context, id string, conv *conversation) (*hist
 	return h, &sessionFile{st: st, id: id, log: log, lock: lock}, nil
 }
 
-// read parses a log. good is the length of its valid prefix.
-func (st *store) read(path string, conv *conversation) (h *history, good, size int64, err error) {
+// read parses a log; h.good is the length of its valid prefix, size the
+// length read.
+func (st *store) read(path string, conv *conversation) (h *history, size int64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, 0, 0, storeError("reading "+path, err)
+		return nil, 0, storeError("reading "+path, err)
 	}
 	defer f.Close()
 	h = &history{rules: map[string]bool{}, mode: modeAsk}
@@ -276,7 +277,7 @@ func (st *store) read(path string, conv *conversation) (h *history, good, size i
 		}
 		size += int64(len(b))
 		if pendingErr != nil {
-			return nil, 0, 0, pendingErr
+			return nil, 0, pendingErr
 		}
 		var rec record
 		if jerr := json.Unmarshal(b, &rec); jerr != nil || rec.Type == "" || (rerr != nil && !bytes.HasSuffix(b, []byte("\n"))) {
@@ -285,19 +286,18 @@ func (st *store) read(path string, conv *conversation) (h *history, good, size i
 				path, line, describeBad(jerr, b))
 			continue
 		}
-		good = size
+		h.good = size
 		h.apply(rec)
 		feed.add(rec)
 		if rerr != nil {
 			break
 		}
 	}
-	if good == 0 {
-		return nil, 0, 0, rpcError(codeStoreFailed, "session log %s is empty or has no valid first record; remove it", path)
+	if h.good == 0 {
+		return nil, 0, rpcError(codeStoreFailed, "session log %s is empty or has no valid first record; remove it", path)
 	}
 	feed.finish()
-	h.good = good
-	return h, good, size, nil
+	return h, size, nil
 }
 
 // replay calls fn with every record of the first good bytes of the log,
