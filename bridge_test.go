@@ -6,7 +6,9 @@
 //
 //	-- client --      the script the client follows, one step a line:
 //	                    call JSON    send a request and wait for its response
-//	                    send JSON    send a line and go on
+//	                    send JSON    send a line and go on; the lines
+//	                    + JSON       that follow it starting with + go in
+//	                                 the same write (a pipelining client)
 //	                    await JSON   wait for an agent line containing JSON (a subset match)
 //	                    raw TEXT     send TEXT as it is (malformed input)
 //	                    close        close stdin (the script's end does it too)
@@ -227,6 +229,19 @@ func (ta *testAgent) send(line string) {
 	require.NoError(ta.t, err, "writing to the agent")
 }
 
+// sendTogether sends lines in ONE write, as a busy editor's messages arrive.
+func (ta *testAgent) sendTogether(lines ...string) {
+	ta.t.Helper()
+	var buf []byte
+	for _, line := range lines {
+		b := []byte(ta.expand(line))
+		ta.check.sent(b)
+		buf = append(append(buf, b...), '\n')
+	}
+	_, err := ta.stdin.Write(buf)
+	require.NoError(ta.t, err, "writing to the agent")
+}
+
 // next returns the agent's next line, validated; nil at EOF.
 func (ta *testAgent) next(waitingFor string) []byte {
 	ta.t.Helper()
@@ -411,8 +426,9 @@ func runGolden(t *testing.T, path string) {
 	}
 	script, ok := ar.get("client")
 	require.True(t, ok, "%s has no client section", path)
-	for i, line := range strings.Split(script, "\n") {
-		line = strings.TrimSpace(line)
+	lines := strings.Split(script, "\n")
+	for i := 0; i < len(lines); i++ {
+		line := strings.TrimSpace(lines[i])
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
@@ -421,7 +437,12 @@ func runGolden(t *testing.T, path string) {
 		case "call":
 			ta.call(arg)
 		case "send":
-			ta.send(arg)
+			batch := []string{arg}
+			for i+1 < len(lines) && strings.HasPrefix(strings.TrimSpace(lines[i+1]), "+ ") {
+				i++
+				batch = append(batch, strings.TrimPrefix(strings.TrimSpace(lines[i]), "+ "))
+			}
+			ta.sendTogether(batch...)
 		case "await":
 			ta.await(arg)
 		case "raw":

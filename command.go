@@ -97,7 +97,7 @@ func (a *agent) runLocal(ctx context.Context, s *SessionRecord, command, dir str
 	a.pause(s) // the client sees the tool call while the command runs
 	cmd := exec.Command("sh", "-c", command)
 	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL} // reap.go
 	out := &tailBuffer{limit: terminalOutputLimit}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = time.Second // a background grandchild must not hold the turn
@@ -107,6 +107,14 @@ func (a *agent) runLocal(ctx context.Context, s *SessionRecord, command, dir str
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	kill := func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// A command stopped early takes with it everything it started, also
+	// what left its group (setsid), which would hold the output pipe open.
+	killAll := func() {
+		for _, pid := range descendants(cmd.Process.Pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		kill()
+	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var err error
@@ -115,10 +123,10 @@ func (a *agent) runLocal(ctx context.Context, s *SessionRecord, command, dir str
 	case err = <-done:
 	case <-timer.C:
 		timedOut = true
-		kill()
+		killAll()
 		err = <-done
 	case <-ctx.Done():
-		kill()
+		killAll()
 		err = <-done
 	}
 	kill() // whatever the command left running in its group

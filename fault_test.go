@@ -140,11 +140,7 @@ func TestFault_kill9DuringWrites(t *testing.T) {
 				p.await(`{"params":{"update":{"sessionUpdate":"tool_call"}}}`)
 			}
 			require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
-			p.stdin.Close()
-			for p.next("EOF after kill -9") != nil {
-			}
-			p.closed = true
-			<-p.exit
+			p.drainKilled()
 
 			q := startProcess(t, p.testAgent)
 			q.call(initLine)

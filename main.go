@@ -61,7 +61,17 @@ func main() {
 	// A client that stops reading, or a full file system, must be an error
 	// acpbridge handles (persist, end with status 0), not a killing signal.
 	signal.Ignore(syscall.SIGPIPE, syscall.SIGXFSZ)
-	os.Exit(run(context.Background(), os.Args[1:], pollable(os.Stdin), os.Stdout, os.Stderr))
+	// SIGTERM, SIGINT and SIGHUP end the process as stdin's EOF does: the
+	// turn is cancelled and persisted, children are ended, status 0.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	// Descendants whose parents exit come back to acpbridge (reap.go).
+	subreaper := becomeSubreaper()
+	code := run(ctx, os.Args[1:], pollable(os.Stdin), os.Stdout, os.Stderr)
+	stop()
+	if subreaper == nil {
+		endDescendants()
+	}
+	os.Exit(code)
 }
 
 // pollable returns stdin as a file that Go's netpoller waits on, when it is
@@ -137,29 +147,35 @@ func setup(args []string, stderr io.Writer) (*agent, *tracer, int) {
 // serve runs the agent on one connection until it ends.
 func serve(ctx context.Context, a *agent, stdin io.Reader, stdout io.Writer, trace *tracer) int {
 	a.out = newWire(stdin, stdout, a.cfg.maxLineBytes, trace)
+	a.admit = a.admissions()
+	a.tickets = map[string]ticket{}
+	a.out.arrive = a.arrive
 	if a.newID == nil {
 		a.newID = randomID
 	}
 	if a.now == nil {
 		a.now = time.Now
 	}
-	a.srv = jrpc2.NewServer(a.handlers(), &jrpc2.ServerOptions{
+	srv := jrpc2.NewServer(a.handlers(), &jrpc2.ServerOptions{
 		Concurrency:    256, // a blocked prompt must never starve session/cancel
 		DisableBuiltin: true,
 		Logger:         func(text string) { a.log.Debug(text, "from", "jrpc2") },
-	})
-	a.srv.Start(a.out) // after the assignment: handlers read a.srv
+	}).Start(a.out)
 
 	stopped := make(chan jrpc2.ServerStatus, 1)
-	go func() { stopped <- a.srv.WaitStatus() }()
+	go func() { stopped <- srv.WaitStatus() }()
 	select {
 	case st := <-stopped:
 		if st.Err != nil && !errors.Is(st.Err, io.EOF) {
 			a.log.Warn("connection ended", "err", st.Err)
 		}
+	case <-a.out.ended:
+		// stdin has ended: jrpc2 is stopping, but a handler stuck in a tool
+		// must not keep the process alive, so shutdown does not wait for it.
 	case <-a.out.broken:
 		a.log.Info("stdout is closed; shutting down")
 	case <-ctx.Done():
+		a.log.Info("ending as at stdin EOF", "why", context.Cause(ctx))
 	}
 	a.shutdown()
 	a.out.flush()

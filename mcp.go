@@ -88,7 +88,9 @@ type mcpHub struct {
 	stderr io.Writer          // where stdio servers' stderr goes
 	cancel context.CancelFunc // ends the connections' context
 
-	mu      sync.Mutex // protects the fields below
+	wg sync.WaitGroup // the watch and refresh goroutines; close waits for them
+
+	mu      sync.Mutex // protects the fields below and every server's dead and tools
 	servers []*mcpServer
 	notices []string // for the user, not yet shown
 	closed  bool
@@ -99,8 +101,9 @@ type mcpServer struct {
 	spec    mcpServerSpec
 	prefix  string // mcp__<server>__
 	session *mcp.ClientSession
-	tools   []*mcp.Tool
-	dead    error // why it stopped, once it has
+	pgid    int         // a stdio server's process group, or 0
+	tools   []*mcp.Tool // h.mu
+	dead    error       // h.mu: why it stopped, once it has
 }
 
 // mcpTool is one server tool as offered to the model.
@@ -182,9 +185,11 @@ func (h *mcpHub) connect(ctx context.Context, srv *mcpServer) error {
 			cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
 		}
 		cmd.Stderr = h.stderr
-		// Dies with acpbridge, even when acpbridge is killed.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		transport = &mcp.CommandTransport{Command: cmd, TerminateDuration: mcpGrace}
+		// Its own process group, so that close ends what a wrapper (sh -c,
+		// npx, uvx) started too; and it dies with acpbridge, even when
+		// acpbridge is killed.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		transport = &groupTransport{CommandTransport: mcp.CommandTransport{Command: cmd, TerminateDuration: mcpGrace}, srv: srv}
 	case "http", "sse":
 		client := &http.Client{Transport: headerTransport{headers: spec.Headers, base: http.DefaultTransport}}
 		if spec.Type == "http" {
@@ -198,22 +203,61 @@ func (h *mcpHub) connect(ctx context.Context, srv *mcpServer) error {
 	client := mcp.NewClient(&mcp.Implementation{Name: "acpbridge", Version: version}, &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{}, // no roots, no sampling
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			go h.refresh(srv) // not on the connection's own goroutine
+			h.goOwned(func() { h.refresh(srv) }) // not on the connection's own goroutine
 		},
 	})
 	session, err := client.Connect(ctx, transport, nil)
 	if err != nil {
+		srv.killGroup()
 		return fmt.Errorf("connecting failed: %w", err)
 	}
 	srv.session = session
 	tools, err := listTools(ctx, session)
 	if err != nil {
 		session.Close()
+		srv.killGroup()
 		return fmt.Errorf("listing its tools failed: %w", err)
 	}
 	srv.tools = tools
-	go h.watch(srv)
+	h.goOwned(func() { h.watch(srv) })
 	return nil
+}
+
+// groupTransport is the SDK's command transport that also notes the
+// server's process group, for killGroup.
+type groupTransport struct {
+	mcp.CommandTransport
+	srv *mcpServer
+}
+
+func (t *groupTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	conn, err := t.CommandTransport.Connect(ctx)
+	if p := t.Command.Process; p != nil {
+		t.srv.pgid = p.Pid
+	}
+	return conn, err
+}
+
+// killGroup ends whatever is left of a stdio server's process group: the
+// SDK ends only the process it started, and a wrapper's child would live on.
+func (srv *mcpServer) killGroup() {
+	if srv.pgid > 0 {
+		syscall.Kill(-srv.pgid, syscall.SIGKILL)
+	}
+}
+
+// goOwned runs f on a goroutine that close waits for.
+func (h *mcpHub) goOwned(f func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		f()
+	}()
 }
 
 func listTools(ctx context.Context, s *mcp.ClientSession) ([]*mcp.Tool, error) {
@@ -317,8 +361,11 @@ func (h *mcpHub) lookup(name string) (mcpTool, error) {
 	h.mu.Unlock()
 	for _, srv := range servers {
 		if strings.HasPrefix(name, srv.prefix) {
-			if srv.dead != nil {
-				return mcpTool{}, fmt.Errorf("MCP server `%s` is not running (%v)", srv.spec.Name, srv.dead)
+			h.mu.Lock()
+			dead := srv.dead
+			h.mu.Unlock()
+			if dead != nil {
+				return mcpTool{}, fmt.Errorf("MCP server `%s` is not running (%v)", srv.spec.Name, dead)
 			}
 			h.refresh(srv)
 		}
@@ -342,15 +389,17 @@ func (h *mcpHub) close() {
 	var wg sync.WaitGroup
 	for _, srv := range servers {
 		wg.Go(func() {
-			if err := srv.session.Close(); err != nil && srv.dead == nil {
+			if err := srv.session.Close(); err != nil {
 				h.log.Debug("closing an MCP server", "server", srv.spec.Name, "err", err)
 			}
+			srv.killGroup()
 		})
 	}
 	wg.Wait()
 	if h.cancel != nil {
 		h.cancel()
 	}
+	h.wg.Wait() // watch returns once its session has closed; refresh within its timeout
 }
 
 // headerTransport adds an HTTP server's configured headers to each request.

@@ -51,10 +51,9 @@ type openaiModel struct {
 	backoff  time.Duration // the first retry's base delay
 	idle     time.Duration
 	maxRetry time.Duration // the longest Retry-After honoured
+	model    string        // --model's: what a new session starts on
 
-	mu        sync.Mutex // protects the fields below
-	model     string
-	available []string // from --models or GET /models; nil until known
+	available func() []string // from --models or GET /models, asked once
 }
 
 func newOpenAIModel(cfg config, name string, log *slog.Logger) (*openaiModel, error) {
@@ -84,47 +83,40 @@ func newOpenAIModel(cfg config, name string, log *slog.Logger) (*openaiModel, er
 		maxRetry: time.Minute,
 		model:    name,
 	}
-	if len(cfg.models) > 0 {
-		m.available = cfg.models
-		if !slices.Contains(m.available, name) {
-			m.available = append([]string{name}, m.available...)
-		}
-	}
+	m.available = sync.OnceValue(m.listModels)
 	return m, nil
 }
 
 func (m *openaiModel) needsHistory() bool { return true }
 
-func (m *openaiModel) current() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.model
-}
-
-func (m *openaiModel) choose(name string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.model = name
-}
+func (m *openaiModel) defaultName() string { return m.model }
 
 // models lists the models that can be chosen: --models, else the server's
-// GET /models (asked once, with a short timeout), else the current one.
-func (m *openaiModel) models() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.available == nil {
-		m.available = []string{m.model}
-		ids, err := m.fetchModels()
-		if err != nil {
-			m.log.Warn("listing the server's models failed; offering only the current one", "endpoint", m.shown+"/models", "err", err)
-		} else if len(ids) > 0 {
-			if !slices.Contains(ids, m.model) {
-				ids = append([]string{m.model}, ids...)
-			}
-			m.available = ids
+// GET /models (asked once, with a short timeout), else the default one.
+// The first caller asks; callers meanwhile wait for that answer, holding no
+// lock of the agent's.
+func (m *openaiModel) models() []string { return m.available() }
+
+// listModels makes the list models returns.
+func (m *openaiModel) listModels() []string {
+	if len(m.listed) > 0 {
+		if !slices.Contains(m.listed, m.model) {
+			return append([]string{m.model}, m.listed...)
 		}
+		return m.listed
 	}
-	return m.available
+	ids, err := m.fetchModels()
+	if err != nil {
+		m.log.Warn("listing the server's models failed; offering only the default one", "endpoint", m.shown+"/models", "err", err)
+		return []string{m.model}
+	}
+	if len(ids) == 0 {
+		return []string{m.model}
+	}
+	if !slices.Contains(ids, m.model) {
+		ids = append([]string{m.model}, ids...)
+	}
+	return ids
 }
 
 func (m *openaiModel) fetchModels() ([]string, error) {
@@ -260,7 +252,7 @@ func (m *openaiModel) request(req *modelRequest) chatRequest {
 	for i, t := range req.tools {
 		tools[i] = chatTool{Type: "function", Function: chatToolDetails{Name: t.Name, Description: t.Description, Parameters: t.Parameters}}
 	}
-	return chatRequest{Model: m.current(), Stream: true, StreamOptions: streamOptions{IncludeUsage: true}, Messages: msgs, Tools: tools}
+	return chatRequest{Model: req.model, Stream: true, StreamOptions: streamOptions{IncludeUsage: true}, Messages: msgs, Tools: tools}
 }
 
 // argumentsOf gives a tool call's input back as the model wrote it: the

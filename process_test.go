@@ -15,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -92,6 +93,26 @@ func startProcess(t testing.TB, like *testAgent, args ...string) *procAgent {
 	})
 	require.NoError(t, <-started)
 	return p
+}
+
+// drainKilled reads what a killed process wrote, to EOF, and its exit. The
+// lines are not checked: kill -9 may cut the last one anywhere.
+func (p *procAgent) drainKilled() {
+	p.t.Helper()
+	p.stdin.Close()
+	for {
+		select {
+		case _, ok := <-p.lines:
+			if ok {
+				continue
+			}
+		case <-time.After(hang):
+			p.t.Fatalf("no EOF from a killed process")
+		}
+		break
+	}
+	p.closed = true
+	<-p.exit
 }
 
 func writeFixture(t testing.TB, lines ...string) string {
@@ -254,11 +275,7 @@ func TestProcess_kill9MidTurn(t *testing.T) {
 	p1.send(prompt(3, sid, "interrupted turn"))
 	p1.await(`{"params":{"update":{"sessionUpdate":"agent_message_chunk","content":{"text":"Streaming"}}}}`)
 	require.NoError(t, p1.cmd.Process.Signal(syscall.SIGKILL))
-	p1.stdin.Close()
-	for p1.next("EOF after kill -9") != nil {
-	}
-	p1.closed = true
-	<-p1.exit
+	p1.drainKilled()
 
 	fixture2 := writeFixture(t, `{"expect":"again","chunks":[{"text":"Back."}]}`)
 	p2 := startProcess(t, p1.testAgent, "--model", "replay:"+fixture2)

@@ -55,10 +55,9 @@ func newReplayModel(path string) (*replayModel, error) {
 	return &replayModel{path: path}, nil
 }
 
-func (m *replayModel) needsHistory() bool { return false }
-func (m *replayModel) models() []string   { return []string{m.current()} }
-func (m *replayModel) current() string    { return "replay:" + filepath.Base(m.path) }
-func (m *replayModel) choose(string)      {}
+func (m *replayModel) needsHistory() bool  { return false }
+func (m *replayModel) models() []string    { return []string{m.defaultName()} }
+func (m *replayModel) defaultName() string { return "replay:" + filepath.Base(m.path) }
 
 func (m *replayModel) complete(ctx context.Context, req *modelRequest, out *modelStream) (string, error) {
 	m.mu.Lock()
@@ -83,7 +82,7 @@ func (m *replayModel) complete(ctx context.Context, req *modelRequest, out *mode
 	defer lr.drain()
 	stop, err := m.entry(ctx, json.NewDecoder(lr), req, out)
 	if err != nil && ctx.Err() == nil {
-		if _, ok := err.(*jrpc2.Error); ok {
+		if rerr := (*jrpc2.Error)(nil); errors.As(err, &rerr) {
 			return "", err
 		}
 		return "", modelError("replay fixture %s line %d: %v", m.path, m.line, err)

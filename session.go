@@ -10,8 +10,20 @@
 //     {"activeSessionId": id}. The live session is not touched.
 //   - A record has at most one running turn. session/cancel cancels it;
 //     session/close cancels it, waits for it, and frees the record.
-//   - a.mu protects a.sess and every mutable field of the record; the turn
-//     goroutine takes it for the short reads it needs.
+//
+// Order. jrpc2 runs every request in a goroutine of its own, so the order in
+// which handlers start is not the order in which messages arrived. Every
+// change of the connection's and the session's state therefore happens at
+// arrival instead: the wire calls arrive for each well-formed message on the
+// goroutine that reads stdin, in the order of the lines, before jrpc2 sees
+// it. arrive runs the method's admission (admit*), which checks the params,
+// makes the state change under a.mu (initialized, claim, turn start,
+// cancel, close, mode, model) and returns the step: the rest of the work
+// (store I/O, the turn itself, the answer), which the jrpc2 handler runs
+// concurrently with later messages. An admission never blocks on I/O of
+// the client or the model. A step admitted but never started (jrpc2 drops
+// queued requests when stdin ends) is abandoned by shutdown, which undoes
+// what its admission began.
 package main
 
 import (
@@ -50,7 +62,6 @@ type config struct {
 type agent struct {
 	cfg      config
 	out      *wire
-	srv      *jrpc2.Server
 	model    model     // nil when no model is configured
 	recorder *recorder // --record, or nil
 	store    *store
@@ -59,59 +70,189 @@ type agent struct {
 	newID    func(prefix string) string
 	now      func() time.Time
 
-	mu          sync.Mutex // protects the fields below and the live record's fields
+	// a.mu guards the fields below and the record's fields marked "a.mu".
+	mu          sync.Mutex
 	initialized bool
 	client      clientCapabilities
 	sess        *SessionRecord
+	tickets     map[string]ticket // admitted requests whose handler has not started, by id
+
+	admit map[string]func(id string, params json.RawMessage) ticket // admissions(), set by serve
 }
 
 // SessionRecord is the one session this process serves.
+//
+// Who owns what: the fields marked "a.mu" are read and written under the
+// agent's mutex. The fields marked "opener" are written only by the step
+// that opens the record (session/new, load or resume) before it closes
+// opened, and are read-only after that. The fields marked "turn" belong to
+// the running turn (one at a time; the opener before the first), and
+// session/close and shutdown touch them only after the turn is done.
+// mcp and file lock themselves.
 type SessionRecord struct {
-	id        string
-	cwd       string
-	roots     []string // cwd, then the additional directories
-	realRoots []string // roots with their symlinks resolved
+	id        string   // fixed at claim
+	cwd       string   // opener
+	roots     []string // opener: cwd, then the additional directories
+	realRoots []string // opener: roots with their symlinks resolved
 
-	ready   bool               // false while session/new, load or resume is still opening it
-	abort   context.CancelFunc // ends an opening load; set while !ready
-	opened  chan struct{}      // closed when opening has finished, either way
-	closing bool               // session/close has begun: no new turn may start
-	turn    *turn              // the running turn, or nil
+	ready   bool               // a.mu: false while session/new, load or resume is still opening it
+	abort   context.CancelFunc // a.mu: ends an opening load; set while !ready
+	opened  chan struct{}      // closed by the opener when opening has finished, either way
+	closing bool               // a.mu: session/close (or shutdown) has begun: no new turn may start
+	turn    *turn              // a.mu: the admitted or running turn, or nil
 
-	title   string
-	mode    string
-	rules   map[string]bool // tool name → allow (true) or reject (false) always
-	created time.Time
-	updated time.Time
+	title   string          // a.mu
+	mode    string          // a.mu
+	model   string          // a.mu: the model the session's turns call
+	rules   map[string]bool // a.mu: tool name → allow (true) or reject (false) always
+	created time.Time       // opener
+	updated time.Time       // a.mu
 
-	mcp  *mcpHub       // the session's MCP servers
-	file *sessionFile  // the persisted log; nil only while opening
-	conv *conversation // what the model is sent
-	enc  []byte        // scratch for encoding the turn's tool updates
+	mcp  *mcpHub       // opener sets; self-locked
+	file *sessionFile  // opener sets; self-locked; nil only while opening
+	conv *conversation // turn: what the model is sent
+	enc  []byte        // turn: scratch for encoding the turn's tool updates
 }
 
-// turn is one running session/prompt.
+// turn is one admitted session/prompt.
 type turn struct {
+	reqID  string // the id of its session/prompt request
+	ctx    context.Context
 	cancel context.CancelFunc
-	done   chan struct{} // closed when the prompt handler has finished
+	done   chan struct{} // closed when the prompt's step has finished (or was abandoned)
+
+	started   bool // a.mu: the step has begun
+	abandoned bool // a.mu: shutdown gave it up before it began
+}
+
+// step is what an admitted request does after its arrival: the slow work and
+// the answer. It runs in the request's jrpc2 handler.
+type step func(ctx context.Context) (any, error)
+
+// ticket is what an admission decided: the answer itself (result or err),
+// which is written at once, in arrival order, or a step for the request's
+// handler to run.
+type ticket struct {
+	result  any
+	err     error
+	run     step
+	abandon func() // undoes what the admission began, if run never starts; may be nil
+}
+
+// fail answers a request its admission refused.
+func fail(err error) ticket { return ticket{err: err} }
+
+// done answers a request its admission completed.
+func done(result any) ticket { return ticket{result: result} }
+
+// admissions maps every method whose effect on the agent's state must follow
+// arrival order to its admission.
+func (a *agent) admissions() map[string]func(id string, params json.RawMessage) ticket {
+	return map[string]func(string, json.RawMessage) ticket{
+		methodInitialize:     a.admitInitialize,
+		methodSessionNew:     a.afterInit(methodSessionNew, a.admitNew),
+		methodSessionLoad:    a.afterInit(methodSessionLoad, func(_ string, p json.RawMessage) ticket { return a.admitOpen(p, true) }),
+		methodSessionResume:  a.afterInit(methodSessionResume, func(_ string, p json.RawMessage) ticket { return a.admitOpen(p, false) }),
+		methodSessionClose:   a.afterInit(methodSessionClose, a.admitClose),
+		methodSessionPrompt:  a.afterInit(methodSessionPrompt, a.admitPrompt),
+		methodSessionCancel:  a.admitCancel,
+		methodSessionSetMode: a.afterInit(methodSessionSetMode, a.admitSetMode),
+		methodSessionSetConf: a.afterInit(methodSessionSetConf, a.admitSetConfig),
+	}
 }
 
 // handlers is the dispatch table: every ACP method acpbridge serves.
 func (a *agent) handlers() handler.Map {
-	return handler.Map{
-		methodInitialize:     a.guard(a.initialize),
-		methodAuthenticate:   a.guard(a.authenticate),
-		methodSessionNew:     a.guard(a.session(a.newSession)),
-		methodSessionLoad:    a.guard(a.session(a.loadSession)),
-		methodSessionResume:  a.guard(a.session(a.resumeSession)),
-		methodSessionList:    a.guard(a.session(a.listSessions)),
-		methodSessionDelete:  a.guard(a.session(a.deleteSession)),
-		methodSessionClose:   a.guard(a.session(a.closeSession)),
-		methodSessionPrompt:  a.guard(a.session(a.prompt)),
-		methodSessionCancel:  a.guard(a.cancel),
-		methodSessionSetMode: a.guard(a.session(a.setMode)),
-		methodSessionSetConf: a.guard(a.session(a.setConfigOption)),
-		methodCancelRequest:  a.guard(a.cancelRequest),
+	m := handler.Map{
+		methodAuthenticate:  a.guard(a.authenticate),
+		methodSessionList:   a.guard(a.session(a.listSessions)),
+		methodSessionDelete: a.guard(a.session(a.deleteSession)),
+		methodCancelRequest: a.guard(a.cancelRequest),
+	}
+	for method := range a.admissions() {
+		m[method] = a.guard(a.admitted)
+	}
+	return m
+}
+
+// arrive admits one message, in arrival order (the wire calls it on the
+// reading goroutine). It returns the response to write at once when the
+// admission decided the answer; otherwise nil, and the request goes on to
+// jrpc2, whose handler takes the ticket and runs its step. session/cancel
+// acts here and answers nothing. A request method sent as a notification is
+// not admitted: it has nobody to answer.
+func (a *agent) arrive(method, id string, params json.RawMessage) []byte {
+	admit, ok := a.admit[method]
+	if !ok || (id == "" && method != methodSessionCancel) {
+		return nil
+	}
+	t := a.safeAdmit(method, id, admit, params)
+	if id == "" {
+		return nil
+	}
+	if t.run == nil {
+		return encodeResponse(id, t.result, t.err)
+	}
+	a.mu.Lock()
+	a.tickets[id] = t
+	a.mu.Unlock()
+	return nil
+}
+
+// encodeResponse is the response to request id, as jrpc2 would write it.
+func encodeResponse(id string, result any, err error) []byte {
+	b := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
+	if err != nil {
+		e, _ := json.Marshal(asRPCError(err))
+		b = append(append(b, `,"error":`...), e...)
+	} else {
+		r, merr := json.Marshal(result)
+		if merr != nil {
+			e, _ := json.Marshal(rpcError(codeInternal, "encoding the result: %v", merr))
+			b = append(append(b, `,"error":`...), e...)
+		} else {
+			b = append(append(b, `,"result":`...), r...)
+		}
+	}
+	return append(b, '}')
+}
+
+// safeAdmit runs an admission and turns a panic into the request's error.
+func (a *agent) safeAdmit(method, id string, admit func(string, json.RawMessage) ticket, params json.RawMessage) (t ticket) {
+	defer func() {
+		if p := recover(); p != nil {
+			a.log.Error("admission panicked", "method", method, "panic", p, "stack", string(debug.Stack()))
+			t = fail(rpcError(codeInternal, "internal error in %s: %v (a bug in acpbridge; the process keeps serving)", method, p))
+		}
+	}()
+	return admit(id, params)
+}
+
+// admitted is the handler of every ordered method: it runs the step its
+// admission left.
+func (a *agent) admitted(ctx context.Context, req *jrpc2.Request) (any, error) {
+	a.mu.Lock()
+	t, ok := a.tickets[req.ID()]
+	delete(a.tickets, req.ID())
+	a.mu.Unlock()
+	if !ok {
+		// A notification of a request method, or a step shutdown abandoned.
+		return nil, rpcError(codeRequestCancelled, "%s was not run: the agent is shutting down", req.Method())
+	}
+	return t.run(ctx)
+}
+
+// abandonTickets gives up every admitted request whose handler has not
+// started; jrpc2 drops such requests when the connection ends.
+func (a *agent) abandonTickets() {
+	a.mu.Lock()
+	ts := a.tickets
+	a.tickets = map[string]ticket{}
+	a.mu.Unlock()
+	for _, t := range ts {
+		if t.abandon != nil {
+			t.abandon()
+		}
 	}
 }
 
@@ -133,6 +274,11 @@ func (a *agent) guard(h jrpc2.Handler) jrpc2.Handler {
 	}
 }
 
+// errNotInitialized answers a session method sent before initialize.
+func errNotInitialized(method string) error {
+	return rpcError(codeNotInitialized, "%s before initialize: send initialize first", method)
+}
+
 // session requires initialize first.
 func (a *agent) session(h jrpc2.Handler) jrpc2.Handler {
 	return func(ctx context.Context, req *jrpc2.Request) (any, error) {
@@ -140,9 +286,22 @@ func (a *agent) session(h jrpc2.Handler) jrpc2.Handler {
 		ok := a.initialized
 		a.mu.Unlock()
 		if !ok {
-			return nil, rpcError(codeNotInitialized, "%s before initialize: send initialize first", req.Method())
+			return nil, errNotInitialized(req.Method())
 		}
 		return h(ctx, req)
+	}
+}
+
+// afterInit requires initialize to have arrived before the message.
+func (a *agent) afterInit(method string, admit func(string, json.RawMessage) ticket) func(string, json.RawMessage) ticket {
+	return func(id string, p json.RawMessage) ticket {
+		a.mu.Lock()
+		ok := a.initialized
+		a.mu.Unlock()
+		if !ok {
+			return fail(errNotInitialized(method))
+		}
+		return admit(id, p)
 	}
 }
 
@@ -155,7 +314,15 @@ func decodeParams(req *jrpc2.Request, v any) error {
 	if err := req.UnmarshalParams(&raw); err != nil {
 		return rpcError(codeInvalidParams, "invalid params: %v", err)
 	}
-	if len(raw) > 0 && raw[0] == '[' {
+	return decodeRaw(raw, v)
+}
+
+// decodeRaw decodes params into v and names the field on failure.
+func decodeRaw(raw json.RawMessage, v any) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	if raw[0] == '[' {
 		return invalidParams("params", "must be an object, not an array")
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
@@ -176,16 +343,16 @@ func required(field string, p *string) (string, error) {
 	return *p, nil
 }
 
-func (a *agent) initialize(ctx context.Context, req *jrpc2.Request) (any, error) {
+func (a *agent) admitInitialize(_ string, raw json.RawMessage) ticket {
 	var p initializeParams
-	if err := decodeParams(req, &p); err != nil {
-		return nil, err
+	if err := decodeRaw(raw, &p); err != nil {
+		return fail(err)
 	}
 	a.mu.Lock()
 	a.initialized = true
 	a.client = p.ClientCapabilities
 	a.mu.Unlock()
-	return initializeResult{
+	return done(initializeResult{
 		ProtocolVersion: protocolVersion,
 		AgentCapabilities: agentCapabilities{
 			LoadSession:        true,
@@ -201,7 +368,7 @@ func (a *agent) initialize(ctx context.Context, req *jrpc2.Request) (any, error)
 		},
 		AuthMethods: []struct{}{},
 		AgentInfo:   implementation{Name: "acpbridge", Title: "acpbridge", Version: version},
-	}, nil
+	})
 }
 
 // authenticate succeeds: acpbridge advertises no auth methods and takes its
@@ -249,6 +416,9 @@ func (a *agent) finishOpen(s *SessionRecord, err error) {
 	}
 }
 
+// errAbandoned is why a step that never started ended.
+var errAbandoned = errors.New("the agent shut down before the request ran")
+
 // setRoots sets the session's roots; roots[0] is the cwd.
 func (s *SessionRecord) setRoots(roots []string) {
 	s.cwd, s.roots = roots[0], roots
@@ -285,28 +455,40 @@ func checkRoots(cwd *string, extra []string) ([]string, error) {
 	return roots, nil
 }
 
-func (a *agent) newSession(ctx context.Context, req *jrpc2.Request) (any, error) {
+// admitNew claims the slot for a new session; its step creates it.
+func (a *agent) admitNew(_ string, raw json.RawMessage) ticket {
 	var p sessionParams
-	if err := decodeParams(req, &p); err != nil {
-		return nil, err
+	if err := decodeRaw(raw, &p); err != nil {
+		return fail(err)
 	}
 	roots, err := checkRoots(p.Cwd, p.AdditionalDirectories)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	specs, err := parseMCPServers(p.McpServers)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	s, err := a.claim(a.newID("sess"))
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
+	return ticket{
+		run:     func(context.Context) (any, error) { return a.newSession(s, roots, specs) },
+		abandon: func() { a.finishOpen(s, errAbandoned) },
+	}
+}
+
+func (a *agent) newSession(s *SessionRecord, roots []string, specs []mcpServerSpec) (any, error) {
 	s.setRoots(roots)
-	s.mode = modeAsk
 	s.created = a.now()
+	a.mu.Lock()
+	s.mode = modeAsk
+	s.model = a.defaultModel()
 	s.updated = s.created
+	a.mu.Unlock()
 	s.conv = newConversation(a.model)
+	var err error
 	s.file, err = a.store.create(s)
 	if err == nil {
 		s.mcp = startMCP(specs, a.log, a.stderr)
@@ -316,58 +498,63 @@ func (a *agent) newSession(ctx context.Context, req *jrpc2.Request) (any, error)
 		return nil, err
 	}
 	a.log.Info("session created", "session", s.id, "cwd", s.cwd)
-	return newSessionResult{SessionID: s.id, Modes: s.modeState(), ConfigOptions: a.configOptions(s)}, nil
+	mode, model := a.settings(s)
+	return newSessionResult{SessionID: s.id, Modes: modeStateOf(mode), ConfigOptions: a.configOptions(mode, model)}, nil
 }
 
-func (a *agent) loadSession(ctx context.Context, req *jrpc2.Request) (any, error) {
-	return a.openSession(ctx, req, true)
-}
-
-func (a *agent) resumeSession(ctx context.Context, req *jrpc2.Request) (any, error) {
-	return a.openSession(ctx, req, false)
-}
-
-// openSession serves session/load (replay true) and session/resume.
-func (a *agent) openSession(ctx context.Context, req *jrpc2.Request, replay bool) (any, error) {
+// admitOpen claims the slot for session/load (replay true) or
+// session/resume; its step opens the session.
+func (a *agent) admitOpen(raw json.RawMessage, replay bool) ticket {
 	var p sessionParams
-	if err := decodeParams(req, &p); err != nil {
-		return nil, err
+	if err := decodeRaw(raw, &p); err != nil {
+		return fail(err)
 	}
 	id, err := required("sessionId", p.SessionID)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	roots, err := checkRoots(p.Cwd, p.AdditionalDirectories)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	specs, err := parseMCPServers(p.McpServers)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	s, err := a.claim(id)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	lctx, cancel := context.WithCancel(context.Background())
 	a.mu.Lock()
 	s.abort = cancel
 	a.mu.Unlock()
+	return ticket{
+		run: func(ctx context.Context) (any, error) {
+			defer context.AfterFunc(ctx, cancel)()
+			defer cancel()
+			return a.openSession(lctx, s, roots, specs, replay)
+		},
+		abandon: func() { cancel(); a.finishOpen(s, errAbandoned) },
+	}
+}
 
-	err = a.restore(ctx, s, roots, replay)
+// openSession serves session/load (replay true) and session/resume.
+func (a *agent) openSession(ctx context.Context, s *SessionRecord, roots []string, specs []mcpServerSpec, replay bool) (any, error) {
+	err := a.restore(ctx, s, roots, replay)
 	if err == nil && ctx.Err() == nil {
 		s.mcp = startMCP(specs, a.log, a.stderr)
 	}
 	if ctx.Err() != nil {
-		err = rpcError(codeRequestCancelled, "loading session %s was ended by session/close", id)
+		err = rpcError(codeRequestCancelled, "loading session %s was ended by session/close", s.id)
 	}
 	a.finishOpen(s, err)
 	if err != nil {
 		return nil, err
 	}
 	a.log.Info("session opened", "session", s.id, "replay", replay, "cwd", s.cwd)
-	return openSessionResult{Modes: s.modeState(), ConfigOptions: a.configOptions(s)}, nil
+	mode, model := a.settings(s)
+	return openSessionResult{Modes: modeStateOf(mode), ConfigOptions: a.configOptions(mode, model)}, nil
 }
 
 // restore reads s from the store, takes its lock, and replays its history
@@ -381,11 +568,15 @@ func (a *agent) restore(ctx context.Context, s *SessionRecord, roots []string, r
 	s.conv = conv
 	s.file = f
 	s.setRoots(roots)
-	s.title, s.mode, s.created, s.updated = hist.title, hist.mode, hist.created, hist.updated
-	maps.Copy(s.rules, hist.rules)
+	s.created = hist.created
+	model := a.defaultModel()
 	if hist.model != "" && a.model != nil && slices.Contains(a.model.models(), hist.model) {
-		a.model.choose(hist.model)
+		model = hist.model
 	}
+	a.mu.Lock()
+	s.title, s.mode, s.updated, s.model = hist.title, hist.mode, hist.updated, model
+	maps.Copy(s.rules, hist.rules)
+	a.mu.Unlock()
 	if err := f.writeInfo(a.store.info(s)); err != nil {
 		return err
 	}
@@ -400,45 +591,52 @@ func (a *agent) restore(ctx context.Context, s *SessionRecord, roots []string, r
 	})
 }
 
-func (a *agent) closeSession(ctx context.Context, req *jrpc2.Request) (any, error) {
+// admitClose marks the session closing and cancels its turn or its load;
+// the step waits for them, then frees the record.
+func (a *agent) admitClose(_ string, raw json.RawMessage) ticket {
 	var p sessionIDParams
-	if err := decodeParams(req, &p); err != nil {
-		return nil, err
+	if err := decodeRaw(raw, &p); err != nil {
+		return fail(err)
 	}
 	id, err := required("sessionId", p.SessionID)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	a.mu.Lock()
 	s := a.sess
-	if s == nil || s.id != id {
+	if s == nil || s.id != id || s.closing {
 		a.mu.Unlock()
-		return nil, a.errNotLive(id)
-	}
-	if !s.ready {
-		// A load or resume in progress: end it; it frees the slot itself.
-		if s.abort != nil {
-			s.abort()
-		}
-		a.log.Info("session/close ends the load of the session", "session", id)
-		a.mu.Unlock()
-		<-s.opened
-		return struct{}{}, nil
-	}
-	if s.closing {
-		a.mu.Unlock()
-		return nil, a.errNotLive(id)
+		return fail(a.errNotLive(id))
 	}
 	s.closing = true
+	if s.abort != nil {
+		s.abort()
+		a.log.Info("session/close ends the load of the session", "session", id)
+	}
 	t := s.turn
-	a.mu.Unlock()
 	if t != nil {
 		t.cancel()
-		<-t.done
 	}
-	a.release(s)
-	a.log.Info("session closed", "session", id)
-	return struct{}{}, nil
+	a.mu.Unlock()
+	return ticket{run: func(ctx context.Context) (any, error) {
+		if t != nil {
+			// The prompt answers (cancelled) before the close does.
+			<-t.done
+			select {
+			case <-a.out.whenAnswered(t.reqID):
+			case <-ctx.Done():
+			}
+		}
+		<-s.opened
+		a.mu.Lock()
+		ready := s.ready
+		a.mu.Unlock()
+		if ready {
+			a.release(s)
+			a.log.Info("session closed", "session", id)
+		}
+		return struct{}{}, nil
+	}}
 }
 
 // release frees the live record s and closes what it holds.
@@ -456,32 +654,70 @@ func (a *agent) release(s *SessionRecord) {
 	}
 }
 
-// shutdown ends the live session when the connection is gone.
+// shutdownWait bounds how long shutdown waits for the turn and an opening
+// load to end, so that the process exits within a second of EOF or a
+// signal even when a tool will not stop.
+const shutdownWait = 600 * time.Millisecond
+
+// shutdown ends the live session when the connection is gone (stdin ended,
+// stdout broke, or a signal): the turn is cancelled and persisted, a load in
+// progress is ended, and the record is released.
 func (a *agent) shutdown() {
+	a.out.closeCalls() // no answer will come from the client now
+	a.abandonTickets()
 	a.mu.Lock()
 	s := a.sess
 	var t *turn
 	if s != nil {
 		s.closing = true
+		if s.abort != nil {
+			s.abort()
+		}
 		t = s.turn
+		if t != nil {
+			t.cancel()
+		}
 	}
 	a.mu.Unlock()
 	if s == nil {
 		return
 	}
-	if t != nil {
-		t.cancel()
-		<-t.done
+	deadline := time.NewTimer(shutdownWait)
+	defer deadline.Stop()
+	for _, ch := range []chan struct{}{s.opened, turnDone(t)} {
+		select {
+		case <-ch:
+		case <-deadline.C:
+			a.log.Warn("the session did not wind down in time; exiting anyway", "session", s.id)
+			return
+		}
 	}
-	if s.ready {
+	a.mu.Lock()
+	ready := s.ready
+	a.mu.Unlock()
+	if ready {
 		a.release(s)
 	}
+}
+
+// turnDone is t's done channel, or a closed one when there is no turn.
+func turnDone(t *turn) chan struct{} {
+	if t == nil {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	return t.done
 }
 
 // errNotLive answers a request for a session this process does not serve.
 func (a *agent) errNotLive(id string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.errNotLiveLocked(id)
+}
+
+func (a *agent) errNotLiveLocked(id string) error {
 	if a.sess == nil {
 		return rpcError(codeResourceNotFound, "session %s is not live in this process (no session is); open it with session/load or session/resume, or create one with session/new", id).
 			WithData(map[string]string{"sessionId": id})
@@ -490,7 +726,7 @@ func (a *agent) errNotLive(id string) error {
 		WithData(map[string]string{"sessionId": id, "activeSessionId": a.sess.id})
 }
 
-// live returns the ready, not closing record with id.
+// liveLocked returns the ready, not closing record with id.
 func (a *agent) liveLocked(id string) *SessionRecord {
 	s := a.sess
 	if s == nil || s.id != id || !s.ready || s.closing {
@@ -499,69 +735,106 @@ func (a *agent) liveLocked(id string) *SessionRecord {
 	return s
 }
 
-func (a *agent) prompt(ctx context.Context, req *jrpc2.Request) (any, error) {
+// admitPrompt starts a turn: from here on a session/cancel or close that
+// arrives applies to it, even before its step runs. A prompt that arrives
+// while its session is still loading waits for the load.
+func (a *agent) admitPrompt(reqID string, raw json.RawMessage) ticket {
 	var p promptParams
-	if err := decodeParams(req, &p); err != nil {
-		return nil, err
+	if err := decodeRaw(raw, &p); err != nil {
+		return fail(err)
 	}
 	id, err := required("sessionId", p.SessionID)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	if p.Prompt == nil {
-		return nil, invalidParams("prompt", "required: an array of content blocks")
+		return fail(invalidParams("prompt", "required: an array of content blocks"))
 	}
 	blocks, err := parsePrompt(p.Prompt)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	if a.model == nil {
-		return nil, rpcError(codeNoModel,
-			"no model is configured: start acpbridge with --model openai:MODEL (with OPENAI_API_KEY, and --base-url for Ollama and other servers) or --model replay:FIXTURE.jsonl, or set ACPBRIDGE_MODEL")
+		return fail(a.errNoModel())
 	}
 	a.mu.Lock()
-	s := a.liveLocked(id)
-	if s == nil {
-		a.mu.Unlock()
-		return nil, a.errNotLive(id)
+	defer a.mu.Unlock()
+	s := a.sess
+	if s == nil || s.id != id || s.closing {
+		return fail(a.errNotLiveLocked(id))
 	}
 	if s.turn != nil {
-		a.mu.Unlock()
-		return nil, rpcError(codeTurnRunning,
-			"a turn is already running in session %s; wait for its response or cancel it with session/cancel before sending another prompt", id)
+		return fail(rpcError(codeTurnRunning,
+			"a turn is already running in session %s; wait for its response or cancel it with session/cancel before sending another prompt", id))
 	}
-	tctx, cancel := context.WithCancel(ctx)
-	t := &turn{cancel: cancel, done: make(chan struct{})}
+	tctx, cancel := context.WithCancel(context.Background())
+	t := &turn{reqID: reqID, ctx: tctx, cancel: cancel, done: make(chan struct{})}
 	s.turn = t
-	a.mu.Unlock()
-	defer func() {
+	end := func() {
 		cancel()
 		a.mu.Lock()
-		s.turn = nil
+		if s.turn == t {
+			s.turn = nil
+		}
 		a.mu.Unlock()
 		close(t.done)
-	}()
-
-	stop, err := a.runTurn(tctx, s, blocks, p.Prompt)
-	if err != nil {
-		return nil, err
 	}
-	return promptResult{StopReason: stop}, nil
+	return ticket{
+		run: func(ctx context.Context) (any, error) {
+			a.mu.Lock()
+			if t.abandoned {
+				a.mu.Unlock()
+				return promptResult{StopReason: stopCancelled}, nil
+			}
+			t.started = true
+			a.mu.Unlock()
+			defer end()
+			defer context.AfterFunc(ctx, cancel)()
+			<-s.opened
+			a.mu.Lock()
+			ready := s.ready
+			a.mu.Unlock()
+			if !ready {
+				return nil, rpcError(codeResourceNotFound, "session %s did not open, so the prompt was not run; open it again with session/load or session/resume", id).
+					WithData(map[string]string{"sessionId": id})
+			}
+			stop, err := a.runTurn(tctx, s, blocks, p.Prompt)
+			if err != nil {
+				return nil, err
+			}
+			return promptResult{StopReason: stop}, nil
+		},
+		abandon: func() {
+			a.mu.Lock()
+			started := t.started
+			t.abandoned = !started
+			a.mu.Unlock()
+			if !started {
+				end()
+			}
+		},
+	}
 }
 
-// cancel serves session/cancel. It only cancels: a notification handler
-// must return at once (later messages wait for it).
-func (a *agent) cancel(ctx context.Context, req *jrpc2.Request) (any, error) {
+// errNoModel answers a prompt when no model is configured.
+func (a *agent) errNoModel() error {
+	return rpcError(codeNoModel,
+		"no model is configured: start acpbridge with --model openai:MODEL (with OPENAI_API_KEY, and --base-url for Ollama and other servers) or --model replay:FIXTURE.jsonl, or set ACPBRIDGE_MODEL")
+}
+
+// admitCancel cancels the session's turn, admitted or running. It is a
+// notification: it acts at arrival and answers nothing.
+func (a *agent) admitCancel(_ string, raw json.RawMessage) ticket {
 	var p sessionIDParams
-	if err := decodeParams(req, &p); err != nil || p.SessionID == nil {
-		return nil, nil
+	if err := decodeRaw(raw, &p); err != nil || p.SessionID == nil {
+		return done(nil)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if s := a.sess; s != nil && s.id == *p.SessionID && s.turn != nil {
 		s.turn.cancel()
 	}
-	return nil, nil
+	return done(nil)
 }
 
 // cancelRequest accepts $/cancel_request and ignores it: a turn is
@@ -677,19 +950,35 @@ var sessionModes = []sessionMode{
 	{ID: modeBypass, Name: "Bypass", Description: "Never ask"},
 }
 
-func (s *SessionRecord) modeState() *modeState {
-	return &modeState{CurrentModeID: s.mode, AvailableModes: sessionModes}
+func modeStateOf(mode string) *modeState {
+	return &modeState{CurrentModeID: mode, AvailableModes: sessionModes}
+}
+
+// settings returns the session's mode and model.
+func (a *agent) settings(s *SessionRecord) (mode, model string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return s.mode, s.model
+}
+
+// defaultModel is the model a new session starts on: --model's.
+func (a *agent) defaultModel() string {
+	if a.model == nil {
+		return ""
+	}
+	return a.model.defaultName()
 }
 
 // configOptions lists the session's config options with current values.
-func (a *agent) configOptions(s *SessionRecord) []configOption {
+// Call it without a.mu held: the model list may be asked of the server.
+func (a *agent) configOptions(mode, model string) []configOption {
 	modes := make([]selectOption, len(sessionModes))
 	for i, m := range sessionModes {
 		modes[i] = selectOption{Value: m.ID, Name: m.Name, Description: m.Description}
 	}
 	opts := []configOption{{
 		ID: "mode", Name: "Mode", Category: "mode", Type: "select",
-		Description: "When acpbridge asks before using a tool", CurrentValue: s.mode, Options: modes,
+		Description: "When acpbridge asks before using a tool", CurrentValue: mode, Options: modes,
 	}}
 	if a.model != nil {
 		var models []selectOption
@@ -698,106 +987,93 @@ func (a *agent) configOptions(s *SessionRecord) []configOption {
 		}
 		opts = append(opts, configOption{
 			ID: "model", Name: "Model", Category: "model", Type: "select",
-			CurrentValue: a.model.current(), Options: models,
+			CurrentValue: model, Options: models,
 		})
 	}
 	return opts
 }
 
-func (a *agent) setMode(ctx context.Context, req *jrpc2.Request) (any, error) {
+func (a *agent) admitSetMode(_ string, raw json.RawMessage) ticket {
 	var p setModeParams
-	if err := decodeParams(req, &p); err != nil {
-		return nil, err
+	if err := decodeRaw(raw, &p); err != nil {
+		return fail(err)
 	}
 	id, err := required("sessionId", p.SessionID)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	mode, err := required("modeId", p.ModeID)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
-	if _, err := a.changeMode(id, mode, "modeId"); err != nil {
-		return nil, err
-	}
-	return struct{}{}, nil
+	return a.changeSetting(id, "modeId", record{Type: recConfig, Mode: mode}, struct{}{})
 }
 
-func (a *agent) setConfigOption(ctx context.Context, req *jrpc2.Request) (any, error) {
+func (a *agent) admitSetConfig(_ string, raw json.RawMessage) ticket {
 	var p setConfigParams
-	if err := decodeParams(req, &p); err != nil {
-		return nil, err
+	if err := decodeRaw(raw, &p); err != nil {
+		return fail(err)
 	}
 	id, err := required("sessionId", p.SessionID)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	cid, err := required("configId", p.ConfigID)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	var value string
 	if err := json.Unmarshal(p.Value, &value); err != nil {
-		return nil, invalidParams("value", "required: a string value id")
+		return fail(invalidParams("value", "required: a string value id"))
 	}
 	switch cid {
 	case "mode":
-		opts, err := a.changeMode(id, value, "value")
-		if err != nil {
-			return nil, err
-		}
-		return configOptionsResult{ConfigOptions: opts}, nil
+		return a.changeSetting(id, "value", record{Type: recConfig, Mode: value}, nil)
 	case "model":
-		return a.changeModel(id, value)
+		return a.changeSetting(id, "value", record{Type: recConfig, Model: value}, nil)
 	}
-	return nil, invalidParams("configId", "unknown config option %q; the options are mode and model", cid)
+	return fail(invalidParams("configId", "unknown config option %q; the options are mode and model", cid))
 }
 
-// changeMode sets the mode, persists it and announces it both ways.
-func (a *agent) changeMode(id, mode, field string) ([]configOption, error) {
-	if !slices.ContainsFunc(sessionModes, func(m sessionMode) bool { return m.ID == mode }) {
-		return nil, invalidParams(field, "unknown mode %q; the modes are ask, accept_edits, read_only and bypass", mode)
-	}
-	a.mu.Lock()
-	s := a.liveLocked(id)
-	if s == nil {
-		a.mu.Unlock()
-		return nil, a.errNotLive(id)
-	}
-	s.mode = mode
-	opts := a.configOptions(s)
-	a.mu.Unlock()
-	if err := s.file.appendNow(record{Type: recConfig, Mode: mode}); err != nil {
-		return nil, err
-	}
-	a.update(id, currentModeUpdate{SessionUpdate: "current_mode_update", CurrentModeID: mode})
-	a.update(id, configOptionUpdate{SessionUpdate: "config_option_update", ConfigOptions: opts})
-	return opts, nil
-}
-
-// changeModel picks the model for the next model call and persists it.
-func (a *agent) changeModel(id, name string) (any, error) {
-	if a.model == nil || !slices.Contains(a.model.models(), name) {
+// changeSetting sets the session's mode or model (rec says which) at
+// arrival, so that a prompt behind it runs with it, announces it, writes it
+// to the log, and answers result, or the options when result is nil.
+func (a *agent) changeSetting(id, field string, rec record, result any) ticket {
+	switch {
+	case rec.Mode != "" && !slices.ContainsFunc(sessionModes, func(m sessionMode) bool { return m.ID == rec.Mode }):
+		return fail(invalidParams(field, "unknown mode %q; the modes are ask, accept_edits, read_only and bypass", rec.Mode))
+	case rec.Mode == "" && (a.model == nil || !slices.Contains(a.model.models(), rec.Model)):
 		var names []string
 		if a.model != nil {
 			names = a.model.models()
 		}
-		return nil, invalidParams("value", "unknown model %q; the models are %s", name, strings.Join(names, ", "))
+		return fail(invalidParams(field, "unknown model %q; the models are %s", rec.Model, strings.Join(names, ", ")))
 	}
 	a.mu.Lock()
 	s := a.liveLocked(id)
 	if s == nil {
-		a.mu.Unlock()
-		return nil, a.errNotLive(id)
+		defer a.mu.Unlock()
+		return fail(a.errNotLiveLocked(id))
 	}
-	a.model.choose(name)
-	opts := a.configOptions(s)
+	if rec.Mode != "" {
+		s.mode = rec.Mode
+	} else {
+		s.model = rec.Model
+	}
+	mode, model := s.mode, s.model
 	a.mu.Unlock()
-	if err := s.file.appendNow(record{Type: recConfig, Model: name}); err != nil {
-		return nil, err
+	opts := a.configOptions(mode, model)
+	if rec.Mode != "" {
+		a.out.notifyJSON(id, currentModeUpdate{SessionUpdate: "current_mode_update", CurrentModeID: mode})
 	}
-	a.update(id, configOptionUpdate{SessionUpdate: "config_option_update", ConfigOptions: opts})
-	return configOptionsResult{ConfigOptions: opts}, nil
+	a.out.notifyJSON(id, configOptionUpdate{SessionUpdate: "config_option_update", ConfigOptions: opts})
+	if err := s.file.appendNow(rec); err != nil {
+		return fail(err)
+	}
+	if result == nil {
+		result = configOptionsResult{ConfigOptions: opts}
+	}
+	return done(result)
 }
 
 func (a *agent) listSessions(ctx context.Context, req *jrpc2.Request) (any, error) {

@@ -227,7 +227,7 @@ func (st *store) open(ctx context.Context, id string, conv *conversation) (*hist
 	if err != nil {
 		return nil, nil, err
 	}
-	h, size, err := st.read(path, conv)
+	h, size, err := st.read(ctx, path, conv)
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
@@ -260,7 +260,9 @@ func (st *store) open(ctx context.Context, id string, conv *conversation) (*hist
 
 // read parses a log; h.good is the length of its valid prefix, size the
 // length read.
-func (st *store) read(path string, conv *conversation) (h *history, size int64, err error) {
+// It stops with ctx's error when ctx ends, checking every few thousand
+// lines, so that close or EOF ends a long load at once.
+func (st *store) read(ctx context.Context, path string, conv *conversation) (h *history, size int64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, 0, storeError("reading "+path, err)
@@ -271,6 +273,9 @@ func (st *store) read(path string, conv *conversation) (h *history, size int64, 
 	r := bufio.NewReaderSize(f, 64<<10)
 	var pendingErr error // a bad line: fatal unless it is the last
 	for line := 1; ; line++ {
+		if line%4096 == 0 && ctx.Err() != nil {
+			return nil, 0, ctx.Err()
+		}
 		b, rerr := r.ReadBytes('\n')
 		if len(b) == 0 && rerr != nil {
 			break
@@ -442,12 +447,13 @@ func (f *feeder) finish() { f.closeCalls() }
 
 // sessionFile is an open, locked session log.
 type sessionFile struct {
-	st   *store
-	id   string
-	mu   sync.Mutex // protects buf and the writes
-	log  *os.File
-	lock *os.File
-	buf  []byte // whole records not yet written
+	st     *store
+	id     string
+	mu     sync.Mutex // protects buf and the writes
+	log    *os.File
+	lock   *os.File
+	buf    []byte // records not yet written (the head of one may be written)
+	failed error  // the first failed write since takeFailure
 }
 
 // append adds one record to the buffer; a full buffer is written at once.
@@ -480,16 +486,34 @@ func (f *sessionFile) flush() error {
 	return f.flushLocked()
 }
 
+// flushLocked writes the buffered records. What a failed write did not
+// write stays buffered, to be written by the next flush that succeeds
+// (a full disk that frees up loses nothing); a record never stands in the
+// file half written unless the process dies meanwhile.
 func (f *sessionFile) flushLocked() error {
 	if len(f.buf) == 0 {
 		return nil
 	}
-	_, err := f.log.Write(f.buf)
-	f.buf = f.buf[:0]
+	n, err := f.log.Write(f.buf)
+	f.buf = f.buf[:copy(f.buf, f.buf[n:])]
 	if err != nil {
-		return storeError("writing session "+f.id, err)
+		err = storeError("writing session "+f.id, err)
+		if f.failed == nil {
+			f.failed = err
+		}
+		return err
 	}
 	return nil
+}
+
+// takeFailure returns the first write failure since the last call, even
+// when a later write caught up: the turn it happened in reports it.
+func (f *sessionFile) takeFailure() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	err := f.failed
+	f.failed = nil
+	return err
 }
 
 // endTurn appends the turn's last record, writes, syncs, and updates the

@@ -194,3 +194,94 @@ func TestStore_feedConversation(t *testing.T) {
 		"tool:The tool call was interrupted: acpbridge stopped before it finished. Its effects are unknown. (c2)",
 	}, got)
 }
+
+// Verify that a session log write that fails in the middle of a turn (here:
+// the log swapped for a read-only descriptor, as a full disk would fail)
+// fails that turn with 1006 and loses no record: once writes work again,
+// everything the failed turn held is in the log, in order.
+func TestStore_writeFailureLosesNothing(t *testing.T) {
+	fixture := writeFixture(t,
+		`{"chunks":[{"toolCall":{"id":"c1","name":"write_file","input":{"path":"a.txt","content":"A"}}}]}`,
+		`{"chunks":[{"text":"Written."}]}`,
+		`{"chunks":[{"text":"Second answer."}]}`)
+	ta := startAgent(t, "--model", "replay:"+fixture)
+	sid := ta.newSession()
+	ta.agent.mu.Lock()
+	f := ta.agent.sess.file
+	ta.agent.mu.Unlock()
+	path := filepath.Join(ta.state, "sessions", sid+".jsonl")
+	ro, err := os.Open(path)
+	require.NoError(t, err)
+	defer ro.Close()
+
+	ta.send(prompt(2, sid, "first"))
+	ta.await(`{"method":"session/request_permission"}`)
+	f.mu.Lock() // the turn waits for the answer: its writes fail from here
+	good := f.log
+	f.log = ro
+	f.mu.Unlock()
+	ta.send(`{"jsonrpc":"2.0","id":1,"result":{"outcome":{"outcome":"selected","optionId":"allow_once"}}}`)
+	_, r := ta.updatesUntil(2)
+	require.NotNil(t, r.Error, "the turn whose writes failed")
+	assert.Equal(t, 1006, r.Error.Code)
+
+	f.mu.Lock()
+	f.log = good
+	f.mu.Unlock()
+	ta.send(prompt(3, sid, "second"))
+	_, r = ta.updatesUntil(3)
+	require.Nil(t, r.Error, "the turn after writes work again")
+	ta.close()
+
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var order []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var rec record
+		require.NoError(t, json.Unmarshal([]byte(l), &rec), "a torn or broken record: %s", l)
+		order = append(order, rec.Type+":"+rec.Text)
+	}
+	assert.Equal(t, []string{"session:", "user:", "tool_call:", "tool_result:", "agent:Written.", "turn_end:",
+		"user:", "agent:Second answer.", "turn_end:"}, order)
+}
+
+// Verify that session/close ends a load in its first (checking) pass over
+// a long log at once, rather than after reading it all.
+func TestStore_closeDuringLongLoad(t *testing.T) {
+	ta := startAgent(t, "--model", "replay:fixtures/hello.jsonl")
+	sid := ta.newSession()
+	ta.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/close","params":{"sessionId":%q}}`, sid))
+	path := filepath.Join(ta.state, "sessions", sid+".jsonl")
+	log, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(path))
+	require.NoError(t, syscall.Mkfifo(path, 0o600))
+	ta.send(load(3, sid))
+	w, err := os.OpenFile(path, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	defer w.Close()
+	// The first pass is under way: feed it records, then close.
+	w.Write(log)
+	for range 5000 {
+		fmt.Fprintf(w, `{"type":"agent","messageId":"m","text":"x"}`+"\n")
+	}
+	ta.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":4,"method":"session/close","params":{"sessionId":%q}}`, sid))
+	ta.stderr.waitFor(t, "session/close ends the load")
+	// The writer keeps the FIFO open, so only watching ctx ends the pass:
+	// the load must answer while the log is still being written.
+	got := map[string]response{}
+	go func() {
+		for range 100000 {
+			if _, err := fmt.Fprintf(w, `{"type":"agent","messageId":"m","text":"x"}`+"\n"); err != nil {
+				return
+			}
+		}
+	}()
+	for range 2 {
+		r := decodeResponse(t, ta.await(`{"jsonrpc":"2.0"}`))
+		got[string(r.ID)] = r
+	}
+	require.NotNil(t, got["3"].Error)
+	assert.Equal(t, -32800, got["3"].Error.Code)
+	assert.Nil(t, got["4"].Error)
+}

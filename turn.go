@@ -33,13 +33,16 @@ type model interface {
 	// needsHistory says whether the model reads the conversation. The replay
 	// model does not, so a turn need not keep what streamed in memory.
 	needsHistory() bool
+	// models lists the model names a session may choose; it may ask the
+	// server once, so call it without the agent's lock held.
 	models() []string
-	current() string
-	choose(name string)
+	// defaultName is the model a new session starts on.
+	defaultName() string
 }
 
 // modelRequest is what one model call is given.
 type modelRequest struct {
+	model string // the session's chosen model
 	conv  *conversation
 	tools []toolSpec
 	cwd   string
@@ -244,6 +247,7 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []contentB
 	// Written at once: whatever happens to the turn, what was asked is kept.
 	user := record{Type: recUser, MessageID: a.newID("msg"), Blocks: raw}
 	if err := s.file.appendNow(user); err != nil {
+		s.file.takeFailure() // reported now; the record stays buffered
 		return "", err
 	}
 	mark := s.conv.mark()
@@ -281,6 +285,11 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []contentB
 		end.Title = title
 	}
 	storeErr := s.file.endTurn(end, a.store.info(s))
+	if err := s.file.takeFailure(); storeErr == nil && err != nil {
+		// A write failed during the turn; what it held was written later,
+		// but the client must learn that the store is in trouble.
+		storeErr = err
+	}
 	if first && title != "" {
 		a.update(s.id, sessionInfoUpdate{SessionUpdate: "session_info_update", Title: title, UpdatedAt: stamp(updated)})
 	}
@@ -311,7 +320,7 @@ func (a *agent) loop(ctx context.Context, s *SessionRecord) (string, *usage, err
 			return stopMaxTurnRequests, &total, nil
 		}
 		a.mu.Lock()
-		req := &modelRequest{conv: s.conv, cwd: s.cwd, roots: s.roots, mode: s.mode, tools: a.tools(s)}
+		req := &modelRequest{model: s.model, conv: s.conv, cwd: s.cwd, roots: s.roots, mode: s.mode, tools: a.tools(s)}
 		a.mu.Unlock()
 		st := &modelStream{a: a, s: s, keep: s.conv.full}
 		if a.recorder != nil {

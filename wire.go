@@ -41,6 +41,7 @@ import (
 type wire struct {
 	in      *bufio.Reader
 	maxLine int
+	ahead   [][]byte // lines read and admitted, not yet handed to jrpc2 (Recv's own)
 
 	mu     sync.Mutex // protects the fields below
 	w      *bufio.Writer
@@ -55,7 +56,17 @@ type wire struct {
 	// At stdin EOF, Recv waits (up to eofGrace) for these to be answered,
 	// since jrpc2 drops the requests still queued when it stops.
 	unanswered map[string]int
-	answered   chan struct{} // signalled when unanswered shrinks
+	answered   chan struct{}            // signalled when unanswered shrinks
+	waiters    map[string]chan struct{} // closed when the request with that id is answered
+
+	// arrive is told of every well-formed request and notification in the
+	// order the lines were read, before jrpc2 dispatches it: method, the
+	// id's JSON text ("" for a notification) and the params (nil when
+	// absent or null). It runs on the reading goroutine and must not wait
+	// on the client or the model. When it returns a response, that is
+	// written at once and jrpc2 never sees the request.
+	arrive func(method, id string, params json.RawMessage) []byte
+	ended  chan struct{} // closed when stdin has ended and Recv has returned its error
 }
 
 // eofGrace is how long requests received before stdin's EOF may still take
@@ -78,7 +89,9 @@ func newWire(r io.Reader, w io.Writer, maxLine int, trace *tracer) *wire {
 		calls:   map[int64]chan reply{},
 
 		unanswered: map[string]int{},
+		waiters:    map[string]chan struct{}{},
 		answered:   make(chan struct{}, 1),
+		ended:      make(chan struct{}),
 	}
 }
 
@@ -124,25 +137,52 @@ func (c *wire) call(ctx context.Context, method string, params any) (json.RawMes
 // take handles the lines jrpc2 must not see and reports whether it took
 // this one: a response (no method; a result or an error) goes to the
 // request it answers; a request whose id ACP does not allow (null, or a
-// number that is not an integer) is answered with an error, since jrpc2
-// would run one with a null id as a notification, answering nothing. Other
-// requests are noted as unanswered.
+// number that is not an integer) or whose method is not a string is
+// answered with an error here. Every other well-formed request or
+// notification is told to arrive, in the order lines are read, before
+// jrpc2 sees it (see the Order section of session.go).
 func (c *wire) take(line []byte) bool {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(line, &m) != nil {
 		return false
 	}
-	if m["method"] != nil {
+	if method, hasMethod := m["method"]; hasMethod {
 		id, hasID := m["id"]
 		switch {
-		case !hasID:
-		case string(id) == "null" || (isValidID(id) && id[0] != '"' && bytes.ContainsAny(id, ".eE")):
+		case hasID && (string(id) == "null" || (isValidID(id) && id[0] != '"' && bytes.ContainsAny(id, ".eE"))):
 			c.reject("null", jrpc2.InvalidRequest, "invalid request id "+string(id)+": ACP request ids are integers or strings")
 			return true
-		case isValidID(id):
+		case len(method) == 0 || method[0] != '"':
+			rid := "null"
+			if hasID && isValidID(id) {
+				rid = string(id)
+			}
+			c.reject(rid, jrpc2.InvalidRequest, "invalid request: method must be a string, not "+clip(string(method), 40))
+			return true
+		}
+		if !wellFormed(m) {
+			return false // jrpc2 answers it with the error it finds
+		}
+		var name string
+		json.Unmarshal(method, &name)
+		if hasID {
 			c.mu.Lock()
+			dup := c.unanswered[string(id)] > 0
 			c.unanswered[string(id)]++
 			c.mu.Unlock()
+			if dup {
+				return false // jrpc2 answers "duplicate request ID"
+			}
+		}
+		if c.arrive != nil && name != "" {
+			params := m["params"]
+			if string(params) == "null" {
+				params = nil
+			}
+			if answer := c.arrive(name, string(id), params); answer != nil {
+				c.Send(answer)
+				return true
+			}
 		}
 		return false
 	}
@@ -176,7 +216,37 @@ func (c *wire) take(line []byte) bool {
 	return true
 }
 
-// closeCalls fails every waiting request: stdin has ended.
+// wellFormed reports whether jrpc2 will dispatch the request or
+// notification m to a handler: the checks of jrpc2's parser (a "2.0"
+// version, a valid id, object or array params, no other members). Only
+// such a message arrives; one jrpc2 refuses never reaches its handler, so
+// it must change no state.
+func wellFormed(m map[string]json.RawMessage) bool {
+	for k, v := range m {
+		switch k {
+		case "jsonrpc":
+			if string(v) != `"2.0"` {
+				return false
+			}
+		case "id":
+			if !isValidID(v) {
+				return false
+			}
+		case "params":
+			if string(v) != "null" && (len(v) == 0 || (v[0] != '{' && v[0] != '[')) {
+				return false
+			}
+		case "method":
+		default:
+			return false
+		}
+	}
+	_, ok := m["jsonrpc"]
+	return ok
+}
+
+// closeCalls fails every waiting request and every later one: stdin has
+// ended, or a signal asked the process to end as if it had.
 func (c *wire) closeCalls() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -196,6 +266,10 @@ func (c *wire) Send(msg []byte) error {
 	if id := leadingID(msg); c.unanswered[id] > 0 {
 		if c.unanswered[id]--; c.unanswered[id] == 0 {
 			delete(c.unanswered, id)
+			if w := c.waiters[id]; w != nil {
+				close(w)
+				delete(c.waiters, id)
+			}
 		}
 		select {
 		case c.answered <- struct{}{}:
@@ -203,6 +277,23 @@ func (c *wire) Send(msg []byte) error {
 		}
 	}
 	return c.err
+}
+
+// whenAnswered returns a channel closed once the client's request id has
+// been answered (at once if it has been).
+func (c *wire) whenAnswered(id string) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.waiters[id]
+	if w == nil {
+		w = make(chan struct{})
+		if c.unanswered[id] == 0 {
+			close(w)
+			return w
+		}
+		c.waiters[id] = w
+	}
+	return w
 }
 
 // notify writes a notification of method with pre-encoded params. It does not
@@ -277,36 +368,56 @@ func (c *wire) Close() error { return c.flush() }
 
 // Recv returns the next line without its newline, for jrpc2. Responses to
 // the agent's own requests are taken out on the way (see call). A last line
-// without a newline at EOF is returned whole. A line longer than maxLine is skipped
-// without being held in memory; in its place Recv returns a request for the
-// internal method methodOversized, carrying the id found at the line's start
-// (if any), so that the client gets an error response and the next line is
-// served.
+// without a newline at EOF is returned whole. A line longer than maxLine is
+// skipped and answered here with an error carrying the id found at the
+// line's start (if any); the next line is served.
 func (c *wire) Recv() ([]byte, error) {
-	for {
+	for len(c.ahead) == 0 {
 		line, err := c.recvLine()
 		if err != nil {
 			c.closeCalls()
 			c.awaitAnswers()
+			close(c.ended)
 			return nil, err
 		}
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue // a blank line (or a skipped one) is no message
+		c.accept(line)
+		// Every further whole line that the same read brought is taken in
+		// (and so arrives) before jrpc2 dispatches any of them: a cancel
+		// written together with its prompt must be admitted before that
+		// prompt's turn can start on another thread.
+		for c.lineBuffered() {
+			line, err := c.recvLine()
+			if err != nil {
+				break
+			}
+			c.accept(line)
 		}
-		if !json.Valid(line) {
-			// Answered here, with the id when the line's start shows one;
-			// jrpc2 would answer with a null id.
-			c.reject(leadingID(line), jrpc2.ParseError, "parse error: the message is not valid JSON")
-			continue
-		}
-		if t := bytes.TrimSpace(line); t[0] == '[' {
-			// jrpc2 would answer a batch with an array, which is no ACP message.
-			c.reject("null", jrpc2.InvalidRequest, "batches are not part of ACP: send one message a line")
-			continue
-		}
-		if !c.take(line) {
-			return line, nil
-		}
+	}
+	line := c.ahead[0]
+	c.ahead = c.ahead[1:]
+	return line, nil
+}
+
+// lineBuffered reports whether a whole line is waiting in the read buffer.
+func (c *wire) lineBuffered() bool {
+	b, _ := c.in.Peek(c.in.Buffered())
+	return bytes.IndexByte(b, '\n') >= 0
+}
+
+// accept answers or takes one line, or queues it for jrpc2.
+func (c *wire) accept(line []byte) {
+	switch t := bytes.TrimSpace(line); {
+	case len(t) == 0:
+		// A blank line (or a skipped one) is no message.
+	case !json.Valid(t):
+		// Answered here, with the id when the line's start shows one;
+		// jrpc2 would answer with a null id.
+		c.reject(leadingID(line), jrpc2.ParseError, "parse error: the message is not valid JSON")
+	case t[0] == '[':
+		// jrpc2 would answer a batch with an array, which is no ACP message.
+		c.reject("null", jrpc2.InvalidRequest, "batches are not part of ACP: send one message a line")
+	case !c.take(line):
+		c.ahead = append(c.ahead, line)
 	}
 }
 

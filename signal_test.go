@@ -1,0 +1,180 @@
+// signal_test.go tests on the built binary that SIGTERM, SIGINT and SIGHUP
+// end the process as stdin's EOF does (status 0, the turn persisted with
+// what streamed, as interrupted), and that nothing the process started
+// outlives it: a command's process group, a daemon it started with setsid,
+// and what an MCP server's wrapper started.
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// alive reports whether pid is a running (not zombie) process.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	state := strings.Fields(string(b[i+1:]))[0]
+	return state != "Z" && state != "X"
+}
+
+// assertGone waits (bounded, for the kernel to finish a SIGKILL) until pid
+// is no longer running.
+func assertGone(t *testing.T, pid int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Errorf("%s (pid %d) outlived acpbridge", what, pid)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// readPids reads the pids a command wrote to a FIFO, one a line, until it
+// closes: reading blocks until the command has written them.
+func readPids(t *testing.T, fifo string, n int) []int {
+	t.Helper()
+	f, err := os.Open(fifo)
+	require.NoError(t, err)
+	defer f.Close()
+	var pids []int
+	sc := bufio.NewScanner(f)
+	for len(pids) < n && sc.Scan() {
+		pid, err := strconv.Atoi(strings.TrimSpace(sc.Text()))
+		require.NoError(t, err, "the command wrote %q", sc.Text())
+		pids = append(pids, pid)
+	}
+	require.Len(t, pids, n, "pids from the command")
+	return pids
+}
+
+// endBySignal sends sig, waits for the process to exit (stdin stays open:
+// the signal alone must end it), then reads its output and exit status.
+func endBySignal(t *testing.T, p *procAgent, sig syscall.Signal) {
+	t.Helper()
+	pidfd, err := unix.PidfdOpen(p.cmd.Process.Pid, 0)
+	require.NoError(t, err)
+	defer unix.Close(pidfd)
+	require.NoError(t, p.cmd.Process.Signal(sig))
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, int(hang/time.Millisecond))
+	for err == unix.EINTR {
+		n, err = unix.Poll(fds, int(hang/time.Millisecond))
+	}
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the process did not exit after %v with stdin open; stderr:\n%s", sig, p.stderr.String())
+	p.stdin.Close() // lets exec's copying goroutine, and so Wait, end
+	for p.next("EOF after the signal") != nil {
+	}
+	p.closed = true
+	select {
+	case code := <-p.exit:
+		assert.Equal(t, 0, code, "exit status after %v; stderr:\n%s", sig, p.stderr.String())
+	case <-time.After(hang):
+		t.Fatalf("no exit status after %v", sig)
+	}
+}
+
+// Verify each signal in the middle of a stream, of a command and of a
+// permission request.
+func TestSignal_endsLikeEOF(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		t.Run(sig.String()+"/stream", func(t *testing.T) {
+			fixture := writeFixture(t, `{"chunks":[{"text":"Streamed "},{"text":"before"},{"delayMs":600000},{"text":" never"}]}`)
+			p := startProcess(t, nil, "--model", "replay:"+fixture)
+			sid := p.newSession()
+			p.send(prompt(2, sid, "stream"))
+			p.await(`{"params":{"update":{"content":{"text":"before"}}}}`)
+			endBySignal(t, p, sig)
+			b, err := os.ReadFile(filepath.Join(p.state, "sessions", sid+".jsonl"))
+			require.NoError(t, err)
+			assert.Contains(t, string(b), `"text":"Streamed before"`, "the streamed text is not in the log")
+			end := lastTurnEnd(t, p.state, sid)
+			assert.Contains(t, end, `"stopReason":"cancelled"`)
+			assert.Contains(t, end, `"interrupted":true`)
+		})
+		t.Run(sig.String()+"/command", func(t *testing.T) {
+			command := `exec 3>pids; sleep 600 3>&- & echo $! >&3; setsid sh -c 'echo $$ >&3; exec sleep 600 3>&-' & exec 3>&-; sleep 600`
+			fixture := writeFixture(t, fmt.Sprintf(`{"chunks":[{"toolCall":{"id":"c1","name":"run_command","input":{"command":%q}}}]}`, command))
+			p := startProcess(t, nil, "--model", "replay:"+fixture)
+			require.NoError(t, syscall.Mkfifo(filepath.Join(p.cwd, "pids"), 0o600))
+			sid := p.newSession()
+			p.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/set_mode","params":{"sessionId":%q,"modeId":"bypass"}}`, sid))
+			p.send(prompt(3, sid, "run"))
+			pids := readPids(t, filepath.Join(p.cwd, "pids"), 2)
+			endBySignal(t, p, sig)
+			assertGone(t, pids[0], "a background job of the command")
+			assertGone(t, pids[1], "a setsid daemon the command started")
+			assert.Contains(t, lastTurnEnd(t, p.state, sid), `"interrupted":true`)
+		})
+		t.Run(sig.String()+"/permission", func(t *testing.T) {
+			fixture := writeFixture(t, `{"chunks":[{"toolCall":{"id":"c1","name":"write_file","input":{"path":"a.txt","content":"A"}}}]}`)
+			p := startProcess(t, nil, "--model", "replay:"+fixture)
+			sid := p.newSession()
+			p.send(prompt(2, sid, "write"))
+			p.await(`{"method":"session/request_permission"}`)
+			endBySignal(t, p, sig)
+			assert.Contains(t, lastTurnEnd(t, p.state, sid), `"interrupted":true`)
+			assert.NoFileExists(t, filepath.Join(p.cwd, "a.txt"))
+		})
+	}
+}
+
+// Verify that a daemon a command started with setsid is ended at a clean
+// exit too (stdin EOF), after its turn has long finished.
+func TestSignal_daemonEndsAtExit(t *testing.T) {
+	// The command returns once the daemon has detached: it prints "up"
+	// after setsid, and head waits for that line.
+	command := `exec 3>pids; { setsid sh -c 'echo $$ >&3; echo up; exec sleep 600 3>&- >/dev/null 2>&1' & } | head -1; exec 3>&-`
+	fixture := writeFixture(t,
+		fmt.Sprintf(`{"chunks":[{"toolCall":{"id":"c1","name":"run_command","input":{"command":%q}}}]}`, command),
+		`{"chunks":[{"text":"Started."}]}`)
+	p := startProcess(t, nil, "--model", "replay:"+fixture)
+	require.NoError(t, syscall.Mkfifo(filepath.Join(p.cwd, "pids"), 0o600))
+	sid := p.newSession()
+	p.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/set_mode","params":{"sessionId":%q,"modeId":"bypass"}}`, sid))
+	p.send(prompt(3, sid, "start a daemon"))
+	pids := readPids(t, filepath.Join(p.cwd, "pids"), 1)
+	p.await(`{"id":3}`)
+	require.True(t, alive(pids[0]), "the daemon should run while the session does")
+	p.close()
+	assertGone(t, pids[0], "a setsid daemon")
+}
+
+// Verify that an MCP server started through a wrapper that ignores SIGTERM
+// leaves nothing behind when acpbridge exits: the wrapper's other child
+// (which ignores SIGTERM too) is gone.
+func TestSignal_mcpWrapperChildren(t *testing.T) {
+	self, err := os.Executable()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "pids")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	script := fmt.Sprintf(`trap '' TERM; sleep 600 & echo $! > %s; exec %s`, fifo, self)
+	fixture := writeFixture(t, `{"chunks":[{"text":"x"}]}`)
+	p := startProcess(t, nil, "--model", "replay:"+fixture)
+	p.call(initLine)
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[{"name":"wrapped","command":"sh","args":["-c",%q],"env":[{"name":"ACPBRIDGE_TEST_MCP","value":"stdio"}]}]}}`, script))
+	pids := readPids(t, fifo, 1)
+	p.await(`{"id":1}`)
+	require.True(t, alive(pids[0]))
+	p.close()
+	assertGone(t, pids[0], "the child of an MCP server's wrapper")
+}
