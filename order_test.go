@@ -189,6 +189,27 @@ func TestOrder(t *testing.T) {
 	}
 }
 
+// Verify the order goldens byte for byte, many times, with one and four Ps.
+func TestOrder_goldens(t *testing.T) {
+	paths, err := filepath.Glob("fixtures/order_*.txtar")
+	require.NoError(t, err)
+	require.NotEmpty(t, paths)
+	for _, procs := range []int{1, 4} {
+		for _, path := range paths {
+			t.Run(fmt.Sprintf("%s/GOMAXPROCS=%d", filepath.Base(path), procs), func(t *testing.T) {
+				old := runtime.GOMAXPROCS(procs)
+				defer runtime.GOMAXPROCS(old)
+				for i := range *orderRuns {
+					runGolden(t, path)
+					if t.Failed() {
+						t.Fatalf("failed on run %d", i+1)
+					}
+				}
+			})
+		}
+	}
+}
+
 // Verify that a model chosen right before a prompt (one write) is the one
 // that prompt calls, that the choice belongs to the session (a new session
 // after close starts on --model's), and that load restores it.
