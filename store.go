@@ -10,9 +10,10 @@
 //	<id>.lock   holds the owning process's pid; the owner keeps an flock on
 //	            it, which the kernel releases when the process dies
 //
-// Loading drops a torn last record (a crash mid-write) with a warning and
-// truncates it away; a corrupt record before the last fails the load with
-// the file and line, and the file is left untouched. A load reads the log
+// Loading drops a torn last record (a crash mid-write: it has no newline at
+// its end) with a warning and truncates it away; any other record that is
+// not valid, and a log whose first line is not its session record, fail
+// the load with the file and line, and the file is left untouched. A load reads the log
 // twice: once to check it and rebuild the session's state, then to replay
 // it, so no history is held in memory.
 package main
@@ -285,11 +286,21 @@ func (st *store) read(ctx context.Context, path string, conv *conversation) (h *
 			return nil, 0, pendingErr
 		}
 		var rec record
-		if jerr := json.Unmarshal(b, &rec); jerr != nil || rec.Type == "" || (rerr != nil && !bytes.HasSuffix(b, []byte("\n"))) {
+		torn := !bytes.HasSuffix(b, []byte("\n"))
+		if jerr := json.Unmarshal(b, &rec); jerr != nil || rec.Type == "" || torn {
 			pendingErr = rpcError(codeStoreFailed,
 				"session log %s is corrupt at line %d (%s); the file was left untouched: repair or remove that line by hand",
 				path, line, describeBad(jerr, b))
+			if !torn {
+				// A write cut short never ends with a newline: a whole
+				// line that is no record is damage, not a torn write.
+				return nil, 0, pendingErr
+			}
 			continue
+		}
+		if line == 1 && rec.Type != recSession {
+			return nil, 0, rpcError(codeStoreFailed,
+				"session log %s does not start with its session record (line 1 is a %q record); the file was left untouched: restore its first line or remove the session", path, rec.Type)
 		}
 		h.good = size
 		h.apply(rec)

@@ -285,3 +285,31 @@ func TestStore_closeDuringLongLoad(t *testing.T) {
 	assert.Equal(t, -32800, got["3"].Error.Code)
 	assert.Nil(t, got["4"].Error)
 }
+
+// Verify that a log whose last line is whole but no record, and a log
+// without its session record on line 1, fail the load with 1006 naming the
+// file, and are left byte for byte as they were.
+func TestStore_damagedLogsUntouched(t *testing.T) {
+	header := `{"type":"session","v":1,"sessionId":"sess_d","cwd":"/","createdAt":"2026-01-01T00:00:00Z"}` + "\n"
+	user := `{"type":"user","messageId":"m1","blocks":[{"type":"text","text":"hi"}]}` + "\n"
+	for name, content := range map[string]string{
+		"whole bad last line": header + user + "{\"type\":\"agent\",\"text\":\n",
+		"no header":           user + `{"type":"agent","messageId":"m2","text":"hello"}` + "\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			ta := startAgent(t, "--model", "replay:fixtures/hello.jsonl")
+			dir := filepath.Join(ta.state, "sessions")
+			require.NoError(t, os.MkdirAll(dir, 0o700))
+			path := filepath.Join(dir, "sess_d.jsonl")
+			require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+			ta.call(initLine)
+			r := decodeResponse(t, ta.call(load(1, "sess_d")))
+			require.NotNil(t, r.Error, "the load of a damaged log")
+			assert.Equal(t, 1006, r.Error.Code)
+			assert.Contains(t, r.Error.Message, path)
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			assert.Equal(t, content, string(b), "the log was changed")
+		})
+	}
+}
