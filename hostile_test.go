@@ -55,6 +55,9 @@ func TestHostile_badInput(t *testing.T) {
 		{"id null", `{"jsonrpc":"2.0","id":null,"method":"session/list","params":{}}`, `null`, -32600, "integers or strings"},
 		{"id true", `{"jsonrpc":"2.0","id":true,"method":"session/list","params":{}}`, `null`, -32600, ""},
 		{"id an object", `{"jsonrpc":"2.0","id":{"a":1},"method":"session/list","params":{}}`, `null`, -32600, ""},
+		{"method not a string", `{"jsonrpc":"2.0","id":20,"method":7,"params":{}}`, `20`, -32600, "method must be a string"},
+		{"a prompt with an extra member", `{"jsonrpc":"2.0","id":21,"method":"session/prompt","params":{"sessionId":"sess_1","prompt":[]},"x":1}`, `21`, -32600, "extra fields"},
+		{"a prompt with a bad version", `{"jsonrpc":"1.0","id":22,"method":"session/prompt","params":{"sessionId":"sess_1","prompt":[]}}`, `22`, -32600, ""},
 		{"set_mode, no such session", `{"jsonrpc":"2.0","id":19,"method":"session/set_mode","params":{"sessionId":"nope","modeId":"ask"}}`, `19`, -32002, ""},
 	}
 	fixture := writeFixture(t, `{"expect":"still","chunks":[{"text":"Still serving."}]}`)
@@ -143,5 +146,49 @@ func TestHostile_answeredBeforeEOF(t *testing.T) {
 	}
 	for i := 0; i <= 20; i++ {
 		assert.True(t, ids[fmt.Sprint(i)], "request %d was answered", i)
+	}
+}
+
+// Verify that a client's answer the agent cannot use fails the request it
+// answers, with a message the model gets, and is never answered itself;
+// and that ids are matched as JSON values (1.0 answers request 1).
+func TestHostile_clientAnswers(t *testing.T) {
+	for _, c := range []struct {
+		name, answer, want string
+	}{
+		{"too long", `{"jsonrpc":"2.0","id":1,"result":{"outcome":{"outcome":"selected","optionId":"allow_once"},"pad":"` + strings.Repeat("x", 2000) + `"}}`, "over the line limit"},
+		{"not JSON", `{"jsonrpc":"2.0","id":1,"result":{"outcome":`, "not valid JSON"},
+		{"unknown option", `{"jsonrpc":"2.0","id":1,"result":{"outcome":{"outcome":"selected","optionId":"yes_please"}}}`, "not one of the options offered"},
+		{"no outcome", `{"jsonrpc":"2.0","id":1,"result":{}}`, "has no outcome"},
+		{"null result", `{"jsonrpc":"2.0","id":1,"result":null}`, "has no result"},
+		{"id 1.0", `{"jsonrpc":"2.0","id":1.0,"result":{"outcome":{"outcome":"selected","optionId":"allow_once"}}}`, "Wrote 1 bytes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fixture := writeFixture(t,
+				`{"chunks":[{"toolCall":{"id":"c1","name":"write_file","input":{"path":"a.txt","content":"A"}}}]}`,
+				fmt.Sprintf(`{"expect":%q,"chunks":[{"text":"Told."}]}`, c.want))
+			ta := startAgent(t, "--model", "replay:"+fixture, "--max-line-bytes", "1024")
+			ta.call(`{"jsonrpc":"2.0","id":100,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+			r := decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":101,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`))
+			require.Nil(t, r.Error)
+			ta.send(prompt(102, "sess_1", "write"))
+			ta.await(`{"id":1,"method":"session/request_permission"}`)
+			_, err := ta.stdin.Write([]byte(c.answer + "\n"))
+			require.NoError(t, err)
+			for {
+				line := ta.next("the prompt's response")
+				require.NotNil(t, line)
+				m, _ := decodeLoose(line)
+				if m["method"] == nil {
+					require.NotEqual(t, "1", fmt.Sprint(m["id"]), "the agent answered the client's answer: %s", line)
+				}
+				if fmt.Sprint(m["id"]) == "102" {
+					r := decodeResponse(t, line)
+					require.Nil(t, r.Error, "the turn failed instead of telling the model")
+					assert.JSONEq(t, `{"stopReason":"end_turn"}`, string(r.Result))
+					break
+				}
+			}
+		})
 	}
 }

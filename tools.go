@@ -252,6 +252,10 @@ func (a *agent) permit(ctx context.Context, s *SessionRecord, p *prepared) (*out
 	if res.Outcome.Outcome == "cancelled" || ctx.Err() != nil {
 		return nil, errTurnCancelled
 	}
+	if why := unusablePermission(res.Outcome.Outcome, res.Outcome.OptionID); why != "" {
+		o := failure("the permission request failed: the client's answer %s, so %s did not run", why, p.call.Name)
+		return &o, nil
+	}
 	switch res.Outcome.OptionID {
 	case "allow_once":
 		return nil, nil
@@ -269,6 +273,20 @@ func (a *agent) permit(ctx context.Context, s *SessionRecord, p *prepared) (*out
 	}
 	o := failure("the user rejected this %s call", p.call.Name)
 	return &o, nil
+}
+
+// unusablePermission says what is wrong with a permission answer that is
+// neither cancelled nor one of the options offered, or "".
+func unusablePermission(outcome, optionID string) string {
+	switch {
+	case outcome == "":
+		return "has no outcome"
+	case outcome != "selected":
+		return fmt.Sprintf("has the unknown outcome %q", outcome)
+	case !slices.Contains([]string{"allow_once", "allow_always", "reject_once", "reject_always"}, optionID):
+		return fmt.Sprintf("selects %q, which is not one of the options offered", optionID)
+	}
+	return ""
 }
 
 // call makes a request to the client and decodes its result into res. A
@@ -291,6 +309,9 @@ func (a *agent) call(ctx context.Context, s *SessionRecord, method string, param
 	}
 	if res == nil {
 		return nil
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return fmt.Errorf("the client's answer to %s has no result", method)
 	}
 	if err := json.Unmarshal(raw, res); err != nil {
 		return fmt.Errorf("the client's answer to %s: %s", method, describeJSONError(err))

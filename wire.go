@@ -199,12 +199,14 @@ func (c *wire) take(line []byte) bool {
 		}
 		r.err = &e
 	}
-	id, err := strconv.ParseInt(string(m["id"]), 10, 64)
+	id, valid := callID(m["id"])
 	c.mu.Lock()
 	ch, ok := c.calls[id]
-	delete(c.calls, id)
+	if valid && ok {
+		delete(c.calls, id)
+	}
 	c.mu.Unlock()
-	if err == nil && ok {
+	if valid && ok {
 		ch <- r
 		// Let the waiting goroutine run here and now: this goroutine is about
 		// to block in read(2), and the runtime would otherwise have to wake
@@ -412,7 +414,9 @@ func (c *wire) accept(line []byte) {
 	case !json.Valid(t):
 		// Answered here, with the id when the line's start shows one;
 		// jrpc2 would answer with a null id.
-		c.reject(leadingID(line), jrpc2.ParseError, "parse error: the message is not valid JSON")
+		if !c.failCall(line, "is not valid JSON") {
+			c.reject(leadingID(line), jrpc2.ParseError, "parse error: the message is not valid JSON")
+		}
 	case t[0] == '[':
 		// jrpc2 would answer a batch with an array, which is no ACP message.
 		c.reject("null", jrpc2.InvalidRequest, "batches are not part of ACP: send one message a line")
@@ -480,6 +484,9 @@ func (c *wire) skipLong(head []byte, err error) ([]byte, error) {
 	if c.trace != nil {
 		c.trace.in(fmt.Appendf(nil, `{"skipped":"a line of %d bytes"}`, n))
 	}
+	if c.failCall(head, fmt.Sprintf("is %d bytes, over the line limit of %d bytes (--max-line-bytes)", n, c.maxLine)) {
+		return nil, err
+	}
 	c.reject(leadingID(head), jrpc2.InvalidRequest,
 		fmt.Sprintf("message of %d bytes exceeds the line limit of %d bytes and was skipped; raise it with --max-line-bytes", n, c.maxLine))
 	return nil, err
@@ -497,6 +504,79 @@ func (c *wire) reject(id string, code jrpc2.Code, message string) {
 		Error   errObj          `json:"error"`
 	}{"2.0", json.RawMessage(id), errObj{code, message}})
 	c.Send(msg)
+}
+
+// failCall fails the request of ours that an unusable line answers, and
+// reports whether the line was such an answer: no "method" before its
+// "result" or "error" member, and an id we wait on. The agent never answers
+// a response; the turn learns what was wrong with it.
+func (c *wire) failCall(head []byte, what string) bool {
+	id, response := leadingResponse(head)
+	if !response {
+		return false
+	}
+	n, ok := callID(json.RawMessage(id))
+	c.mu.Lock()
+	ch, waiting := c.calls[n]
+	delete(c.calls, n)
+	c.mu.Unlock()
+	if ok && waiting {
+		ch <- reply{err: fmt.Errorf("the client's answer %s", what)}
+	}
+	return true // a response nobody waits for is dropped, as in take
+}
+
+// leadingResponse reads the top-level members at the start of a line that
+// may be cut or broken: it reports the id and whether "result" or "error"
+// comes before any "method".
+func leadingResponse(head []byte) (id string, response bool) {
+	if len(head) > 4096 {
+		head = head[:4096]
+	}
+	dec := json.NewDecoder(bytes.NewReader(head))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", false
+	}
+	for {
+		k, err := dec.Token()
+		key, ok := k.(string)
+		if err != nil || !ok {
+			return id, false
+		}
+		switch key {
+		case "method":
+			return id, false
+		case "result", "error":
+			if id == "" {
+				// The id may follow the result: not readable in a cut line.
+				return "", true
+			}
+			return id, true
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return id, false
+		}
+		if key == "id" {
+			id = string(v)
+		}
+	}
+}
+
+// callID reads a response's id as one of ours: ids are matched as JSON
+// values, so 1, 1.0 and 1e0 are the same id; "1" is not.
+func callID(id json.RawMessage) (int64, bool) {
+	if len(id) == 0 || id[0] == '"' {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(string(id), 10, 64); err == nil {
+		return n, true
+	}
+	f, err := strconv.ParseFloat(string(id), 64)
+	if err != nil || f != float64(int64(f)) {
+		return 0, false
+	}
+	return int64(f), true
 }
 
 // leadingID finds the top-level "id" member in the first bytes of a JSON
