@@ -90,10 +90,11 @@ type agent struct {
 // session/close and shutdown touch them only after the turn is done.
 // mcp and file lock themselves.
 type SessionRecord struct {
-	id        string   // fixed at claim
-	cwd       string   // opener
-	roots     []string // opener: cwd, then the additional directories
-	realRoots []string // opener: roots with their symlinks resolved
+	id        string     // fixed at claim
+	cwd       string     // opener
+	roots     []string   // opener: cwd, then the additional directories
+	realRoots []string   // opener: roots with their symlinks resolved
+	fsRoots   []*os.Root // opener: realRoots opened, for local file work (files.go)
 
 	ready   bool               // a.mu: false while session/new, load or resume is still opening it
 	abort   context.CancelFunc // a.mu: ends an opening load; set while !ready
@@ -409,6 +410,7 @@ func (a *agent) finishOpen(s *SessionRecord, err error) {
 	a.mu.Unlock()
 	close(s.opened)
 	if err != nil {
+		s.closeRoots()
 		s.mcp.close()
 		if s.file != nil {
 			s.file.close()
@@ -426,6 +428,7 @@ func (s *SessionRecord) setRoots(roots []string) {
 	for i, r := range roots {
 		s.realRoots[i] = realPath(r)
 	}
+	s.openRoots()
 }
 
 // checkRoots validates cwd and the additional directories: absolute paths
@@ -647,6 +650,7 @@ func (a *agent) release(s *SessionRecord) {
 	}
 	a.mu.Unlock()
 	s.mcp.close()
+	s.closeRoots()
 	if s.file != nil {
 		if err := s.file.close(); err != nil {
 			a.log.Error("closing session file", "session", s.id, "err", err)

@@ -82,6 +82,9 @@ type record struct {
 	Content    json.RawMessage `json:"content,omitempty"`
 	RawOutput  json.RawMessage `json:"rawOutput,omitempty"`
 	Result     string          `json:"result,omitempty"`
+	// ResultIsContent says the result is the text of Content's one text
+	// block, stored there only.
+	ResultIsContent bool `json:"resultIsContent,omitempty"`
 
 	StopReason  string `json:"stopReason,omitempty"`
 	Usage       *usage `json:"usage,omitempty"`
@@ -343,6 +346,19 @@ func (f *sessionFile) replay(good int64, fn func(record) error) error {
 	}
 }
 
+// contentText is the text of the one text block of stored tool content.
+func contentText(content json.RawMessage) string {
+	var c []struct {
+		Content struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if json.Unmarshal(content, &c) != nil || len(c) != 1 {
+		return ""
+	}
+	return c[0].Content.Text
+}
+
 func describeBad(err error, b []byte) string {
 	if err != nil {
 		return "not a JSON record"
@@ -444,7 +460,11 @@ func (f *feeder) add(rec record) {
 		f.flushAsst()
 		if rec.Call != nil && f.pending[rec.Call.ID] {
 			f.pending[rec.Call.ID] = false
-			f.c.add(message{role: "tool", toolCallID: rec.Call.ID, text: rec.Result})
+			text := rec.Result
+			if rec.ResultIsContent {
+				text = contentText(rec.Content)
+			}
+			f.c.add(message{role: "tool", toolCallID: rec.Call.ID, text: text})
 		}
 	case recTurnEnd:
 		f.closeCalls()

@@ -80,10 +80,23 @@ type toolContent struct {
 	OldText    *string         `json:"oldText,omitempty"`
 	NewText    *string         `json:"newText,omitempty"`
 	TerminalID string          `json:"terminalId,omitempty"`
+
+	text string // a text block's text, for capping and storing it once
 }
 
 func textOut(s string) toolContent {
-	return toolContent{Type: "content", Content: mustJSON(textBlock(s))}
+	return toolContent{Type: "content", Content: mustJSON(textBlock(s)), text: s}
+}
+
+// capOutcome cuts what a tool returns, to the model and in text content,
+// at readMaxBytes, saying so.
+func capOutcome(out *outcome) {
+	out.result = capResult(out.result)
+	for i, c := range out.content {
+		if len(c.text) > readMaxBytes {
+			out.content[i] = textOut(capResult(c.text))
+		}
+	}
 }
 
 // outcome is what running a tool produced.
@@ -162,6 +175,7 @@ func (a *agent) runTool(ctx context.Context, s *SessionRecord, c toolCall) error
 		}
 		out = p.run(ctx, p)
 	}
+	capOutcome(&out)
 	err := a.finishTool(s, p, out)
 	if out.after != nil {
 		out.after()
@@ -199,7 +213,12 @@ func (a *agent) finishTool(s *SessionRecord, p *prepared, out outcome) error {
 	if err != nil {
 		return err
 	}
-	return s.file.append(record{Type: recToolResult, ToolCallID: p.id, Call: &p.call, Status: status, Content: content, RawOutput: raw, Result: out.result})
+	rec := record{Type: recToolResult, ToolCallID: p.id, Call: &p.call, Status: status, Content: content, RawOutput: raw, Result: out.result}
+	if len(out.content) == 1 && out.content[0].text != "" && out.content[0].text == out.result {
+		// The text is stored once: the result is the content's text.
+		rec.Result, rec.ResultIsContent = "", true
+	}
+	return s.file.append(rec)
 }
 
 // permit decides whether p may run. It returns nil to run it, an outcome
@@ -338,8 +357,8 @@ func (a *agent) prepare(s *SessionRecord, c toolCall) *prepared {
 	case "read_file":
 		var in struct {
 			Path  string `json:"path"`
-			Line  int    `json:"line"`
-			Limit int    `json:"limit"`
+			Line  *int   `json:"line"`
+			Limit *int   `json:"limit"`
 		}
 		p.kind, p.perm = "read", permRead
 		if !decode(&in) {
@@ -350,8 +369,25 @@ func (a *agent) prepare(s *SessionRecord, c toolCall) *prepared {
 		if err != nil {
 			return fail("%v", err)
 		}
-		p.locations = []location{{Path: path, Line: max(in.Line, 0)}}
-		p.run = func(ctx context.Context, p *prepared) outcome { return a.readFile(ctx, s, path, in.Line, in.Limit) }
+		w := window{first: 1, limit: readMaxLines}
+		if in.Line != nil {
+			if *in.Line < 1 {
+				return fail("read_file: line must be 1 or more (the first line is 1), not %d", *in.Line)
+			}
+			w.first = *in.Line
+		}
+		if in.Limit != nil {
+			if *in.Limit < 1 {
+				return fail("read_file: limit must be 1 or more, not %d", *in.Limit)
+			}
+			w.limit = *in.Limit
+		}
+		line := 0
+		if in.Line != nil {
+			line = w.first
+		}
+		p.locations = []location{{Path: path, Line: line}}
+		p.run = func(ctx context.Context, p *prepared) outcome { return a.readFile(ctx, s, path, w) }
 	case "write_file":
 		var in struct {
 			Path    string `json:"path"`
@@ -413,7 +449,12 @@ func (a *agent) prepare(s *SessionRecord, c toolCall) *prepared {
 			dir = d
 		}
 		timeout := 120 * time.Second
-		if in.TimeoutMs > 0 {
+		switch {
+		case in.TimeoutMs < 0:
+			return fail("run_command: timeout_ms must be positive, not %d", in.TimeoutMs)
+		case in.TimeoutMs > maxCommandTimeout.Milliseconds():
+			return fail("run_command: timeout_ms may be at most %d (%v), not %d", maxCommandTimeout.Milliseconds(), maxCommandTimeout, in.TimeoutMs)
+		case in.TimeoutMs > 0:
 			timeout = time.Duration(in.TimeoutMs) * time.Millisecond
 		}
 		p.run = func(ctx context.Context, p *prepared) outcome {
@@ -506,7 +547,7 @@ func (s *SessionRecord) resolve(path string) (string, error) {
 		if within(path, root) {
 			// Only the part below the root can hold a symlink not yet resolved.
 			rel, _ := filepath.Rel(root, path)
-			real = realPathBelow(s.realRoots[i], rel)
+			real = followLinks(s.realRoots[i], strings.Split(rel, "/"), 0)
 			break
 		}
 	}
@@ -521,48 +562,12 @@ func (s *SessionRecord) resolve(path string) (string, error) {
 	return "", fmt.Errorf("%s is outside the session's directories (%s): acpbridge only touches files under them", path, strings.Join(s.roots, ", "))
 }
 
-// realPathBelow resolves the symlinks of rel under the already resolved
-// dir, one component at a time; a component that does not exist ends the
-// walk (nothing below it can be a link).
-func realPathBelow(dir, rel string) string {
-	if rel == "." {
-		return dir
-	}
-	parts := strings.Split(rel, string(filepath.Separator))
-	for i, part := range parts {
-		next := filepath.Join(dir, part)
-		fi, err := os.Lstat(next)
-		if err != nil {
-			return filepath.Join(append([]string{next}, parts[i+1:]...)...)
-		}
-		if fi.Mode()&os.ModeSymlink != 0 {
-			return realPath(filepath.Join(append([]string{next}, parts[i+1:]...)...))
-		}
-		dir = next
-	}
-	return dir
-}
-
 // display shortens a path under cwd for a title.
 func (s *SessionRecord) display(path string) string {
 	if rel, err := filepath.Rel(s.cwd, filepath.Join(s.cwd, path)); err == nil && !strings.HasPrefix(rel, "..") && !filepath.IsAbs(path) {
 		return rel
 	}
 	return path
-}
-
-// realPath resolves the symlinks of the longest existing prefix of path.
-func realPath(path string) string {
-	var rest []string
-	for p := path; ; p = filepath.Dir(p) {
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			return filepath.Join(append([]string{r}, rest...)...)
-		}
-		if p == filepath.Dir(p) {
-			return path
-		}
-		rest = append([]string{filepath.Base(p)}, rest...)
-	}
 }
 
 func within(path, root string) bool {
@@ -572,58 +577,55 @@ func within(path, root string) bool {
 
 // --- files ---
 
-const maxReadBytes = 4 << 20
-
 func (a *agent) clientCaps() clientCapabilities {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.client
 }
 
-// readText reads a file through the client when it can, else from disk.
-func (a *agent) readText(ctx context.Context, s *SessionRecord, path string, line, limit int) (string, error) {
-	if a.clientCaps().FS.ReadTextFile {
-		params := struct {
-			SessionID string `json:"sessionId"`
-			Path      string `json:"path"`
-			Line      int    `json:"line,omitempty"`
-			Limit     int    `json:"limit,omitempty"`
-		}{s.id, path, line, limit}
-		var res struct {
-			Content string `json:"content"`
-		}
-		if err := a.call(ctx, s, methodFSRead, params, &res); err != nil {
-			return "", fmt.Errorf("the editor could not read %s: %v", path, err)
-		}
-		return res.Content, nil
+// askClientRead reads a file through the client.
+func (a *agent) askClientRead(ctx context.Context, s *SessionRecord, path string, line, limit int) (string, error) {
+	params := struct {
+		SessionID string `json:"sessionId"`
+		Path      string `json:"path"`
+		Line      int    `json:"line,omitempty"`
+		Limit     int    `json:"limit,omitempty"`
+	}{s.id, path, line, limit}
+	var res struct {
+		Content string `json:"content"`
 	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return "", fmt.Errorf("cannot read %s: %v", path, errors.Unwrap(err))
+	if err := a.call(ctx, s, methodFSRead, params, &res); err != nil {
+		return "", fmt.Errorf("the editor could not read %s: %v", path, err)
 	}
-	if fi.Size() > maxReadBytes && line == 0 && limit == 0 {
-		return "", fmt.Errorf("%s is %d bytes; read it in parts with line and limit", path, fi.Size())
+	return res.Content, nil
+}
+
+// readWhole reads a whole file (for an edit or a diff) through the client
+// when it can, else from disk.
+func (a *agent) readWhole(ctx context.Context, s *SessionRecord, path string) (string, error) {
+	if _, err := checkRegular(path); err != nil {
+		return "", err
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("cannot read %s: %v", path, errors.Unwrap(err))
+	if !a.clientCaps().FS.ReadTextFile {
+		return s.readWhole(path)
 	}
-	text := string(b)
-	if line > 1 || limit > 0 {
-		lines := strings.SplitAfter(text, "\n")
-		start := min(max(line-1, 0), len(lines))
-		end := len(lines)
-		if limit > 0 {
-			end = min(start+limit, end)
-		}
-		text = strings.Join(lines[start:end], "")
+	text, err := a.askClientRead(ctx, s, path, 0, 0)
+	if err == nil && len(text) > wholeFileBytes {
+		err = fmt.Errorf("%s is over %d bytes, too large to edit or diff whole; read it in parts with read_file", path, wholeFileBytes)
 	}
-	return text, nil
+	return text, err
 }
 
 // writeText writes a file through the client when it can, else to disk.
 func (a *agent) writeText(ctx context.Context, s *SessionRecord, path, content string) error {
+	if _, err := checkRegular(path); err != nil {
+		return err
+	}
 	if a.clientCaps().FS.WriteTextFile {
+		// Resolved again: a link may have appeared while permission was asked.
+		if _, err := s.resolve(path); err != nil {
+			return err
+		}
 		params := struct {
 			SessionID string `json:"sessionId"`
 			Path      string `json:"path"`
@@ -634,21 +636,36 @@ func (a *agent) writeText(ctx context.Context, s *SessionRecord, path, content s
 		}
 		return nil
 	}
-	mode := os.FileMode(0o644)
-	if fi, err := os.Stat(path); err == nil {
-		mode = fi.Mode().Perm()
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("cannot create the directory of %s: %v", path, errors.Unwrap(err))
-	}
-	if err := os.WriteFile(path, []byte(content), mode); err != nil {
-		return fmt.Errorf("cannot write %s: %v", path, errors.Unwrap(err))
-	}
-	return nil
+	return s.writeLocal(path, content)
 }
 
-func (a *agent) readFile(ctx context.Context, s *SessionRecord, path string, line, limit int) outcome {
-	text, err := a.readText(ctx, s, path, line, limit)
+// readFile serves read_file: a window of lines within the caps.
+func (a *agent) readFile(ctx context.Context, s *SessionRecord, path string, w window) outcome {
+	if exists, err := checkRegular(path); err != nil || (!exists && !a.clientCaps().FS.ReadTextFile) {
+		if err == nil {
+			err = fmt.Errorf("cannot read %s: it does not exist", path)
+		}
+		return failure("%v", err)
+	}
+	var text string
+	var err error
+	if a.clientCaps().FS.ReadTextFile {
+		var got string
+		line := 0 // the client's default, the first line
+		if w.first > 1 {
+			line = w.first
+		}
+		got, err = a.askClientRead(ctx, s, path, line, min(w.limit, readMaxLines+1))
+		if err == nil {
+			text, err = readLines(ctx, strings.NewReader(got), w.first, w)
+		}
+	} else {
+		var f *os.File
+		if f, err = s.openLocal(path, os.O_RDONLY, 0); err == nil {
+			text, err = readLines(ctx, f, 1, w)
+			f.Close()
+		}
+	}
 	if err != nil {
 		return failure("%v", err)
 	}
@@ -660,8 +677,18 @@ func (a *agent) readFile(ctx context.Context, s *SessionRecord, path string, lin
 }
 
 func (a *agent) writeFile(ctx context.Context, s *SessionRecord, path, content string) outcome {
+	// A new file's diff has no old text, and the client is not asked for a
+	// file that is not on disk (it would answer an error the user sees).
 	var old *string
-	if prev, err := a.readText(ctx, s, path, 0, 0); err == nil {
+	exists, err := checkRegular(path)
+	if err != nil {
+		return failure("%v", err)
+	}
+	if exists {
+		prev, err := a.readWhole(ctx, s, path)
+		if err != nil {
+			return failure("%v", err)
+		}
 		old = &prev
 	}
 	if ctx.Err() != nil {
@@ -678,7 +705,7 @@ func (a *agent) writeFile(ctx context.Context, s *SessionRecord, path, content s
 }
 
 func (a *agent) editFile(ctx context.Context, s *SessionRecord, path, oldText, newText string) outcome {
-	prev, err := a.readText(ctx, s, path, 0, 0)
+	prev, err := a.readWhole(ctx, s, path)
 	if err != nil {
 		return failure("%v", err)
 	}

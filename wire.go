@@ -445,23 +445,39 @@ func (c *wire) awaitAnswers() {
 	}
 }
 
+// recvLine reads one line. A line that spans several reads is kept as
+// fragments and put together once, at its end: a line is held at most once
+// (twice only while it is put together), and one over the limit is dropped
+// as soon as it is known to be, never held past maxLine bytes.
 func (c *wire) recvLine() ([]byte, error) {
-	var buf []byte
+	var frags [][]byte
+	n := 0
 	for {
 		frag, err := c.in.ReadSlice('\n')
-		if len(buf)+len(frag) > c.maxLine+1 {
-			return c.skipLong(append(buf, frag...), err)
+		if n+len(frag) > c.maxLine+1 {
+			head := frag // the first bytes, where skipLong looks for the id
+			if len(frags) > 0 {
+				head = frags[0]
+			}
+			head = bytes.Clone(head[:min(len(head), 4096)])
+			frags = nil
+			return c.skipLong(head, n+len(frag), err)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			frags = append(frags, bytes.Clone(frag))
+			n += len(frag)
+			continue
+		}
+		if err != nil && !(errors.Is(err, io.EOF) && n+len(frag) > 0) {
+			return nil, err // an unterminated last line is still a message
+		}
+		buf := make([]byte, 0, n+len(frag))
+		for _, f := range frags {
+			buf = append(buf, f...)
 		}
 		buf = append(buf, frag...)
-		switch {
-		case err == nil:
+		if err == nil {
 			buf = buf[:len(buf)-1]
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case errors.Is(err, io.EOF) && len(buf) > 0:
-			// An unterminated last line is still a message.
-		default:
-			return nil, err
 		}
 		if c.trace != nil {
 			c.trace.in(buf)
@@ -471,8 +487,7 @@ func (c *wire) recvLine() ([]byte, error) {
 }
 
 // skipLong discards the rest of an oversized line whose first bytes are head.
-func (c *wire) skipLong(head []byte, err error) ([]byte, error) {
-	n := len(head)
+func (c *wire) skipLong(head []byte, n int, err error) ([]byte, error) {
 	for errors.Is(err, bufio.ErrBufferFull) {
 		var frag []byte
 		frag, err = c.in.ReadSlice('\n')
