@@ -282,3 +282,16 @@ func TestFiles_hugeInputsMemory(t *testing.T) {
 	require.NoError(t, err)
 	assert.Less(t, fi.Size(), int64(2<<20), "the session log holds the file")
 }
+
+// Verify that run_command's timeout_ms is bounded: a huge or negative one
+// fails the call with a message saying the range, and runs nothing.
+func TestFiles_commandTimeoutBounded(t *testing.T) {
+	results, _ := runToolCalls(t, inProcess, `{}`, nil,
+		[2]string{"run_command", `{"command":"touch ran","timeout_ms":9223372036854775807}`},
+		[2]string{"run_command", `{"command":"touch ran","timeout_ms":-5}`})
+	require.Len(t, results, 2)
+	assert.Equal(t, "failed", results[0].status)
+	assert.Contains(t, results[0].text, "timeout_ms may be at most 3600000")
+	assert.Equal(t, "failed", results[1].status)
+	assert.Contains(t, results[1].text, "timeout_ms must be positive")
+}

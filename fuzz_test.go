@@ -66,7 +66,8 @@ func FuzzInbound(f *testing.F) {
 	}
 	for _, s := range []string{``, `not json`, `[]`, `42`, `{"jsonrpc":"2.0","id":null,"method":"session/list"}`,
 		`{"jsonrpc":"2.0","id":1.5,"method":"session/new","params":{"cwd":"/"}}`, `{"jsonrpc":"2.0","id":7,"result":{}}`,
-		`{"jsonrpc":"2.0","id":"x","method":"session/prompt","params":{"sessionId":"sess_1","prompt":[{"type":"resource","resource":{}}]}}`} {
+		`{"jsonrpc":"2.0","id":"x","method":"session/prompt","params":{"sessionId":"sess_1","prompt":[{"type":"resource","resource":{}}]}}`,
+		`{"jsonrpc":"2.0","id":3,"method":7}`, `{"jsonrpc":"2.0","id":1.0,"result":null}`, `{"jsonrpc":"2.0","id":1,"result":{"outcome":`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
@@ -189,5 +190,53 @@ func FuzzStoreLoad(f *testing.F) {
 		fi, err := os.Stat(st.path("sess_f", ".jsonl"))
 		require.NoError(t, err)
 		assert.Equal(t, h.good, fi.Size(), "the log was cut to its valid part")
+	})
+}
+
+// FuzzClientAnswer sends arbitrary lines where the agent waits for the
+// answer to its permission request, then the real answer: the agent never
+// answers a response (no line of its own carries the request's id 1 without
+// a method), the turn ends with a result, and every line it writes is ACP.
+func FuzzClientAnswer(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"result":{"outcome":{"outcome":"selected","optionId":"allow_once"}}}`,
+		`{"jsonrpc":"2.0","id":1.0,"result":{"outcome":{"outcome":"selected","optionId":"allow_once"}}}`,
+		`{"jsonrpc":"2.0","id":"1","result":{"outcome":{"outcome":"cancelled"}}}`,
+		`{"jsonrpc":"2.0","id":1,"result":null}`, `{"jsonrpc":"2.0","id":1,"result":{}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"outcome":{"outcome":"selected","optionId":"yes"}}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"outcome":`, `{"jsonrpc":"2.0","id":1,"error":{"code":-32603}}`,
+		`{"jsonrpc":"2.0","id":1,"error":"boom"}`, `{"id":1}`, `not json`,
+	} {
+		f.Add([]byte(s))
+	}
+	fixture := writeFixture(f, `{"chunks":[{"toolCall":{"id":"w","name":"write_file","input":{"path":"a.txt","content":"A"}}}]}`, `{"chunks":[{"text":"Done."}]}`)
+	f.Fuzz(func(t *testing.T, line []byte) {
+		line = bytes.ReplaceAll(line, []byte("\n"), []byte(" "))
+		ta := startAgent(t, "--log-level", "error", "--max-line-bytes", "4096", "--model", "replay:"+fixture)
+		ta.call(`{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+		ta.call(`{"jsonrpc":"2.0","id":"n","method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`)
+		ta.send(`{"jsonrpc":"2.0","id":"p","method":"session/prompt","params":{"sessionId":"sess_1","prompt":[{"type":"text","text":"go"}]}}`)
+		ta.await(`{"method":"session/request_permission"}`)
+		ta.stdin.Write(append(line, '\n'))
+		ta.stdin.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"outcome":{"outcome":"selected","optionId":"reject_once"}}}` + "\n"))
+		for {
+			l := ta.next("the prompt's response")
+			if l == nil {
+				t.Fatal("EOF before the prompt's response")
+			}
+			m, _ := decodeLoose(l)
+			if n, isNum := m["id"].(json.Number); isNum && m["method"] == nil {
+				if f, err := n.Float64(); err == nil && f == 1 {
+					t.Fatalf("the agent answered a response to its request 1: %s", l)
+				}
+			}
+			if m["id"] == "p" {
+				if m["error"] != nil {
+					t.Fatalf("the turn failed: %s", l)
+				}
+				break
+			}
+		}
+		ta.close()
 	})
 }

@@ -186,12 +186,14 @@ func (c *wire) take(line []byte) bool {
 		}
 		return false
 	}
+	// No method: a response, whatever else is wrong with it. The agent
+	// never answers one; what it cannot use fails the request it answers.
 	result, hasResult := m["result"]
 	rawErr, hasErr := m["error"]
-	if !hasResult && !hasErr {
-		return false
-	}
 	r := reply{result: result}
+	if !hasResult && !hasErr {
+		r.err = errors.New("the client's answer has neither a result nor an error")
+	}
 	if hasErr {
 		var e jrpc2.Error
 		if json.Unmarshal(rawErr, &e) != nil {
@@ -522,55 +524,61 @@ func (c *wire) reject(id string, code jrpc2.Code, message string) {
 }
 
 // failCall fails the request of ours that an unusable line answers, and
-// reports whether the line was such an answer: no "method" before its
-// "result" or "error" member, and an id we wait on. The agent never answers
-// a response; the turn learns what was wrong with it.
+// reports whether the line was such an answer: "result" or "error" before
+// any "method", or no "method" in what could be read and an id we wait on.
+// The agent never answers a response; the turn learns what was wrong.
 func (c *wire) failCall(head []byte, what string) bool {
-	id, response := leadingResponse(head)
-	if !response {
+	id, kind := leadingKind(head)
+	if kind == isRequest {
 		return false
 	}
 	n, ok := callID(json.RawMessage(id))
 	c.mu.Lock()
 	ch, waiting := c.calls[n]
-	delete(c.calls, n)
+	if ok && waiting {
+		delete(c.calls, n)
+	}
 	c.mu.Unlock()
 	if ok && waiting {
 		ch <- reply{err: fmt.Errorf("the client's answer %s", what)}
+		return true
 	}
-	return true // a response nobody waits for is dropped, as in take
+	return kind == isResponse // a response nobody waits for is dropped, as in take
 }
 
-// leadingResponse reads the top-level members at the start of a line that
-// may be cut or broken: it reports the id and whether "result" or "error"
-// comes before any "method".
-func leadingResponse(head []byte) (id string, response bool) {
+// What the start of a line that may be cut or broken shows it to be.
+const (
+	isUnknown = iota
+	isRequest
+	isResponse
+)
+
+// leadingKind reads the top-level members at the start of a line that may
+// be cut or broken: the id, and whether "method" (a request) or "result" or
+// "error" (a response) comes first.
+func leadingKind(head []byte) (id string, kind int) {
 	if len(head) > 4096 {
 		head = head[:4096]
 	}
 	dec := json.NewDecoder(bytes.NewReader(head))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return "", false
+		return "", isUnknown
 	}
 	for {
 		k, err := dec.Token()
 		key, ok := k.(string)
 		if err != nil || !ok {
-			return id, false
+			return id, isUnknown
 		}
 		switch key {
 		case "method":
-			return id, false
+			return id, isRequest
 		case "result", "error":
-			if id == "" {
-				// The id may follow the result: not readable in a cut line.
-				return "", true
-			}
-			return id, true
+			return id, isResponse // the id may follow, unreadable in a cut line
 		}
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return id, false
+			return id, isUnknown
 		}
 		if key == "id" {
 			id = string(v)
