@@ -26,7 +26,7 @@ type benchAgent struct {
 // serveBench runs an agent with args in-process; stop closes its stdin and
 // waits for it to end.
 func serveBench(args ...string) (ba *benchAgent, stop func()) {
-	a, _, _ := setup(append(args, "--log-level", "error"), io.Discard)
+	a, _, _ := setup(append(args, "--log-level", "error"), io.Discard, io.Discard)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	done := make(chan struct{})

@@ -147,7 +147,7 @@ func startAgent(t testing.TB, args ...string) *testAgent {
 	t.Helper()
 	ta := newTestAgent(t)
 	args = ta.withState(args)
-	a, trace, code := setup(args, ta.stderr)
+	a, trace, code := setup(args, io.Discard, ta.stderr)
 	require.NotNil(t, a, "setup failed with status %d: %s", code, ta.stderr.String())
 	a.newID = counterIDs()
 	a.now = stepClock()

@@ -91,7 +91,7 @@ func pollable(f *os.File) *os.File {
 
 // run is the whole program; tests call setup and serve themselves.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	a, trace, code := setup(args, stderr)
+	a, trace, code := setup(args, stdout, stderr)
 	if a == nil {
 		return code
 	}
@@ -103,8 +103,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // setup parses the command line and builds the agent, or returns nil and
 // an exit status.
-func setup(args []string, stderr io.Writer) (*agent, *tracer, int) {
-	a, cfg, logLevel, code := parseFlags(args, stderr)
+func setup(args []string, stdout, stderr io.Writer) (*agent, *tracer, int) {
+	a, cfg, logLevel, code := parseFlags(args, stdout, stderr)
 	if a == nil {
 		return nil, nil, code
 	}
@@ -119,10 +119,14 @@ func setup(args []string, stderr io.Writer) (*agent, *tracer, int) {
 	if cfg.modelSpec != "" {
 		m, err := newModel(cfg, a.log)
 		if err != nil {
-			fmt.Fprintf(stderr, "acpbridge: --model %s: %v\n", cfg.modelSpec, err)
-			return nil, nil, 2
+			// It can wait: the process serves, and the first prompt is
+			// answered with this (a client shows errors of requests, not
+			// the stderr of an agent that exited before initialize).
+			a.modelErr = fmt.Errorf("--model %s: %v", cfg.modelSpec, err)
+			a.log.Error("the model is not usable; prompts will be answered with this error", "err", a.modelErr)
+		} else {
+			a.model = m
 		}
-		a.model = m
 	}
 	if cfg.record != "" {
 		r, err := openRecorder(cfg.record, a.log)
@@ -187,9 +191,9 @@ func serve(ctx context.Context, a *agent, stdin io.Reader, stdout io.Writer, tra
 }
 
 // parseFlags returns the agent to run, or nil with an exit code.
-func parseFlags(args []string, stderr io.Writer) (*agent, config, string, int) {
+func parseFlags(args []string, stdout, stderr io.Writer) (*agent, config, string, int) {
 	fs := flag.NewFlagSet("acpbridge", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stderr) // errors; --help goes to stdout
 	var cfg config
 	var logLevel string
 	var showVersion bool
@@ -205,11 +209,13 @@ func parseFlags(args []string, stderr io.Writer) (*agent, config, string, int) {
 	fs.IntVar(&cfg.maxLineBytes, "max-line-bytes", 64<<20, "longest message line accepted; a longer one is answered with an error and skipped")
 	fs.BoolVar(&showVersion, "version", false, "print the version and exit")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, usageText, version)
-		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "Run acpbridge --help for the flags.\n")
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stdout, usageText, version)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
 			return nil, cfg, "", 0
 		}
 		return nil, cfg, "", 2
@@ -224,7 +230,7 @@ func parseFlags(args []string, stderr io.Writer) (*agent, config, string, int) {
 		}
 	}
 	if showVersion {
-		fmt.Fprintf(stderr, "acpbridge %s\n", version)
+		fmt.Fprintf(stdout, "acpbridge %s\n", version)
 		return nil, cfg, "", 0
 	}
 	if cfg.maxTurnRequests < 1 || cfg.maxLineBytes < 1024 {

@@ -14,32 +14,57 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Verify what each command line does: status, stderr, and nothing on
-// stdout (stdout is the protocol).
+// Verify what each command line does: status, stdout, stderr. --help and
+// --version print to stdout (acpbridge --help | less); errors to stderr.
 func TestMain_flags(t *testing.T) {
 	for _, c := range []struct {
-		args   []string
-		status int
-		stderr string
+		args           []string
+		status         int
+		stdout, stderr string
 	}{
-		{[]string{"--version"}, 0, "acpbridge " + version},
-		{[]string{"--help"}, 0, "-state-dir DIR"},
-		{[]string{"--bogus"}, 2, "flag provided but not defined: -bogus"},
-		{[]string{"extra"}, 2, `unexpected argument "extra"`},
-		{[]string{"--model", "gpt-4"}, 2, "use replay:PATH or openai:MODEL"},
-		{[]string{"--model", "claude:x"}, 2, `unknown model kind "claude"`},
-		{[]string{"--model", "replay:/no/such/fixture.jsonl"}, 2, "no such file"},
-		{[]string{"--model", "openai:m", "--base-url", "localhost:11434"}, 2, "not an http or https URL"},
-		{[]string{"--log-level", "loud"}, 2, "--log-level"},
-		{[]string{"--max-turn-requests", "0"}, 2, "--max-turn-requests must be at least 1"},
-		{[]string{"--trace", "/no/such/dir/trace"}, 2, "--trace"},
-		{[]string{"--record", "/no/such/dir/rec"}, 2, "--record"},
+		{[]string{"--version"}, 0, "acpbridge " + version, ""},
+		{[]string{"--help"}, 0, "-state-dir DIR", ""},
+		{[]string{"-h"}, 0, "Usage: acpbridge [flags]", ""},
+		{[]string{"--bogus"}, 2, "", "flag provided but not defined: -bogus"},
+		{[]string{"extra"}, 2, "", `unexpected argument "extra"`},
+		{[]string{"--log-level", "loud"}, 2, "", "--log-level"},
+		{[]string{"--max-turn-requests", "0"}, 2, "", "--max-turn-requests must be at least 1"},
+		{[]string{"--trace", "/no/such/dir/trace"}, 2, "", "--trace"},
+		{[]string{"--record", "/no/such/dir/rec"}, 2, "", "--record"},
 	} {
 		var stdout, stderr bytes.Buffer
 		status := run(context.Background(), c.args, strings.NewReader(""), &stdout, &stderr)
 		assert.Equal(t, c.status, status, "%v: status", c.args)
+		if c.stdout == "" {
+			assert.Empty(t, stdout.String(), "%v: stdout", c.args)
+		} else {
+			assert.Contains(t, stdout.String(), c.stdout, "%v: stdout", c.args)
+		}
 		assert.Contains(t, stderr.String(), c.stderr, "%v: stderr", c.args)
-		assert.Empty(t, stdout.String(), "%v: stdout", c.args)
+	}
+}
+
+// Verify that a model spec acpbridge cannot use does not stop it before
+// initialize: it serves, session/new works, and each prompt is answered
+// with an error saying what is wrong and how to fix it; EOF exits 0.
+func TestMain_modelErrorWaits(t *testing.T) {
+	for _, c := range []struct {
+		spec   []string
+		phrase string
+	}{
+		{[]string{"--model", "gpt-4"}, "use replay:PATH or openai:MODEL"},
+		{[]string{"--model", "claude:x"}, `unknown model kind "claude"`},
+		{[]string{"--model", "replay:fx/missing.jsonl"}, "fx/missing.jsonl does not exist"},
+		{[]string{"--model", "openai:m", "--base-url", "localhost:11434"}, "not an http or https URL"},
+	} {
+		ta := startAgent(t, c.spec...)
+		sid := ta.newSession()
+		r := decodeResponse(t, ta.call(prompt(2, sid, "hi")))
+		require.NotNil(t, r.Error, "%v", c.spec)
+		assert.Equal(t, 1004, r.Error.Code)
+		assert.Contains(t, r.Error.Message, c.phrase)
+		assert.Contains(t, r.Error.Message, "Fix --model")
+		ta.close()
 	}
 }
 
@@ -49,7 +74,7 @@ func TestMain_environment(t *testing.T) {
 	t.Setenv("ACPBRIDGE_STATE_DIR", state)
 	t.Setenv("ACPBRIDGE_MODEL", "replay:fixtures/hello.jsonl")
 	t.Setenv("OPENAI_BASE_URL", "http://localhost:1/v1")
-	a, _, code := setup(nil, &bytes.Buffer{})
+	a, _, code := setup(nil, &bytes.Buffer{}, &bytes.Buffer{})
 	require.NotNil(t, a, "status %d", code)
 	assert.Equal(t, filepath.Join(state, "sessions"), a.store.dir)
 	assert.Equal(t, "replay:hello.jsonl", a.model.defaultName())
@@ -57,7 +82,7 @@ func TestMain_environment(t *testing.T) {
 }
 
 // Verify --trace: one JSON line per message, in and out, with its time,
-// its direction and the message itself.
+// the process's pid, its direction and the message itself.
 func TestMain_trace(t *testing.T) {
 	trace := filepath.Join(t.TempDir(), "trace.jsonl")
 	ta := startAgent(t, "--trace", trace)
@@ -71,11 +96,13 @@ func TestMain_trace(t *testing.T) {
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		var e struct {
 			Time string
+			Pid  int
 			Dir  string
 			Msg  json.RawMessage
 		}
 		require.NoError(t, json.Unmarshal([]byte(l), &e), l)
 		assert.NotEmpty(t, e.Time)
+		assert.Equal(t, os.Getpid(), e.Pid, "the pid tells apart processes sharing a trace file")
 		dirs = append(dirs, e.Dir+" "+string(e.Msg)[:min(30, len(e.Msg))])
 	}
 	assert.Equal(t, []string{

@@ -6,6 +6,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -404,7 +405,7 @@ func TestOpenAI_continuesAfterLoad(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", testKey)
 	tb := newTestAgent(t)
 	tb.cwd, tb.state = ta.cwd, ta.state
-	a, _, _ := setup([]string{"--model", "openai:gpt-test", "--base-url", f.srv.URL + "/v1", "--models", "gpt-test", "--state-dir", tb.state}, tb.stderr)
+	a, _, _ := setup([]string{"--model", "openai:gpt-test", "--base-url", f.srv.URL + "/v1", "--models", "gpt-test", "--state-dir", tb.state}, io.Discard, tb.stderr)
 	a.newID, a.now = counterIDs(), stepClock()
 	tb.agent = a
 	tb.attachAgent()
@@ -480,4 +481,32 @@ func TestOpenAI_cancelledToolsAnswered(t *testing.T) {
 		got = append(got, s)
 	}
 	assert.Equal(t, []string{"user", "assistant call call_W1 call call_W2", "tool answers call_W1", "tool answers call_W2", "user"}, got)
+}
+
+// Verify that a recording holds no absolute path of the session's roots
+// (a tool result naming a file is recorded with {cwd}) and so replays from
+// another directory to the same transcript.
+func TestOpenAI_recordingTravels(t *testing.T) {
+	f := newFakeOpenAI(t, fakeReply{file: "two_writes.sse"}, fakeReply{file: "text.sse"})
+	rec := filepath.Join(t.TempDir(), "recorded.jsonl")
+	run := func(ta *testAgent) []string {
+		sid := ta.newSession()
+		ta.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/set_mode","params":{"sessionId":%q,"modeId":"bypass"}}`, sid))
+		ups, r := ta.turnUpdates(3, sid, "write them")
+		require.Nil(t, r.Error, "the turn")
+		for j := range ups {
+			ups[j] = ta.contract(ups[j])
+		}
+		ta.close()
+		return ups
+	}
+	first := startOpenAI(t, f, "--record", rec)
+	live := run(first)
+	b, err := os.ReadFile(rec)
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), first.cwd, "the recording holds the session's cwd")
+	assert.Contains(t, string(b), `{cwd}/`)
+	second := startAgent(t, "--model", "replay:"+rec)
+	require.NotEqual(t, first.cwd, second.cwd)
+	assert.Equal(t, live, run(second))
 }

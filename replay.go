@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -47,7 +48,15 @@ type replayChunk struct {
 func newReplayModel(path string) (*replayModel, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("replay fixture: %w", err)
+		where := ""
+		if !filepath.IsAbs(path) {
+			wd, _ := os.Getwd()
+			where = fmt.Sprintf(" (a relative path resolves against the agent's working directory, %s)", wd)
+		}
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("replay fixture %s does not exist%s", path, where)
+		}
+		return nil, fmt.Errorf("replay fixture %s: %v%s", path, errors.Unwrap(err), where)
 	}
 	if fi.IsDir() {
 		return nil, fmt.Errorf("replay fixture %s is a directory; give a .jsonl file", path)
@@ -71,8 +80,8 @@ func (m *replayModel) complete(ctx context.Context, req *modelRequest, out *mode
 	}
 	if err := m.skipToEntry(); err != nil {
 		if errors.Is(err, io.EOF) {
-			return "", modelError("replay fixture %s has %d entries, and model call %d asked for one more; record the conversation again (--record) or add an entry",
-				m.path, m.served, m.served+1)
+			return "", modelError("replay fixture %s has %s, and this model call asked for entry %d; record the conversation again (--record) or add an entry",
+				m.path, plural(m.served, "entry", "entries"), m.served+1)
 		}
 		return "", modelError("replay fixture %s: %v", m.path, err)
 	}
@@ -138,9 +147,10 @@ func (m *replayModel) entry(ctx context.Context, dec *json.Decoder, req *modelRe
 			if err := dec.Decode(&want); err != nil {
 				return "", fmt.Errorf("expect: %v", err)
 			}
+			want = fromPlaceholders(want, req.roots)
 			if got := req.conv.newest(); !strings.Contains(got, want) {
 				return "", modelError(
-					"replay fixture %s line %d: model call %d expected the newest message to contain %q, but it was %q; the conversation has diverged from the recording",
+					"replay fixture %s line %d (entry %d) expected the newest message to contain %q, but it was %q; the conversation has diverged from the recording",
 					m.path, m.line, m.served, want, clip(got, 400))
 			}
 		case "chunks":
@@ -280,9 +290,61 @@ func (l *lineReader) drain() {
 }
 
 // clip shortens s for an error message.
+// plural is "1 entry", "2 entries".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// A recording holds no absolute path of the session's roots, so that it
+// replays from any directory: --record writes them as placeholders, {cwd}
+// for the cwd and {dir1}, {dir2}... for the additional directories, and
+// replay puts the session's own roots back before it compares.
+
+// rootPlaceholder is the placeholder of roots[i].
+func rootPlaceholder(i int) string {
+	if i == 0 {
+		return "{cwd}"
+	}
+	return fmt.Sprintf("{dir%d}", i)
+}
+
+// toPlaceholders replaces the roots in text, the longest first (a root may
+// lie inside another).
+func toPlaceholders(text string, roots []string) string {
+	order := make([]int, len(roots))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return len(roots[b]) - len(roots[a]) })
+	for _, i := range order {
+		text = strings.ReplaceAll(text, roots[i], rootPlaceholder(i))
+	}
+	return text
+}
+
+func fromPlaceholders(text string, roots []string) string {
+	for i, r := range roots {
+		text = strings.ReplaceAll(text, rootPlaceholder(i), r)
+	}
+	return text
+}
+
+// recordedExpect is what --record writes as an entry's expect: the newest
+// message's start, roots as placeholders, never a placeholder cut in two.
+func recordedExpect(newest string, roots []string) string {
+	e := prefix(toPlaceholders(newest, roots), 200)
+	if i := strings.LastIndexByte(e, '{'); i >= 0 && !strings.Contains(e[i:], "}") {
+		e = e[:i]
+	}
+	return e
 }

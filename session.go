@@ -62,7 +62,8 @@ type config struct {
 type agent struct {
 	cfg      config
 	out      *wire
-	model    model     // nil when no model is configured
+	model    model     // nil when no model is configured or it is not usable
+	modelErr error     // why --model's model is not usable, or nil
 	recorder *recorder // --record, or nil
 	store    *store
 	log      *slog.Logger
@@ -820,8 +821,12 @@ func (a *agent) admitPrompt(reqID string, raw json.RawMessage) ticket {
 	}
 }
 
-// errNoModel answers a prompt when no model is configured.
+// errNoModel answers a prompt when no model is configured or --model's is
+// not usable.
 func (a *agent) errNoModel() error {
+	if a.modelErr != nil {
+		return rpcError(codeNoModel, "acpbridge cannot use its model: %v. Fix --model (replay:PATH of an existing fixture, or openai:MODEL with an http(s) --base-url) in the agent's command and start it again", a.modelErr)
+	}
 	return rpcError(codeNoModel,
 		"no model is configured: start acpbridge with --model openai:MODEL (with OPENAI_API_KEY, and --base-url for Ollama and other servers) or --model replay:FIXTURE.jsonl, or set ACPBRIDGE_MODEL")
 }

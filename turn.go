@@ -324,7 +324,7 @@ func (a *agent) loop(ctx context.Context, s *SessionRecord) (string, *usage, err
 		a.mu.Unlock()
 		st := &modelStream{a: a, s: s, keep: s.conv.full}
 		if a.recorder != nil {
-			st.rec = &replayEntry{Expect: prefix(s.conv.newest(), 200), Chunks: []replayChunk{}}
+			st.rec = &replayEntry{Expect: recordedExpect(s.conv.newest(), s.roots), Chunks: []replayChunk{}}
 		}
 		stop, err := a.model.complete(ctx, req, st)
 		st.endMessage()

@@ -642,8 +642,10 @@ func isValidID(v json.RawMessage) bool {
 }
 
 // tracer writes every protocol message, in and out, to a JSON Lines file:
-// {"time":..., "dir":"in"|"out", "msg":<the message>}.
+// {"time":..., "pid":..., "dir":"in"|"out", "msg":<the message>}. The pid
+// tells apart the processes that share one file (acpx runs several).
 type tracer struct {
+	pid int
 	mu  sync.Mutex
 	f   *os.File
 	w   *bufio.Writer
@@ -655,7 +657,7 @@ func openTrace(path string) (*tracer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening trace file: %w", err)
 	}
-	return &tracer{f: f, w: bufio.NewWriter(f)}, nil
+	return &tracer{pid: os.Getpid(), f: f, w: bufio.NewWriter(f)}, nil
 }
 
 func (t *tracer) in(msg []byte) {
@@ -669,7 +671,9 @@ func (t *tracer) write(dir string, appendMsg func([]byte) []byte) {
 	defer t.mu.Unlock()
 	b := append(t.buf[:0], `{"time":"`...)
 	b = time.Now().UTC().AppendFormat(b, time.RFC3339Nano)
-	b = append(b, `","dir":"`...)
+	b = append(b, `","pid":`...)
+	b = strconv.AppendInt(b, int64(t.pid), 10)
+	b = append(b, `,"dir":"`...)
 	b = append(b, dir...)
 	b = append(b, `","msg":`...)
 	start := len(b)
