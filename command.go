@@ -89,6 +89,12 @@ func (a *agent) runInTerminal(ctx context.Context, s *SessionRecord, p *prepared
 	}
 	o := commandOutcome(command, res.Output, st, res.Truncated, timedOut, timeout, ctx.Err() != nil)
 	o.content = embed
+	if !a.clientCaps().Meta.TerminalOutput {
+		// Only a client that renders terminals inline (Zed says so with
+		// _meta.terminal_output) shows the output from the terminal block;
+		// others (acpx) show "[terminal] id". They get the output as text.
+		o.content = append(o.content, textOut(o.result))
+	}
 	o.after = release
 	return o
 }

@@ -221,7 +221,8 @@ func withoutMessageID(t testing.TB, update string) string {
 func TestProcess_loadInNewProcess(t *testing.T) {
 	fixture := writeFixture(t,
 		`{"expect":"one","chunks":[{"thought":"Hmm."},{"text":"First"},{"text":" answer."}]}`,
-		`{"expect":"two","chunks":[{"text":"Second answer."}],"stop":"max_tokens"}`)
+		`{"expect":"two","chunks":[{"text":"Second answer."}],"stop":"max_tokens"}`,
+		`{"expect":"three","chunks":[{"text":"Third."}]}`)
 	p1 := startProcess(t, nil, "--model", "replay:"+fixture)
 	sid := p1.newSession()
 	p1.send(prompt(2, sid, "turn one"))
@@ -240,8 +241,8 @@ func TestProcess_loadInNewProcess(t *testing.T) {
 	want = append(want, `{"content":{"text":"turn two","type":"text"},"sessionUpdate":"user_message_chunk"}`)
 	want = append(want, turn2...)
 
-	fixture2 := writeFixture(t, `{"expect":"three","chunks":[{"text":"Third."}]}`)
-	p2 := startProcess(t, p1.testAgent, "--model", "replay:"+fixture2)
+	// The same fixture: the session continues it at entry 3.
+	p2 := startProcess(t, p1.testAgent, "--model", "replay:"+fixture)
 	p2.call(initLine)
 	p2.send(load(1, sid))
 	replayed, r := p2.updatesUntil(1)
@@ -268,7 +269,8 @@ func TestProcess_loadInNewProcess(t *testing.T) {
 func TestProcess_kill9MidTurn(t *testing.T) {
 	fixture := writeFixture(t,
 		`{"chunks":[{"text":"Done."}]}`,
-		`{"chunks":[{"text":"Streaming"},{"delayMs":600000}]}`)
+		`{"chunks":[{"text":"Streaming"},{"delayMs":600000}]}`,
+		`{"expect":"again","chunks":[{"text":"Back."}]}`)
 	p1 := startProcess(t, nil, "--model", "replay:"+fixture)
 	sid := p1.newSession()
 	p1.call(prompt(2, sid, "complete turn"))
@@ -277,8 +279,8 @@ func TestProcess_kill9MidTurn(t *testing.T) {
 	require.NoError(t, p1.cmd.Process.Signal(syscall.SIGKILL))
 	p1.drainKilled()
 
-	fixture2 := writeFixture(t, `{"expect":"again","chunks":[{"text":"Back."}]}`)
-	p2 := startProcess(t, p1.testAgent, "--model", "replay:"+fixture2)
+	// The same fixture: the entry the killed turn used is not played again.
+	p2 := startProcess(t, p1.testAgent, "--model", "replay:"+fixture)
 	p2.call(initLine)
 	p2.send(load(1, sid))
 	replayed, r := p2.updatesUntil(1)
@@ -332,4 +334,27 @@ func TestProcess_eofMidTurn(t *testing.T) {
 	assert.Contains(t, string(b), `{"type":"agent","messageId":`)
 	assert.Contains(t, string(b), `"text":"Streaming"}`)
 	assert.Regexp(t, `\{"type":"turn_end",.*"stopReason":"cancelled"`, string(b))
+}
+
+// Verify that a session resumed in a new process continues the replay
+// fixture where it stopped (acpx starts a process per reopen): the first
+// prompt after the reopen plays entry 2, not entry 1.
+func TestProcess_replayContinuesAfterReopen(t *testing.T) {
+	fixture := writeFixture(t, `{"expect":"one","chunks":[{"text":"First."}]}`, `{"expect":"two","chunks":[{"text":"Second."}]}`)
+	p1 := startProcess(t, nil, "--model", "replay:"+fixture)
+	sid := p1.newSession()
+	p1.send(prompt(2, sid, "one"))
+	_, r := p1.updatesUntil(2)
+	require.Nil(t, r.Error)
+	p1.close()
+
+	p2 := startProcess(t, p1.testAgent, "--model", "replay:"+fixture)
+	p2.call(initLine)
+	r = decodeResponse(t, p2.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"session/resume","params":{"sessionId":%q,"cwd":"$CWD"}}`, sid)))
+	require.Nil(t, r.Error, "resume")
+	p2.send(prompt(2, sid, "two"))
+	ups, r := p2.updatesUntil(2)
+	require.Nil(t, r.Error, "the prompt after the reopen")
+	require.NotEmpty(t, ups)
+	assert.Contains(t, ups[0], `"text":"Second."`)
 }

@@ -63,6 +63,9 @@ type clientCapabilities struct {
 		WriteTextFile bool `json:"writeTextFile"`
 	} `json:"fs"`
 	Terminal bool `json:"terminal"`
+	Meta     struct {
+		TerminalOutput bool `json:"terminal_output"` // Zed: it renders terminals inline
+	} `json:"_meta"`
 }
 
 type initializeResult struct {

@@ -71,12 +71,8 @@ func (m *replayModel) defaultName() string { return "replay:" + filepath.Base(m.
 func (m *replayModel) complete(ctx context.Context, req *modelRequest, out *modelStream) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.r == nil {
-		f, err := os.Open(m.path)
-		if err != nil {
-			return "", modelError("replay fixture: %v", err)
-		}
-		m.f, m.r = f, bufio.NewReaderSize(f, 64<<10)
+	if err := m.openLocked(); err != nil {
+		return "", modelError("replay fixture: %v", err)
 	}
 	if err := m.skipToEntry(); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -97,6 +93,51 @@ func (m *replayModel) complete(ctx context.Context, req *modelRequest, out *mode
 		return "", modelError("replay fixture %s line %d: %v", m.path, m.line, err)
 	}
 	return stop, err
+}
+
+// position is how many entries have been served.
+func (m *replayModel) position() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.served
+}
+
+// advanceTo skips entries until n have been served: a session loaded in a
+// new process continues the fixture where it stopped. Within one process
+// the fixture only moves forward.
+func (m *replayModel) advanceTo(n int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.openLocked(); err != nil {
+		return err
+	}
+	for m.served < n {
+		if err := m.skipToEntry(); err != nil {
+			return err
+		}
+		_, err := m.r.ReadSlice('\n')
+		for errors.Is(err, bufio.ErrBufferFull) {
+			_, err = m.r.ReadSlice('\n')
+		}
+		m.line++
+		m.served++
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *replayModel) openLocked() error {
+	if m.r != nil {
+		return nil
+	}
+	f, err := os.Open(m.path)
+	if err != nil {
+		return err
+	}
+	m.f, m.r = f, bufio.NewReaderSize(f, 64<<10)
+	return nil
 }
 
 // skipToEntry consumes blank and comment lines up to the next entry.

@@ -573,6 +573,12 @@ func (a *agent) restore(ctx context.Context, s *SessionRecord, roots []string, r
 	s.file = f
 	s.setRoots(roots)
 	s.created = hist.created
+	if rm, ok := a.model.(*replayModel); ok {
+		// Replay is positional per session: continue where it stopped.
+		if err := rm.advanceTo(hist.replayPos); err != nil {
+			a.log.Warn("the replay fixture cannot continue where the session stopped", "session", s.id, "entry", hist.replayPos+1, "err", err)
+		}
+	}
 	model := a.defaultModel()
 	if hist.model != "" && a.model != nil && slices.Contains(a.model.models(), hist.model) {
 		model = hist.model

@@ -48,6 +48,7 @@ const (
 	recToolCall   = "tool_call"   // a tool call the model made, as announced
 	recToolResult = "tool_result" // its final status, content and result
 	recTurnEnd    = "turn_end"    // a turn ended
+	recReplay     = "replay"      // with --model replay: the fixture entries used so far
 )
 
 const storeVersion = 1
@@ -90,6 +91,7 @@ type record struct {
 	Usage       *usage `json:"usage,omitempty"`
 	Error       string `json:"error,omitempty"`
 	Interrupted bool   `json:"interrupted,omitempty"`
+	ReplayPos   int    `json:"replayPos,omitempty"` // replay fixture entries used so far
 }
 
 // infoFile is <id>.json.
@@ -214,6 +216,7 @@ type history struct {
 	rules              map[string]bool
 	created, updated   time.Time
 	good               int64 // the length of the log's valid part
+	replayPos          int   // replay fixture entries the session had used
 }
 
 // open locks a stored session, checks its log, rebuilds its state and feeds
@@ -390,6 +393,8 @@ func (h *history) apply(rec record) {
 		if rec.Title != "" {
 			h.title = rec.Title
 		}
+	case recReplay:
+		h.replayPos = rec.ReplayPos
 	}
 }
 
@@ -707,8 +712,14 @@ func (a *agent) replayRecord(sessionID string, rec record) error {
 		return a.out.notifyJSON(sessionID, toolCallUpdate{SessionUpdate: "tool_call", ToolCallID: rec.ToolCallID,
 			Title: rec.Title, Kind: rec.Kind, Status: "pending", Locations: rec.Locations, RawInput: rawInput(rec.Call)})
 	case recToolResult:
+		content := rec.Content
+		if bytes.Contains(content, []byte(`"type":"terminal"`)) {
+			// The terminal was released in the process that ran the
+			// command: show its output, kept in the log, as text.
+			content = mustJSON([]toolContent{textOut(rec.Result)})
+		}
 		return a.out.notifyJSON(sessionID, toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: rec.ToolCallID,
-			Status: rec.Status, Content: rec.Content, RawOutput: rec.RawOutput})
+			Status: rec.Status, Content: content, RawOutput: rec.RawOutput})
 	}
 	return nil
 }

@@ -326,6 +326,12 @@ func (a *agent) loop(ctx context.Context, s *SessionRecord) (string, *usage, err
 		if a.recorder != nil {
 			st.rec = &replayEntry{Expect: recordedExpect(s.conv.newest(), s.roots), Chunks: []replayChunk{}}
 		}
+		if rm, ok := a.model.(*replayModel); ok {
+			// Replay is positional per session: a new process that opens it
+			// continues after this call's entry, even if it is killed in it
+			// (the stream's first pause writes this).
+			s.file.append(record{Type: recReplay, ReplayPos: rm.position() + 1})
+		}
 		stop, err := a.model.complete(ctx, req, st)
 		st.endMessage()
 		if st.rec != nil {
