@@ -98,6 +98,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if trace != nil {
 		defer trace.close()
 	}
+	if a.cfg.fanout {
+		return serveFanout(ctx, a, args, stdin, stdout, stderr, trace)
+	}
 	return serve(ctx, a, stdin, stdout, trace)
 }
 
@@ -208,6 +211,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*agent, config, string
 	fs.IntVar(&cfg.maxTurnRequests, "max-turn-requests", 50, "most model calls in one turn (then stopReason max_turn_requests)")
 	fs.IntVar(&cfg.maxLineBytes, "max-line-bytes", 64<<20, "longest message line accepted; a longer one is answered with an error and skipped")
 	fs.BoolVar(&showVersion, "version", false, "print the version and exit")
+	fs.BoolVar(&cfg.fanout, "fanout", false, "serve many sessions on one connection, each in a child acpbridge process of its own (for Zed's threads)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Run acpbridge --help for the flags.\n")
 	}

@@ -56,6 +56,7 @@ type config struct {
 	maxTurnRequests int
 	maxLineBytes    int
 	models          []string // --models
+	fanout          bool     // --fanout: be the router (fanout.go)
 }
 
 // agent serves one connection.
@@ -100,6 +101,7 @@ type SessionRecord struct {
 	ready   bool               // a.mu: false while session/new, load or resume is still opening it
 	abort   context.CancelFunc // a.mu: ends an opening load; set while !ready
 	opened  chan struct{}      // closed by the opener when opening has finished, either way
+	openReq string             // a.mu: the id of the load or resume that opens it, or ""
 	closing bool               // a.mu: session/close (or shutdown) has begun: no new turn may start
 	turn    *turn              // a.mu: the admitted or running turn, or nil
 
@@ -153,8 +155,8 @@ func (a *agent) admissions() map[string]func(id string, params json.RawMessage) 
 	return map[string]func(string, json.RawMessage) ticket{
 		methodInitialize:     a.admitInitialize,
 		methodSessionNew:     a.afterInit(methodSessionNew, a.admitNew),
-		methodSessionLoad:    a.afterInit(methodSessionLoad, func(_ string, p json.RawMessage) ticket { return a.admitOpen(p, true) }),
-		methodSessionResume:  a.afterInit(methodSessionResume, func(_ string, p json.RawMessage) ticket { return a.admitOpen(p, false) }),
+		methodSessionLoad:    a.afterInit(methodSessionLoad, func(id string, p json.RawMessage) ticket { return a.admitOpen(id, p, true) }),
+		methodSessionResume:  a.afterInit(methodSessionResume, func(id string, p json.RawMessage) ticket { return a.admitOpen(id, p, false) }),
 		methodSessionClose:   a.afterInit(methodSessionClose, a.admitClose),
 		methodSessionPrompt:  a.afterInit(methodSessionPrompt, a.admitPrompt),
 		methodSessionCancel:  a.admitCancel,
@@ -508,7 +510,7 @@ func (a *agent) newSession(s *SessionRecord, roots []string, specs []mcpServerSp
 
 // admitOpen claims the slot for session/load (replay true) or
 // session/resume; its step opens the session.
-func (a *agent) admitOpen(raw json.RawMessage, replay bool) ticket {
+func (a *agent) admitOpen(reqID string, raw json.RawMessage, replay bool) ticket {
 	var p sessionParams
 	if err := decodeRaw(raw, &p); err != nil {
 		return fail(err)
@@ -532,6 +534,7 @@ func (a *agent) admitOpen(raw json.RawMessage, replay bool) ticket {
 	lctx, cancel := context.WithCancel(context.Background())
 	a.mu.Lock()
 	s.abort = cancel
+	s.openReq = reqID
 	a.mu.Unlock()
 	return ticket{
 		run: func(ctx context.Context) (any, error) {
@@ -781,6 +784,10 @@ func (a *agent) admitPrompt(reqID string, raw json.RawMessage) ticket {
 	tctx, cancel := context.WithCancel(context.Background())
 	t := &turn{reqID: reqID, ctx: tctx, cancel: cancel, done: make(chan struct{})}
 	s.turn = t
+	behind := "" // the load or resume still opening the session, by its id
+	if !s.ready {
+		behind = s.openReq
+	}
 	end := func() {
 		cancel()
 		a.mu.Lock()
@@ -805,6 +812,13 @@ func (a *agent) admitPrompt(reqID string, raw json.RawMessage) ticket {
 			a.mu.Lock()
 			ready := s.ready
 			a.mu.Unlock()
+			if behind != "" {
+				// The load answers before the prompt behind it does.
+				select {
+				case <-a.out.whenAnswered(behind):
+				case <-ctx.Done():
+				}
+			}
 			if !ready {
 				return nil, rpcError(codeResourceNotFound, "session %s did not open, so the prompt was not run; open it again with session/load or session/resume", id).
 					WithData(map[string]string{"sessionId": id})

@@ -67,6 +67,7 @@ type wire struct {
 	// written at once and jrpc2 never sees the request.
 	arrive func(method, id string, params json.RawMessage) []byte
 	ended  chan struct{} // closed when stdin has ended and Recv has returned its error
+	onEOF  func()        // called when stdin ends, before Recv waits for answers (--fanout)
 }
 
 // eofGrace is how long requests received before stdin's EOF may still take
@@ -327,6 +328,14 @@ func (c *wire) notify(method string, params []byte) error {
 	return c.err
 }
 
+// forward writes a whole message line as it is (--fanout passes its
+// children's notifications on). It does not flush.
+func (c *wire) forward(line []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writeLocked(line)
+}
+
 // gone reports whether the client has gone: stdin ended or stdout broke.
 func (c *wire) gone() bool {
 	c.mu.Lock()
@@ -380,6 +389,9 @@ func (c *wire) Recv() ([]byte, error) {
 		line, err := c.recvLine()
 		if err != nil {
 			c.closeCalls()
+			if c.onEOF != nil {
+				c.onEOF()
+			}
 			c.awaitAnswers()
 			close(c.ended)
 			return nil, err

@@ -1,0 +1,570 @@
+// fanout.go holds the router of --fanout: many sessions on one connection,
+// each in a single-session acpbridge child process of its own. It is for
+// clients that open several sessions on one agent process (Zed's threads);
+// the one-session agent (session.go) is untouched, and the demultiplexing
+// lives here only.
+//
+// What the router holds: which child serves which session id, and for each
+// child the requests it forwarded and has not seen answered. Nothing else
+// of a session.
+//
+//   - A warm child (started and initialized with the client's initialize
+//     params) waits for the next session/new, load or resume, so opening a
+//     thread costs no process start; the next warm child starts at once.
+//     The warm child also serves what names no session (session/list,
+//     session/delete, authenticate, unknown methods) against the same
+//     state directory.
+//   - Requests and notifications naming a sessionId go to its child, in
+//     arrival order (one loop writes them to its stdin). The child's
+//     responses go back with the client's id; its session/updates pass
+//     through unchanged and in order.
+//   - Requests a child sends (permission, fs/*, terminal/*) reach the client
+//     through the channel's own requests (wire.call), with ids unique on the
+//     connection; the answer goes back to the child with its own id.
+//   - session/close ends the child once it has answered. A child that dies
+//     fails its pending requests with an error naming the session and is not
+//     restarted. stdin EOF or a signal closes every child's stdin (each ends
+//     as at EOF) and the router exits 0 within a second.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/creachadair/jrpc2"
+)
+
+// router serves one connection by fanning sessions out to child processes.
+type router struct {
+	out   *wire
+	log   *slog.Logger
+	exe   string
+	args  []string // the children's flags: ours less --fanout
+	errw  io.Writer
+	limit int
+
+	mu       sync.Mutex
+	initArgs json.RawMessage   // the client's initialize params, for new children
+	warm     *child            // initialized, serving no session, or nil
+	sessions map[string]*child // session id → its child
+	children map[*child]bool   // every child alive
+	closing  bool
+}
+
+// child is one acpbridge process.
+type child struct {
+	r       *router
+	cmd     *exec.Cmd
+	in      io.WriteCloser
+	session string // the session it serves, once known ("" while warm)
+	exited  chan struct{}
+
+	mu      sync.Mutex // guards the fields below
+	nextID  int64
+	pending map[int64]forwarded // our requests to it, by its id
+}
+
+// forwarded is a client request a child has not answered yet.
+type forwarded struct {
+	clientID json.RawMessage // nil: the router's own (initialize of a new child)
+	method   string
+	session  string // for load and resume: the session it opens
+}
+
+// serveFanout serves stdin/stdout as the router until EOF or a signal.
+func serveFanout(ctx context.Context, a *agent, args []string, stdin io.Reader, stdout, stderr io.Writer, trace *tracer) int {
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "acpbridge: --fanout: cannot find this program to start its children: %v\n", err)
+		return 1
+	}
+	r := &router{log: a.log, exe: exe, args: withoutFanout(args), errw: stderr, limit: a.cfg.maxLineBytes,
+		sessions: map[string]*child{}, children: map[*child]bool{}}
+	r.out = newWire(stdin, stdout, a.cfg.maxLineBytes, trace)
+	r.out.onEOF = func() { r.endChildren() } // their answers come before the router stops
+	r.warmUp()
+	lines := make(chan []byte)
+	go func() {
+		defer close(lines)
+		for {
+			line, err := r.out.Recv()
+			if err != nil {
+				return
+			}
+			lines <- line
+		}
+	}()
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				r.shutdown()
+				return 0
+			}
+			r.route(line)
+		case <-ctx.Done():
+			r.log.Info("ending as at stdin EOF", "why", context.Cause(ctx))
+			r.out.closeCalls()
+			r.shutdown()
+			return 0
+		}
+	}
+}
+
+// withoutFanout is args less the --fanout flag.
+func withoutFanout(args []string) []string {
+	var out []string
+	for _, a := range args {
+		switch a {
+		case "--fanout", "-fanout", "--fanout=true", "-fanout=true":
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// start starts a child; it is initialized at once when the client's
+// initialize params are known.
+func (r *router) start() (*child, error) {
+	cmd := exec.Command(r.exe, r.args...)
+	cmd.Stderr = r.errw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the router
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	outp, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting a child acpbridge: %w", err)
+	}
+	c := &child{r: r, cmd: cmd, in: in, exited: make(chan struct{}), pending: map[int64]forwarded{}}
+	r.mu.Lock()
+	r.children[c] = true
+	init := r.initArgs
+	r.mu.Unlock()
+	go c.read(outp)
+	if init != nil {
+		c.send(forwarded{method: methodInitialize}, methodInitialize, init)
+	}
+	return c, nil
+}
+
+// warmUp makes sure a warm child waits.
+func (r *router) warmUp() {
+	r.mu.Lock()
+	need := r.warm == nil && !r.closing
+	r.mu.Unlock()
+	if !need {
+		return
+	}
+	c, err := r.start()
+	if err != nil {
+		r.log.Error("cannot start a child", "err", err)
+		return
+	}
+	r.mu.Lock()
+	if r.warm == nil && !r.closing {
+		r.warm = c
+		c = nil
+	}
+	r.mu.Unlock()
+	if c != nil {
+		c.in.Close()
+	}
+}
+
+// takeWarm hands the warm child over to a session and starts the next.
+func (r *router) takeWarm() (*child, error) {
+	r.warmUp()
+	r.mu.Lock()
+	c := r.warm
+	r.warm = nil
+	r.mu.Unlock()
+	if c == nil {
+		return nil, fmt.Errorf("no child process could be started; see the log on stderr")
+	}
+	go r.warmUp() // the next thread opens as fast
+	return c, nil
+}
+
+// envelope is what the router reads of a message.
+type envelope struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
+}
+
+// route handles one client message, in arrival order.
+func (r *router) route(line []byte) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(line, &m) != nil {
+		r.answerErr("null", jrpc2.ParseError, "request is not a JSON object")
+		return
+	}
+	id, hasID := m["id"]
+	if msg := envelopeError(m); msg != "" {
+		rid := "null"
+		if hasID && isValidID(id) {
+			rid = string(id)
+		}
+		r.answerErr(rid, jrpc2.InvalidRequest, msg)
+		return
+	}
+	var e envelope
+	json.Unmarshal(line, &e)
+	var p struct {
+		SessionID *string `json:"sessionId"`
+	}
+	json.Unmarshal(e.Params, &p)
+	if !hasID {
+		// A notification: session/cancel goes to its child; others to
+		// whoever serves the session, or nowhere.
+		if p.SessionID != nil {
+			if c := r.child(*p.SessionID); c != nil {
+				c.write(line)
+			}
+		}
+		return
+	}
+	switch e.Method {
+	case methodInitialize:
+		r.mu.Lock()
+		r.initArgs = append(json.RawMessage(nil), e.Params...)
+		r.mu.Unlock()
+		r.forwardWarm(e)
+	case methodSessionNew:
+		r.open(e, "")
+	case methodSessionLoad, methodSessionResume:
+		if p.SessionID == nil {
+			r.forwardWarm(e) // the child answers the missing field
+			return
+		}
+		if r.child(*p.SessionID) != nil {
+			r.answer(id, nil, rpcError(codeSessionLive, "session %s is already open on this connection; use it, or close it with session/close before opening it again", *p.SessionID).
+				WithData(map[string]string{"activeSessionId": *p.SessionID}))
+			return
+		}
+		r.open(e, *p.SessionID)
+	case methodSessionDelete:
+		if p.SessionID != nil && r.child(*p.SessionID) != nil {
+			r.answer(id, nil, rpcError(codeSessionLive, "session %s is open on this connection and cannot be deleted; close it with session/close first", *p.SessionID).
+				WithData(map[string]string{"activeSessionId": *p.SessionID}))
+			return
+		}
+		r.forwardWarm(e)
+	default:
+		if p.SessionID == nil || e.Method == methodSessionList {
+			r.forwardWarm(e)
+			return
+		}
+		c := r.child(*p.SessionID)
+		if c == nil {
+			r.answer(id, nil, rpcError(codeResourceNotFound, "session %s is not open on this connection; open it with session/load or session/resume, or create one with session/new", *p.SessionID).
+				WithData(map[string]string{"sessionId": *p.SessionID}))
+			return
+		}
+		c.send(forwarded{clientID: id, method: e.Method}, e.Method, e.Params)
+	}
+}
+
+// envelopeError is what jrpc2 would answer a malformed request with, or "".
+func envelopeError(m map[string]json.RawMessage) string {
+	if wellFormed(m) {
+		return ""
+	}
+	if string(m["jsonrpc"]) != `"2.0"` {
+		return "invalid version marker"
+	}
+	if p, ok := m["params"]; ok && string(p) != "null" && (len(p) == 0 || (p[0] != '{' && p[0] != '[')) {
+		return "parameters must be array or object"
+	}
+	if id, ok := m["id"]; ok && !isValidID(id) {
+		return "invalid request ID"
+	}
+	return "extra fields in request"
+}
+
+// child returns the child serving session id, or nil.
+func (r *router) child(id string) *child {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sessions[id]
+}
+
+// forwardWarm sends a request that names no session to the warm child.
+func (r *router) forwardWarm(e envelope) {
+	r.warmUp()
+	r.mu.Lock()
+	c := r.warm
+	r.mu.Unlock()
+	if c == nil {
+		r.answer(e.ID, nil, rpcError(codeInternal, "no child process could be started; see the log on stderr"))
+		return
+	}
+	c.send(forwarded{clientID: e.ID, method: e.Method}, e.Method, e.Params)
+}
+
+// open gives a session/new, load or resume a child of its own. For load
+// and resume the session is routed to it at once, so that requests
+// pipelined behind the load reach it in order.
+func (r *router) open(e envelope, session string) {
+	c, err := r.takeWarm()
+	if err != nil {
+		r.answer(e.ID, nil, rpcError(codeInternal, "%v", err))
+		return
+	}
+	if session != "" {
+		r.mu.Lock()
+		r.sessions[session] = c
+		c.session = session
+		r.mu.Unlock()
+	}
+	c.send(forwarded{clientID: e.ID, method: e.Method, session: session}, e.Method, e.Params)
+}
+
+// answer writes a response to the client.
+func (r *router) answer(id json.RawMessage, result any, err error) {
+	r.out.Send(encodeResponse(string(id), result, err))
+}
+
+func (r *router) answerErr(id string, code jrpc2.Code, msg string) {
+	r.out.Send(encodeResponse(id, nil, &jrpc2.Error{Code: code, Message: msg}))
+}
+
+// send writes a request to the child under an id of its own.
+func (c *child) send(f forwarded, method string, params json.RawMessage) {
+	c.mu.Lock()
+	c.nextID++
+	id := c.nextID
+	c.pending[id] = f
+	c.mu.Unlock()
+	b := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":%q`, id, method)
+	if len(params) > 0 {
+		b = append(append(b, `,"params":`...), params...)
+	}
+	c.write(append(b, '}'))
+}
+
+// write writes one line to the child; a child that is gone has already
+// failed its pending requests.
+func (c *child) write(line []byte) {
+	c.in.Write(append(append([]byte(nil), line...), '\n'))
+}
+
+// read takes the child's output until it exits.
+func (c *child) read(out io.Reader) {
+	br := bufio.NewReaderSize(out, 64<<10)
+	for {
+		line, err := readWhole(br, c.r.limit)
+		if len(line) > 0 {
+			c.handle(line)
+			if br.Buffered() == 0 {
+				c.r.out.flush()
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	c.r.out.flush()
+	c.cmd.Wait()
+	close(c.exited)
+	c.died()
+}
+
+// readWhole reads one line of at most limit bytes (a longer one is cut).
+func readWhole(br *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(line) < limit {
+			line = append(line, frag...)
+		}
+		if err != bufio.ErrBufferFull {
+			return bytes.TrimSuffix(line, []byte("\n")), err
+		}
+	}
+}
+
+// handle passes one line of the child's on.
+func (c *child) handle(line []byte) {
+	var e envelope
+	if json.Unmarshal(line, &e) != nil {
+		c.r.log.Warn("a child wrote a line that is not JSON", "pid", c.cmd.Process.Pid)
+		return
+	}
+	switch {
+	case e.Method != "" && len(e.ID) == 0:
+		c.r.out.forward(line) // session/update: unchanged, in order
+	case e.Method != "":
+		go c.callClient(e) // it waits for the client
+	default:
+		n, err := strconv.ParseInt(string(e.ID), 10, 64)
+		c.mu.Lock()
+		f, ok := c.pending[n]
+		delete(c.pending, n)
+		c.mu.Unlock()
+		if err != nil || !ok {
+			return
+		}
+		c.r.answered(c, f, e)
+	}
+}
+
+// answered passes a child's response on and updates the routing.
+func (r *router) answered(c *child, f forwarded, e envelope) {
+	failed := len(e.Error) > 0
+	switch {
+	case f.method == methodSessionNew && !failed:
+		var res struct {
+			SessionID string `json:"sessionId"`
+		}
+		json.Unmarshal(e.Result, &res)
+		r.mu.Lock()
+		r.sessions[res.SessionID] = c
+		c.session = res.SessionID
+		r.mu.Unlock()
+	case (f.method == methodSessionNew || f.method == methodSessionLoad || f.method == methodSessionResume) && failed:
+		// Opening failed: the child serves nothing and goes.
+		r.mu.Lock()
+		if f.session != "" && r.sessions[f.session] == c {
+			delete(r.sessions, f.session)
+		}
+		r.mu.Unlock()
+		c.in.Close()
+	case f.method == methodSessionClose && !failed:
+		r.mu.Lock()
+		if r.sessions[c.session] == c {
+			delete(r.sessions, c.session)
+		}
+		r.mu.Unlock()
+		c.in.Close() // it ends as at EOF
+	}
+	if f.clientID == nil {
+		return // the router's own initialize of a new child
+	}
+	b := append([]byte(`{"jsonrpc":"2.0","id":`), f.clientID...)
+	if failed {
+		b = append(append(b, `,"error":`...), e.Error...)
+	} else {
+		b = append(append(b, `,"result":`...), e.Result...)
+	}
+	r.out.Send(append(b, '}'))
+}
+
+// callClient forwards a child's request to the client and its answer back.
+func (c *child) callClient(e envelope) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-c.exited:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var params any = e.Params
+	if len(e.Params) == 0 {
+		params = struct{}{}
+	}
+	raw, err := c.r.out.call(ctx, e.Method, params)
+	b := append([]byte(`{"jsonrpc":"2.0","id":`), e.ID...)
+	switch {
+	case err != nil:
+		je, _ := json.Marshal(asRPCError(err))
+		b = append(append(b, `,"error":`...), je...)
+	case len(raw) == 0:
+		b = append(b, `,"result":null`...)
+	default:
+		b = append(append(b, `,"result":`...), raw...)
+	}
+	c.write(append(b, '}'))
+}
+
+// died fails what the child left unanswered and forgets it.
+func (c *child) died() {
+	r := c.r
+	r.mu.Lock()
+	delete(r.children, c)
+	if r.warm == c {
+		r.warm = nil
+	}
+	session := c.session
+	if session != "" && r.sessions[session] == c {
+		delete(r.sessions, session)
+	}
+	closing := r.closing
+	r.mu.Unlock()
+	c.mu.Lock()
+	pending := c.pending
+	c.pending = map[int64]forwarded{}
+	c.mu.Unlock()
+	if len(pending) > 0 || (!closing && session != "" && c.cmd.ProcessState != nil && !c.cmd.ProcessState.Success()) {
+		r.log.Error("the process of a session ended", "session", session, "pid", c.cmd.Process.Pid, "status", c.cmd.ProcessState.String())
+	}
+	for _, f := range pending {
+		if f.clientID == nil {
+			continue
+		}
+		what := "the agent process"
+		if session != "" {
+			what = "the process of session " + session
+		}
+		r.answer(f.clientID, nil, rpcError(codeInternal, "%s ended (%s) before it answered %s; it is not restarted: open the session again with session/load", what, c.cmd.ProcessState, f.method))
+	}
+}
+
+// fanoutExitWait bounds how long shutdown waits for the children.
+const fanoutExitWait = 800 * time.Millisecond
+
+// endChildren closes every child's stdin: each ends as at EOF.
+func (r *router) endChildren() []*child {
+	r.mu.Lock()
+	r.closing = true
+	var all []*child
+	for c := range r.children {
+		all = append(all, c)
+	}
+	r.mu.Unlock()
+	for _, c := range all {
+		c.in.Close()
+	}
+	return all
+}
+
+// shutdown ends every child as stdin's EOF ends one acpbridge, waits for
+// them (bounded), and kills what is left.
+func (r *router) shutdown() {
+	all := r.endChildren()
+	deadline := time.NewTimer(fanoutExitWait)
+	defer deadline.Stop()
+	for _, c := range all {
+		select {
+		case <-c.exited:
+		case <-deadline.C:
+			for _, c := range all {
+				c.cmd.Process.Kill()
+			}
+			r.out.flush()
+			return
+		}
+	}
+	r.out.flush()
+}

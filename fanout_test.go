@@ -1,0 +1,259 @@
+// fanout_test.go tests --fanout on the built binary with real child
+// processes: concurrent sessions with interleaved streams, permission
+// requests of two sessions in flight at once, close ending a child, load in
+// a new child, a child killed, EOF with live turns, kill -9 of the router.
+// Every line the router writes is validated against the schema.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// startFanout runs the router with a replay fixture.
+func startFanout(t *testing.T, entries ...string) *procAgent {
+	t.Helper()
+	return startProcess(t, nil, "--fanout", "--model", "replay:"+writeFixture(t, entries...))
+}
+
+// openSession creates a session through the router and returns its id.
+func (ta *testAgent) openSession(id int) string {
+	ta.t.Helper()
+	ta.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`, id))
+	_, rs, _ := ta.collect(id)
+	require.Nil(ta.t, rs[id].Error, "session/new through the router")
+	var res struct{ SessionID string }
+	require.NoError(ta.t, json.Unmarshal(rs[id].Result, &res))
+	return res.SessionID
+}
+
+// holder is the pid of the process that holds a session (its lock file).
+func holder(t *testing.T, state, sid string) int {
+	b, err := os.ReadFile(filepath.Join(state, "sessions", sid+".lock"))
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err, "lock file %q", b)
+	return pid
+}
+
+// bySession groups updates by session, each as its text chunks joined.
+func textBySession(t *testing.T, lines [][]byte) map[string]string {
+	out := map[string]string{}
+	for _, l := range lines {
+		var m struct {
+			Method string
+			Params struct {
+				SessionID string
+				Update    struct {
+					SessionUpdate string
+					Content       json.RawMessage
+				}
+			}
+		}
+		require.NoError(t, json.Unmarshal(l, &m))
+		if m.Method != methodSessionUpdate || m.Params.Update.SessionUpdate != "agent_message_chunk" {
+			continue
+		}
+		var c struct{ Text string }
+		json.Unmarshal(m.Params.Update.Content, &c)
+		out[m.Params.SessionID] += c.Text
+	}
+	return out
+}
+
+// Verify three sessions prompting at once (one write): each answers from
+// its own process, its updates in order, the streams interleaved on one
+// connection.
+func TestFanout_concurrentSessions(t *testing.T) {
+	p := startFanout(t, `{"chunks":[{"text":"one "},{"delayMs":20},{"text":"two "},{"delayMs":20},{"text":"three"}]}`)
+	p.call(initLine)
+	var sids []string
+	for i := range 3 {
+		sids = append(sids, p.openSession(10+i))
+	}
+	pids := map[int]bool{}
+	for _, sid := range sids {
+		pids[holder(t, p.state, sid)] = true
+	}
+	assert.Len(t, pids, 3, "each session in a process of its own")
+	start := len(p.got)
+	p.sendTogether(prompt(20, sids[0], "a"), prompt(21, sids[1], "b"), prompt(22, sids[2], "c"))
+	_, rs, _ := p.collect(20, 21, 22)
+	for id := 20; id <= 22; id++ {
+		assert.Equal(t, "end_turn", stopReason(t, rs[id]))
+	}
+	texts := textBySession(t, p.got[start:])
+	for _, sid := range sids {
+		assert.Equal(t, "one two three", texts[sid], "session %s's stream", sid)
+	}
+	p.close()
+}
+
+// Verify two permission requests in flight at once, from two sessions,
+// answered differently: each answer reaches its own session.
+func TestFanout_permissions(t *testing.T) {
+	p := startFanout(t, `{"chunks":[{"toolCall":{"id":"w","name":"write_file","input":{"path":"PLACE","content":"x"}}}]}`, `{"chunks":[{"text":"Done."}]}`)
+	// Each session writes its own file: PLACE is resolved per session by
+	// giving each its own cwd.
+	p.call(initLine)
+	dirs := []string{t.TempDir(), t.TempDir()}
+	var sids []string
+	for i, d := range dirs {
+		p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, 10+i, d))
+		_, rs, _ := p.collect(10 + i)
+		require.Nil(t, rs[10+i].Error)
+		var res struct{ SessionID string }
+		require.NoError(t, json.Unmarshal(rs[10+i].Result, &res))
+		sids = append(sids, res.SessionID)
+	}
+	p.sendTogether(prompt(20, sids[0], "write"), prompt(21, sids[1], "write"))
+	asks := map[string]string{} // session → the request's id on the connection
+	for len(asks) < 2 {
+		line := p.await(`{"method":"session/request_permission"}`)
+		var m struct {
+			ID     json.RawMessage
+			Params struct{ SessionID string }
+		}
+		require.NoError(t, json.Unmarshal(line, &m))
+		asks[m.Params.SessionID] = string(m.ID)
+	}
+	require.NotEqual(t, asks[sids[0]], asks[sids[1]], "the two requests share an id on the connection")
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"allow_once"}}}`, asks[sids[0]]))
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"reject_once"}}}`, asks[sids[1]]))
+	_, rs, _ := p.collect(20, 21)
+	assert.Equal(t, "end_turn", stopReason(t, rs[20]))
+	assert.Equal(t, "end_turn", stopReason(t, rs[21]))
+	assert.FileExists(t, filepath.Join(dirs[0], "PLACE"), "the allowed write")
+	assert.NoFileExists(t, filepath.Join(dirs[1], "PLACE"), "the rejected write")
+	p.close()
+}
+
+// Verify that session/close ends the session's child, and that load opens
+// it in a new child that replays it before answering; a second load of a
+// session open on the connection is refused.
+func TestFanout_closeAndLoad(t *testing.T) {
+	p := startFanout(t, `{"chunks":[{"text":"Answer."}]}`)
+	p.call(initLine)
+	sid := p.openSession(10)
+	p.send(prompt(11, sid, "question"))
+	p.collect(11)
+	pid := holder(t, p.state, sid)
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":12,"method":"session/close","params":{"sessionId":%q}}`, sid))
+	_, rs, _ := p.collect(12)
+	require.Nil(t, rs[12].Error)
+	assertGone(t, pid, "the closed session's process")
+
+	p.send(load(13, sid))
+	ups, rs, _ := p.collect(13)
+	require.Nil(t, rs[13].Error, "load in a new child")
+	require.Len(t, ups, 2, "the replay comes before the response")
+	assert.Equal(t, "user_message_chunk", ups[0]["sessionUpdate"])
+	assert.Equal(t, "agent_message_chunk", ups[1]["sessionUpdate"])
+	assert.NotEqual(t, pid, holder(t, p.state, sid))
+
+	p.send(load(14, sid))
+	_, rs, _ = p.collect(14)
+	require.NotNil(t, rs[14].Error, "a second load of an open session")
+	assert.Contains(t, rs[14].Error.Message, "already open on this connection")
+	p.close()
+}
+
+// Verify that a child killed mid-turn fails its pending prompt with an
+// error naming the session, and that the other sessions go on.
+func TestFanout_childKilled(t *testing.T) {
+	p := startFanout(t, `{"chunks":[{"text":"Streaming"},{"delayMs":600000}]}`)
+	p.call(initLine)
+	a, b := p.openSession(10), p.openSession(11)
+	p.send(prompt(20, a, "long"))
+	p.await(`{"params":{"update":{"content":{"text":"Streaming"}}}}`)
+	require.NoError(t, syscall.Kill(holder(t, p.state, a), syscall.SIGKILL))
+	_, rs, _ := p.collect(20)
+	require.NotNil(t, rs[20].Error, "the prompt of a killed child")
+	assert.Contains(t, rs[20].Error.Message, a)
+	p.send(prompt(21, a, "again"))
+	_, rs, _ = p.collect(21)
+	require.NotNil(t, rs[21].Error)
+	assert.Equal(t, -32002, rs[21].Error.Code, "the dead session is not served")
+
+	p.send(prompt(22, b, "still here"))
+	p.await(`{"params":{"update":{"content":{"text":"Streaming"}}}}`)
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, b))
+	_, rs, _ = p.collect(22)
+	assert.Equal(t, "cancelled", stopReason(t, rs[22]))
+	p.close()
+}
+
+// Verify that stdin EOF with turns running in two children answers both
+// prompts cancelled, ends every child, and exits 0.
+func TestFanout_eofWithLiveTurns(t *testing.T) {
+	p := startFanout(t, `{"chunks":[{"text":"Streaming"},{"delayMs":600000}]}`)
+	p.call(initLine)
+	a, b := p.openSession(10), p.openSession(11)
+	pids := []int{holder(t, p.state, a), holder(t, p.state, b)}
+	p.sendTogether(prompt(20, a, "long"), prompt(21, b, "long"))
+	for range 2 {
+		p.await(`{"params":{"update":{"content":{"text":"Streaming"}}}}`)
+	}
+	p.stdin.Close()
+	_, rs, _ := p.collect(20, 21)
+	assert.Equal(t, "cancelled", stopReason(t, rs[20]))
+	assert.Equal(t, "cancelled", stopReason(t, rs[21]))
+	p.close() // asserts exit status 0
+	for _, pid := range pids {
+		assertGone(t, pid, "a child after EOF")
+	}
+	assert.Contains(t, lastTurnEnd(t, p.state, a), `"interrupted":true`)
+}
+
+// Verify that kill -9 of the router ends its children (no orphans).
+func TestFanout_kill9Router(t *testing.T) {
+	p := startFanout(t, `{"chunks":[{"text":"Streaming"},{"delayMs":600000}]}`)
+	p.call(initLine)
+	a := p.openSession(10)
+	pid := holder(t, p.state, a)
+	p.send(prompt(20, a, "long"))
+	p.await(`{"params":{"update":{"content":{"text":"Streaming"}}}}`)
+	kids := descendants(p.cmd.Process.Pid)
+	require.Contains(t, kids, pid)
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+	p.drainKilled()
+	for _, k := range kids {
+		assertGone(t, k, "a child of the killed router")
+	}
+}
+
+// Verify that the router answers bad input as acpbridge does and serves
+// on: not JSON, a bad version, a request for an unknown session, an
+// unknown method.
+func TestFanout_badInput(t *testing.T) {
+	p := startFanout(t, `{"chunks":[{"text":"x"}]}`)
+	p.call(initLine)
+	for _, c := range []struct {
+		line string
+		id   string
+		code int
+	}{
+		{`{"jsonrpc":"2.0","id":5,"method":"session/list","params":{`, `5`, -32700},
+		{`{"jsonrpc":"1.0","id":6,"method":"session/list","params":{}}`, `6`, -32600},
+		{`{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"nope","prompt":[]}}`, `7`, -32002},
+		{`{"jsonrpc":"2.0","id":8,"method":"session/teleport","params":{}}`, `8`, -32601},
+		{`{"jsonrpc":"2.0","id":9,"method":7}`, `9`, -32600},
+	} {
+		_, err := p.stdin.Write([]byte(c.line + "\n"))
+		require.NoError(t, err)
+		r := decodeResponse(t, p.await(`{"id":`+c.id+`}`))
+		require.NotNil(t, r.Error, c.line)
+		assert.Equal(t, c.code, r.Error.Code, c.line)
+	}
+	p.openSession(10)
+	p.close()
+}
