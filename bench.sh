@@ -139,3 +139,65 @@ for _ in range(5):
         print(f"  exit status {status}")
 print("  exit after stdin EOF: " + ", ".join(f"{t:.0f}" for t in times) + " ms")
 PY
+
+echo "== --fanout: stream through the router vs direct (5 interleaved runs), session/new with a warm child"
+for _ in 1 2 3 4 5; do
+  "$out/bin/driver" --name direct --no-read -- "$out/acpbridge" --model "replay:$out/bench.replay.jsonl" --state-dir "$state" --max-turn-requests 5000
+  "$out/bin/driver" --name fanout --no-read -- "$out/acpbridge" --fanout --model "replay:$out/bench.replay.jsonl" --state-dir "$state" --max-turn-requests 5000
+done > "$out/fanout.jsonl"
+"$out/bin/driver" summarize "$out/fanout.jsonl"
+python3 - "$out/fanout.jsonl" <<'PY'
+import json, statistics, sys
+runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+by = lambda name, f: statistics.median(f(r) for r in runs if r["agent"] == name)
+for what, f in [("session/new ms", lambda r: r["cold"]["session_new_ms"]), ("chunks/s", lambda r: r["stream"]["chunks_per_s"])]:
+    d, o = by("direct", f), by("fanout", f)
+    print(f"  {what}: direct {d:.3g}, through the router {o:.3g} ({o / d:.0%} of direct)")
+PY
+
+echo "== --fanout: summed PSS of the router and its children after 10 session/new, vs one TS SDK agent holding 10 (3 runs)"
+ts=$out/ts-sdk
+if [ ! -d "$ts/node_modules" ]; then
+  rm -rf "$ts" && cp -r "$shared/peers/ts-sdk" "$ts" && chmod -R u+w "$ts" && (cd "$ts" && npm ci --silent)
+fi
+cat > "$out/pss.py" <<'PY'
+import json, os, subprocess, sys, tempfile, time
+def tree(pid):
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                s = open(f"/proc/{d}/stat").read()
+                kids.setdefault(int(s[s.rindex(")") + 2:].split()[1]), []).append(int(d))
+            except OSError:
+                pass
+    out, q = [pid], [pid]
+    while q:
+        for c in kids.get(q.pop(), []):
+            out.append(c); q.append(c)
+    return out
+def pss(pid):
+    return next(int(l.split()[1]) for l in open(f"/proc/{pid}/smaps_rollup") if l.startswith("Pss:"))
+def measure(cmd):
+    cwd = tempfile.mkdtemp()
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    def call(i, m, params):
+        p.stdin.write((json.dumps({"jsonrpc": "2.0", "id": i, "method": m, "params": params}) + "\n").encode()); p.stdin.flush()
+        while True:
+            l = json.loads(p.stdout.readline())
+            if l.get("id") == i and "method" not in l:
+                return l
+    call(0, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    for i in range(10):
+        assert "result" in call(1 + i, "session/new", {"cwd": cwd, "mcpServers": []})
+    time.sleep(0.5)  # let the next warm child finish starting
+    procs = tree(p.pid)
+    total = sum(pss(x) for x in procs) / 1024
+    p.stdin.close(); p.wait(timeout=5)
+    return total, len(procs)
+name, cmd = sys.argv[1], sys.argv[2:]
+v = sorted(measure(cmd) for _ in range(3))
+print(f"  {name}: {v[1][0]:.1f} MiB (runs {v[0][0]:.1f}-{v[2][0]:.1f}), {v[1][1]} processes")
+PY
+python3 "$out/pss.py" "acpbridge --fanout, 10 sessions" "$out/acpbridge" --fanout --model "replay:$out/bench.replay.jsonl" --state-dir "$state"
+python3 "$out/pss.py" "TS SDK agent, 10 sessions" node "$ts/agent.js"

@@ -390,8 +390,14 @@ func (c *child) read(out io.Reader) {
 }
 
 // readWhole reads one line of at most limit bytes (a longer one is cut).
+// A line within the reader's buffer is returned without a copy: it is valid
+// until the next read.
 func readWhole(br *bufio.Reader, limit int) ([]byte, error) {
-	var line []byte
+	frag, err := br.ReadSlice('\n')
+	if err != bufio.ErrBufferFull {
+		return bytes.TrimSuffix(frag, []byte("\n")), err
+	}
+	line := append([]byte(nil), frag...)
 	for {
 		frag, err := br.ReadSlice('\n')
 		if len(line) < limit {
@@ -403,8 +409,15 @@ func readWhole(br *bufio.Reader, limit int) ([]byte, error) {
 	}
 }
 
+// notificationPrefix starts every notification acpbridge writes (wire.go).
+var notificationPrefix = []byte(`{"jsonrpc":"2.0","method":"`)
+
 // handle passes one line of the child's on.
 func (c *child) handle(line []byte) {
+	if bytes.HasPrefix(line, notificationPrefix) {
+		c.r.out.forward(line) // session/update: unchanged, in order, not decoded
+		return
+	}
 	var e envelope
 	if json.Unmarshal(line, &e) != nil {
 		c.r.log.Warn("a child wrote a line that is not JSON", "pid", c.cmd.Process.Pid)
