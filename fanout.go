@@ -47,12 +47,11 @@ import (
 
 // router serves one connection by fanning sessions out to child processes.
 type router struct {
-	out   *wire
-	log   *slog.Logger
-	exe   string
-	args  []string // the children's flags: ours less --fanout
-	errw  io.Writer
-	limit int
+	out  *wire
+	log  *slog.Logger
+	exe  string
+	args []string // the children's flags: ours less --fanout
+	errw io.Writer
 
 	mu       sync.Mutex
 	initArgs json.RawMessage   // the client's initialize params, for new children
@@ -89,7 +88,7 @@ func serveFanout(ctx context.Context, a *agent, args []string, stdin io.Reader, 
 		fmt.Fprintf(stderr, "acpbridge: --fanout: cannot find this program to start its children: %v\n", err)
 		return 1
 	}
-	r := &router{log: a.log, exe: exe, args: withoutFanout(args), errw: stderr, limit: a.cfg.maxLineBytes,
+	r := &router{log: a.log, exe: exe, args: withoutFanout(args), errw: stderr,
 		sessions: map[string]*child{}, children: map[*child]bool{}}
 	r.out = newWire(stdin, stdout, a.cfg.maxLineBytes, trace)
 	r.out.onEOF = func() { r.endChildren() } // their answers come before the router stops
@@ -372,7 +371,7 @@ func (c *child) write(line []byte) {
 func (c *child) read(out io.Reader) {
 	br := bufio.NewReaderSize(out, 64<<10)
 	for {
-		line, err := readWhole(br, c.r.limit)
+		line, err := readWhole(br)
 		if len(line) > 0 {
 			c.handle(line)
 			if br.Buffered() == 0 {
@@ -389,10 +388,11 @@ func (c *child) read(out io.Reader) {
 	c.died()
 }
 
-// readWhole reads one line of at most limit bytes (a longer one is cut).
-// A line within the reader's buffer is returned without a copy: it is valid
-// until the next read.
-func readWhole(br *bufio.Reader, limit int) ([]byte, error) {
+// readWhole reads one line. A line within the reader's buffer is returned
+// without a copy, valid until the next read. A child is this program, so
+// its lines are not limited here: a load may replay a prompt as long as the
+// client's line limit allowed.
+func readWhole(br *bufio.Reader) ([]byte, error) {
 	frag, err := br.ReadSlice('\n')
 	if err != bufio.ErrBufferFull {
 		return bytes.TrimSuffix(frag, []byte("\n")), err
@@ -400,9 +400,7 @@ func readWhole(br *bufio.Reader, limit int) ([]byte, error) {
 	line := append([]byte(nil), frag...)
 	for {
 		frag, err := br.ReadSlice('\n')
-		if len(line) < limit {
-			line = append(line, frag...)
-		}
+		line = append(line, frag...)
 		if err != bufio.ErrBufferFull {
 			return bytes.TrimSuffix(line, []byte("\n")), err
 		}
