@@ -566,8 +566,8 @@ const (
 )
 
 // leadingKind reads the top-level members at the start of a line that may
-// be cut or broken: the id, and whether "method" (a request) or "result" or
-// "error" (a response) comes first.
+// be cut or broken: the id (its JSON text, or ""), and whether "method" (a
+// request) or "result" or "error" (a response) comes first.
 func leadingKind(head []byte) (id string, kind int) {
 	if len(head) > 4096 {
 		head = head[:4096]
@@ -580,19 +580,21 @@ func leadingKind(head []byte) (id string, kind int) {
 		k, err := dec.Token()
 		key, ok := k.(string)
 		if err != nil || !ok {
-			return id, isUnknown
+			return id, kind
 		}
-		switch key {
-		case "method":
-			return id, isRequest
-		case "result", "error":
-			return id, isResponse // the id may follow, unreadable in a cut line
+		if kind == isUnknown {
+			switch key {
+			case "method":
+				kind = isRequest
+			case "result", "error":
+				kind = isResponse
+			}
 		}
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return id, isUnknown
+			return id, kind
 		}
-		if key == "id" {
+		if key == "id" && isValidID(v) {
 			id = string(v)
 		}
 	}
@@ -618,27 +620,10 @@ func callID(id json.RawMessage) (int64, bool) {
 // object, for answering a line too long to parse. It returns "null" when
 // there is none.
 func leadingID(head []byte) string {
-	if len(head) > 4096 {
-		head = head[:4096]
+	if id, _ := leadingKind(head); id != "" {
+		return id
 	}
-	dec := json.NewDecoder(bytes.NewReader(head))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return "null"
-	}
-	for {
-		k, err := dec.Token()
-		key, ok := k.(string)
-		if err != nil || !ok {
-			return "null"
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return "null"
-		}
-		if key == "id" && isValidID(v) {
-			return string(v)
-		}
-	}
+	return "null"
 }
 
 // isValidID reports whether v is a JSON-RPC id: a string, a number or null.
