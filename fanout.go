@@ -57,6 +57,7 @@ type router struct {
 	initArgs json.RawMessage   // the client's initialize params, for new children
 	warm     *child            // initialized, serving no session, or nil
 	sessions map[string]*child // session id → its child
+	inflight map[string]bool   // the client's request ids not answered yet
 	children map[*child]bool   // every child alive
 	closing  bool
 }
@@ -89,7 +90,7 @@ func serveFanout(ctx context.Context, a *agent, args []string, stdin io.Reader, 
 		return 1
 	}
 	r := &router{log: a.log, exe: exe, args: withoutFanout(args), errw: stderr,
-		sessions: map[string]*child{}, children: map[*child]bool{}}
+		sessions: map[string]*child{}, children: map[*child]bool{}, inflight: map[string]bool{}}
 	r.out = newWire(stdin, stdout, a.cfg.maxLineBytes, trace)
 	r.out.onEOF = func() { r.endChildren() } // their answers come before the router stops
 	r.warmUp()
@@ -226,6 +227,16 @@ func (r *router) route(line []byte) {
 		r.answerErr(rid, jrpc2.InvalidRequest, msg)
 		return
 	}
+	if hasID {
+		r.mu.Lock()
+		dup := r.inflight[string(id)]
+		r.inflight[string(id)] = true
+		r.mu.Unlock()
+		if dup {
+			r.out.Send(encodeResponse(string(id), nil, &jrpc2.Error{Code: jrpc2.InvalidRequest, Message: "duplicate request ID"}))
+			return
+		}
+	}
 	var e envelope
 	json.Unmarshal(line, &e)
 	var p struct {
@@ -340,11 +351,20 @@ func (r *router) open(e envelope, session string) {
 
 // answer writes a response to the client.
 func (r *router) answer(id json.RawMessage, result any, err error) {
-	r.out.Send(encodeResponse(string(id), result, err))
+	r.respond(string(id), encodeResponse(string(id), result, err))
 }
 
 func (r *router) answerErr(id string, code jrpc2.Code, msg string) {
-	r.out.Send(encodeResponse(id, nil, &jrpc2.Error{Code: code, Message: msg}))
+	r.respond(id, encodeResponse(id, nil, &jrpc2.Error{Code: code, Message: msg}))
+}
+
+// respond writes the response to the client's request id; the id may be
+// used again after it.
+func (r *router) respond(id string, msg []byte) {
+	r.mu.Lock()
+	delete(r.inflight, id)
+	r.mu.Unlock()
+	r.out.Send(msg)
 }
 
 // send writes a request to the child under an id of its own.
@@ -477,7 +497,7 @@ func (r *router) answered(c *child, f forwarded, e envelope) {
 	} else {
 		b = append(append(b, `,"result":`...), e.Result...)
 	}
-	r.out.Send(append(b, '}'))
+	r.respond(string(f.clientID), append(b, '}'))
 }
 
 // callClient forwards a child's request to the client and its answer back.

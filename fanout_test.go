@@ -254,6 +254,40 @@ func TestFanout_badInput(t *testing.T) {
 		require.NotNil(t, r.Error, c.line)
 		assert.Equal(t, c.code, r.Error.Code, c.line)
 	}
-	p.openSession(10)
+	sid := p.openSession(10)
+	// A request id reused while the first is in flight: the second is
+	// refused, the first runs.
+	p.sendTogether(prompt(30, sid, "first"), prompt(30, sid, "again"))
+	var got []response
+	for len(got) < 2 {
+		got = append(got, decodeResponse(t, p.await(`{"id":30}`)))
+	}
+	var errs, results int
+	for _, r := range got {
+		if r.Error != nil {
+			assert.Equal(t, -32600, r.Error.Code)
+			errs++
+		} else {
+			results++
+		}
+	}
+	assert.Equal(t, 1, errs, "the reused id")
+	assert.Equal(t, 1, results, "the first request")
 	p.close()
+}
+
+// Verify that SIGTERM ends the router as stdin's EOF does: every live turn
+// answered cancelled and persisted as interrupted, status 0.
+func TestFanout_signal(t *testing.T) {
+	p := startFanout(t, `{"chunks":[{"text":"Streaming"},{"delayMs":600000}]}`)
+	p.call(initLine)
+	a, b := p.openSession(10), p.openSession(11)
+	p.sendTogether(prompt(20, a, "long"), prompt(21, b, "long"))
+	for range 2 {
+		p.await(`{"params":{"update":{"content":{"text":"Streaming"}}}}`)
+	}
+	endBySignal(t, p, syscall.SIGTERM)
+	for _, sid := range []string{a, b} {
+		assert.Contains(t, lastTurnEnd(t, p.state, sid), `"interrupted":true`, "session %s", sid)
+	}
 }
