@@ -157,6 +157,7 @@ func serve(ctx context.Context, a *agent, stdin io.Reader, stdout io.Writer, tra
 	a.admit = a.admissions()
 	a.tickets = map[string]ticket{}
 	a.out.arrive = a.arrive
+	a.out.onEOF = a.hangup
 	if a.newID == nil {
 		a.newID = randomID
 	}

@@ -714,6 +714,22 @@ func (a *agent) shutdown() {
 	}
 }
 
+// hangup ends what runs when stdin ends, before jrpc2 stops: a load in
+// progress and the turn, so that their answers (-32800, cancelled) are
+// written at once rather than after the channel's grace for answers.
+func (a *agent) hangup() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if s := a.sess; s != nil {
+		if s.abort != nil {
+			s.abort()
+		}
+		if s.turn != nil {
+			s.turn.cancel()
+		}
+	}
+}
+
 // turnDone is t's done channel, or a closed one when there is no turn.
 func turnDone(t *turn) chan struct{} {
 	if t == nil {

@@ -267,8 +267,8 @@ func (st *store) open(ctx context.Context, id string, conv *conversation) (*hist
 
 // read parses a log; h.good is the length of its valid prefix, size the
 // length read.
-// It stops with ctx's error when ctx ends, checking every few thousand
-// lines, so that close or EOF ends a long load at once.
+// It stops with ctx's error when ctx ends, checking every 64 lines, so that
+// close or EOF ends a long load at once.
 func (st *store) read(ctx context.Context, path string, conv *conversation) (h *history, size int64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -280,7 +280,7 @@ func (st *store) read(ctx context.Context, path string, conv *conversation) (h *
 	r := bufio.NewReaderSize(f, 64<<10)
 	var pendingErr error // a bad line: fatal unless it is the last
 	for line := 1; ; line++ {
-		if line%4096 == 0 && ctx.Err() != nil {
+		if line%64 == 0 && ctx.Err() != nil {
 			return nil, 0, ctx.Err()
 		}
 		b, rerr := r.ReadBytes('\n')
@@ -403,8 +403,9 @@ func (h *history) apply(rec record) {
 // recorded result gets one saying so.
 type feeder struct {
 	c       *conversation
-	mark    int      // where the current turn began
-	asst    *message // the assistant message being built
+	mark    int             // where the current turn began
+	asst    *message        // the assistant message being built
+	text    strings.Builder // its text: appended in parts, made a string once
 	pending map[string]bool
 	order   []string // model call ids of the current step, in order
 }
@@ -413,6 +414,8 @@ func newFeeder(c *conversation) *feeder { return &feeder{c: c, pending: map[stri
 
 func (f *feeder) flushAsst() {
 	if f.asst != nil {
+		f.asst.text = f.text.String()
+		f.text.Reset()
 		f.c.add(*f.asst)
 		f.asst = nil
 	}
@@ -452,7 +455,10 @@ func (f *feeder) add(rec record) {
 		f.c.add(message{role: "user", text: promptText(blocks)})
 	case recAgent:
 		if !rec.Notice {
-			f.assistant().text += rec.Text
+			f.assistant()
+			if f.c.full {
+				f.text.WriteString(rec.Text)
+			}
 		}
 	case recToolCall:
 		if rec.Call != nil {
