@@ -210,6 +210,12 @@ type chatToolDetails struct {
 	Parameters  json.RawMessage `json:"parameters"`
 }
 
+// toolGuide tells the model which tool to use for what.
+const toolGuide = `Look before you change: use list_directory, find_files and search_text to find your way (they never ask the user), then read_file for what you need, in parts for long files.
+Change files with edit_file (one exact occurrence of old_text) rather than rewriting them with write_file; write_file is for new files.
+For a task of several steps, record a plan with update_plan and keep it current as you go.
+`
+
 // systemPrompt tells the model where it works and how.
 func systemPrompt(req *modelRequest) string {
 	var sb strings.Builder
@@ -218,6 +224,7 @@ func systemPrompt(req *modelRequest) string {
 		fmt.Fprintf(&sb, "You may also use these directories: %s.\n", strings.Join(req.roots[1:], ", "))
 	}
 	sb.WriteString("Use the tools to read, write and edit files and to run commands; relative paths are relative to the working directory, and nothing outside these directories can be touched.\n")
+	sb.WriteString(toolGuide)
 	switch req.mode {
 	case modeAsk:
 		sb.WriteString("The user approves every edit and command before it runs; a rejected call means: do not try it again, ask or do something else.\n")

@@ -178,7 +178,7 @@ func TestOpenAI_text(t *testing.T) {
 		tools = append(tools, fn["name"].(string))
 		assert.Equal(t, "object", fn["parameters"].(map[string]any)["type"])
 	}
-	assert.Equal(t, []string{"read_file", "write_file", "edit_file", "run_command"}, tools)
+	assert.Equal(t, []string{"read_file", "write_file", "edit_file", "run_command", "list_directory", "find_files", "search_text", "update_plan"}, tools)
 	ta.close()
 	log, err := os.ReadFile(filepath.Join(ta.state, "sessions", sid+".jsonl"))
 	require.NoError(t, err)

@@ -49,6 +49,7 @@ const (
 	recToolResult = "tool_result" // its final status, content and result
 	recTurnEnd    = "turn_end"    // a turn ended
 	recReplay     = "replay"      // with --model replay: the fixture entries used so far
+	recPlan       = "plan"        // the plan's entries, as update_plan set them
 )
 
 const storeVersion = 1
@@ -92,6 +93,8 @@ type record struct {
 	Error       string `json:"error,omitempty"`
 	Interrupted bool   `json:"interrupted,omitempty"`
 	ReplayPos   int    `json:"replayPos,omitempty"` // replay fixture entries used so far
+
+	Plan json.RawMessage `json:"plan,omitempty"` // the plan's entries
 }
 
 // infoFile is <id>.json.
@@ -717,6 +720,11 @@ func (a *agent) replayRecord(sessionID string, rec record) error {
 	case recToolCall:
 		return a.out.notifyJSON(sessionID, toolCallUpdate{SessionUpdate: "tool_call", ToolCallID: rec.ToolCallID,
 			Title: rec.Title, Kind: rec.Kind, Status: "pending", Locations: rec.Locations, RawInput: rawInput(rec.Call)})
+	case recPlan:
+		return a.out.notifyJSON(sessionID, struct {
+			SessionUpdate string          `json:"sessionUpdate"`
+			Entries       json.RawMessage `json:"entries"`
+		}{"plan", rec.Plan})
 	case recToolResult:
 		content := rec.Content
 		if bytes.Contains(content, []byte(`"type":"terminal"`)) {

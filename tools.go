@@ -35,7 +35,7 @@ type toolSpec struct {
 }
 
 var builtinTools = []toolSpec{
-	{"read_file", "Read a text file. Relative paths are resolved against the session's working directory.",
+	{"read_file", "Read a text file, at most 2,000 lines a call (line and limit read a part). Relative paths are resolved against the session's working directory.",
 		json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"file path"},"line":{"type":"integer","description":"first line to read, 1-based"},"limit":{"type":"integer","description":"most lines to read"}},"required":["path"]}`)},
 	{"write_file", "Create or overwrite a text file with the given content.",
 		json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"]}`)},
@@ -44,6 +44,9 @@ var builtinTools = []toolSpec{
 	{"run_command", "Run a shell command line (sh -c) and return its exit status and output.",
 		json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"},"cwd":{"type":"string","description":"working directory, default the session's"},"timeout_ms":{"type":"integer","description":"default 120000"}},"required":["command"]}`)},
 }
+
+// allBuiltinTools is what the model is offered before any MCP tool.
+var allBuiltinTools = append(slices.Clip(builtinTools), exploreTools...)
 
 // Permission classes: which modes ask before a tool runs.
 const (
@@ -353,6 +356,9 @@ func (a *agent) prepare(s *SessionRecord, c toolCall) *prepared {
 		}
 		return true
 	}
+	if p, ok := a.prepareExplore(s, p, decode, fail); ok {
+		return p
+	}
 	switch c.Name {
 	case "read_file":
 		var in struct {
@@ -490,7 +496,7 @@ func (a *agent) prepare(s *SessionRecord, c toolCall) *prepared {
 // tools is what the model is offered: the built-in tools, then the MCP
 // servers' tools.
 func (a *agent) tools(s *SessionRecord) []toolSpec {
-	specs := builtinTools
+	specs := allBuiltinTools
 	if mt := s.mcp.tools(); len(mt) > 0 {
 		specs = append(slices.Clip(specs), make([]toolSpec, 0, len(mt))...)
 		for _, t := range mt {

@@ -1,0 +1,457 @@
+// explore.go holds the tools a model uses to look around without asking:
+// list_directory, find_files and search_text (read-only, within the roots),
+// and update_plan (the ACP plan the model keeps current).
+//
+// The rules:
+//   - The walk stays within the roots: it starts at a resolved path, never
+//     follows a symlink (a link is listed, not entered or read), and opens
+//     files through the root's os.Root.
+//   - It skips .git and whatever the tree's .gitignore files ignore, nested
+//     ones included, with git's own matching (go-git's gitignore package);
+//     search_text skips binary files (a NUL in the first 8 KiB).
+//   - Every result is capped, and says so; the walk checks for
+//     cancellation at every directory and every file.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
+	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
+)
+
+const (
+	listMaxEntries   = 1000 // list_directory
+	findMaxResults   = 1000 // find_files
+	searchMaxMatches = 500  // search_text
+	searchLineBytes  = 300  // a matching line is cut here
+	binarySniffBytes = 8 << 10
+)
+
+var exploreTools = []toolSpec{
+	{"list_directory", "List a directory's entries, sorted; directories end in /. Never asks permission.",
+		json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"directory, default the working directory"}}}`)},
+	{"find_files", "Find files whose path matches a glob (** matches any number of directories), relative to path. Skips .git and what .gitignore ignores. Never asks permission.",
+		json.RawMessage(`{"type":"object","properties":{"pattern":{"type":"string","description":"glob, e.g. **/*.go"},"path":{"type":"string","description":"directory to search, default the working directory"}},"required":["pattern"]}`)},
+	{"search_text", "Search file contents for an RE2 regular expression; results are path:line:text. Skips .git, what .gitignore ignores, and binary files. Never asks permission.",
+		json.RawMessage(`{"type":"object","properties":{"pattern":{"type":"string","description":"RE2 regular expression"},"path":{"type":"string","description":"directory or file, default the working directory"},"glob":{"type":"string","description":"only files matching this glob, e.g. *.go"},"ignore_case":{"type":"boolean"}},"required":["pattern"]}`)},
+	{"update_plan", "Record your plan for the task as a list of entries and keep it current (mark entries in_progress and completed as you go). The user sees it. Never asks permission.",
+		json.RawMessage(`{"type":"object","properties":{"entries":{"type":"array","items":{"type":"object","properties":{"content":{"type":"string"},"status":{"type":"string","enum":["pending","in_progress","completed"]},"priority":{"type":"string","enum":["high","medium","low"]}},"required":["content","status"]}}},"required":["entries"]}`)},
+}
+
+// prepareExplore prepares the exploring tools; ok is false for other names.
+func (a *agent) prepareExplore(s *SessionRecord, p *prepared, decode func(any) bool, fail func(string, ...any) *prepared) (*prepared, bool) {
+	var in struct {
+		Path       string          `json:"path"`
+		Pattern    string          `json:"pattern"`
+		Glob       string          `json:"glob"`
+		IgnoreCase bool            `json:"ignore_case"`
+		Entries    json.RawMessage `json:"entries"`
+	}
+	switch p.call.Name {
+	case "list_directory", "find_files", "search_text", "update_plan":
+	default:
+		return p, false
+	}
+	p.perm = permRead
+	if !decode(&in) {
+		return p, true
+	}
+	base := in.Path
+	if base == "" {
+		base = "."
+	}
+	if p.call.Name != "update_plan" {
+		path, err := s.resolve(base)
+		if err != nil {
+			return fail("%v", err), true
+		}
+		p.locations = []location{{Path: path}}
+		base = path
+	}
+	switch p.call.Name {
+	case "list_directory":
+		p.kind, p.title = "read", "List "+s.display(in.Path)
+		p.run = func(ctx context.Context, p *prepared) outcome { return s.listDirectory(base) }
+	case "find_files":
+		p.kind, p.title = "search", "Find "+in.Pattern
+		if in.Pattern == "" || !doublestar.ValidatePattern(in.Pattern) {
+			return fail("find_files: %q is not a valid glob (use * for a name part, ** for any number of directories)", in.Pattern), true
+		}
+		p.run = func(ctx context.Context, p *prepared) outcome { return s.findFiles(ctx, base, in.Pattern) }
+	case "search_text":
+		p.kind, p.title = "search", "Search "+clip(in.Pattern, 60)
+		expr := in.Pattern
+		if in.IgnoreCase {
+			expr = "(?i)" + expr
+		}
+		re, err := regexp.Compile(expr)
+		if err != nil || in.Pattern == "" {
+			if err == nil {
+				err = errors.New("the pattern is empty")
+			}
+			return fail("search_text: invalid pattern: %v", err), true
+		}
+		if in.Glob != "" && !doublestar.ValidatePattern(in.Glob) {
+			return fail("search_text: %q is not a valid glob", in.Glob), true
+		}
+		p.run = func(ctx context.Context, p *prepared) outcome { return s.searchText(ctx, base, re, in.Glob) }
+	case "update_plan":
+		p.kind, p.title = "think", "Update the plan"
+		entries, err := planEntries(in.Entries)
+		if err != nil {
+			return fail("update_plan: %v", err), true
+		}
+		p.run = func(ctx context.Context, p *prepared) outcome { return a.updatePlan(s, entries) }
+	}
+	return p, true
+}
+
+// planEntry is an ACP PlanEntry.
+type planEntry struct {
+	Content  string `json:"content"`
+	Priority string `json:"priority"`
+	Status   string `json:"status"`
+}
+
+func planEntries(raw json.RawMessage) ([]planEntry, error) {
+	var entries []planEntry
+	if err := json.Unmarshal(raw, &entries); err != nil || raw == nil {
+		return nil, errors.New("entries must be an array of {content, status, priority?}")
+	}
+	for i := range entries {
+		e := &entries[i]
+		if e.Priority == "" {
+			e.Priority = "medium"
+		}
+		if !slices.Contains([]string{"pending", "in_progress", "completed"}, e.Status) {
+			return nil, fmt.Errorf("entries[%d].status %q: use pending, in_progress or completed", i, e.Status)
+		}
+		if !slices.Contains([]string{"high", "medium", "low"}, e.Priority) {
+			return nil, fmt.Errorf("entries[%d].priority %q: use high, medium or low", i, e.Priority)
+		}
+	}
+	return entries, nil
+}
+
+// updatePlan sends the plan to the client and persists it.
+func (a *agent) updatePlan(s *SessionRecord, entries []planEntry) outcome {
+	u := planUpdate{SessionUpdate: "plan", Entries: entries}
+	if err := a.out.notifyJSON(s.id, u); err != nil {
+		return failure("%v", err)
+	}
+	if err := s.file.append(record{Type: recPlan, Plan: mustJSON(entries)}); err != nil {
+		return failure("%v", err)
+	}
+	n := map[string]int{}
+	for _, e := range entries {
+		n[e.Status]++
+	}
+	return outcome{content: []toolContent{textOut(fmt.Sprintf("Plan recorded: %d entries (%d completed, %d in progress, %d pending).",
+		len(entries), n["completed"], n["in_progress"], n["pending"]))},
+		result: fmt.Sprintf("Plan recorded: %d entries (%d completed, %d in progress, %d pending).", len(entries), n["completed"], n["in_progress"], n["pending"])}
+}
+
+// planUpdate is the ACP plan session update.
+type planUpdate struct {
+	SessionUpdate string      `json:"sessionUpdate"`
+	Entries       []planEntry `json:"entries"`
+}
+
+// listDirectory lists one directory's entries.
+func (s *SessionRecord) listDirectory(dir string) outcome {
+	root, rel, err := s.rootOf(dir)
+	if err != nil {
+		return failure("%v", err)
+	}
+	f, err := root.Open(rel)
+	if err != nil {
+		return failure("cannot list %s: %v", dir, unwrapPath(err))
+	}
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
+	if err != nil {
+		return failure("cannot list %s: %v", dir, unwrapPath(err))
+	}
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
+		switch {
+		case e.IsDir():
+			names[i] += "/"
+		case e.Type()&fs.ModeSymlink != 0:
+			names[i] += "@"
+		}
+	}
+	slices.Sort(names)
+	var sb strings.Builder
+	for _, n := range names[:min(len(names), listMaxEntries)] {
+		sb.WriteString(n)
+		sb.WriteByte('\n')
+	}
+	if len(names) > listMaxEntries {
+		fmt.Fprintf(&sb, "[list_directory: %d more entries not shown; use find_files to narrow]\n", len(names)-listMaxEntries)
+	}
+	if len(names) == 0 {
+		sb.WriteString("(empty directory)\n")
+	}
+	return outcome{content: []toolContent{textOut(sb.String())}, result: sb.String()}
+}
+
+// walker walks a tree below one root, skipping .git, ignored files and
+// links.
+type walker struct {
+	root     *os.Root
+	rootDir  string // the root's real path
+	patterns []gitignore.Pattern
+}
+
+// newWalker prepares a walk of dir: the .gitignore files of the
+// directories from its root down to dir apply.
+func (s *SessionRecord) newWalker(dir string) (*walker, string, error) {
+	root, rel, err := s.rootOf(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	w := &walker{root: root}
+	for i, r := range s.fsRoots {
+		if r == root {
+			w.rootDir = s.realRoots[i]
+		}
+	}
+	w.loadIgnore(".")
+	if rel != "." {
+		parts := strings.Split(filepath.ToSlash(rel), "/")
+		for i := range parts[:len(parts)-1] {
+			w.loadIgnore(strings.Join(parts[:i+1], "/"))
+		}
+	}
+	return w, rel, nil
+}
+
+// loadIgnore adds dir's .gitignore (dir relative to the root).
+func (w *walker) loadIgnore(dir string) int {
+	f, err := w.root.Open(filepath.Join(dir, ".gitignore"))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	var domain []string
+	if dir != "." {
+		domain = strings.Split(filepath.ToSlash(dir), "/")
+	}
+	n := 0
+	sc := bufio.NewScanner(io.LimitReader(f, 1<<20))
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		w.patterns = append(w.patterns, gitignore.ParsePattern(line, domain))
+		n++
+	}
+	return n
+}
+
+func (w *walker) ignored(rel string, isDir bool) bool {
+	return gitignore.NewMatcher(w.patterns).Match(strings.Split(filepath.ToSlash(rel), "/"), isDir)
+}
+
+// errStop ends a walk early (a cap was reached).
+var errStop = errors.New("stop")
+
+// walk calls fn for every file and directory below dir (relative to the
+// root), depth first, sorted, with its .gitignore applied.
+func (w *walker) walk(ctx context.Context, dir string, fn func(rel string, e fs.DirEntry) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f, err := w.root.Open(dir)
+	if err != nil {
+		return nil // unreadable: skipped
+	}
+	entries, err := f.ReadDir(-1)
+	f.Close()
+	if err != nil {
+		return nil
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	added := 0
+	if dir != "." {
+		added = w.loadIgnore(dir)
+	}
+	defer func() { w.patterns = w.patterns[:len(w.patterns)-added] }()
+	for _, e := range entries {
+		rel := filepath.Join(dir, e.Name())
+		if e.Name() == ".git" || e.Type()&fs.ModeSymlink != 0 || w.ignored(rel, e.IsDir()) {
+			continue
+		}
+		if err := fn(rel, e); err != nil {
+			return err
+		}
+		if e.IsDir() {
+			if err := w.walk(ctx, rel, fn); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// shown is how a found path is written for the model: relative to base.
+func shown(rel, baseRel string) string {
+	if baseRel == "." {
+		return filepath.ToSlash(rel)
+	}
+	r, err := filepath.Rel(baseRel, rel)
+	if err != nil {
+		return filepath.ToSlash(rel)
+	}
+	return filepath.ToSlash(r)
+}
+
+// findFiles lists the files below base whose path (relative to base)
+// matches pattern.
+func (s *SessionRecord) findFiles(ctx context.Context, base, pattern string) outcome {
+	w, baseRel, err := s.newWalker(base)
+	if err != nil {
+		return failure("%v", err)
+	}
+	var found []string
+	more := false
+	err = w.walk(ctx, baseRel, func(rel string, e fs.DirEntry) error {
+		if e.IsDir() {
+			return nil
+		}
+		p := shown(rel, baseRel)
+		if ok, _ := doublestar.Match(pattern, p); !ok {
+			return nil
+		}
+		if len(found) == findMaxResults {
+			more = true
+			return errStop
+		}
+		found = append(found, p)
+		return nil
+	})
+	if err != nil && err != errStop {
+		return failure("find_files stopped: %v", err)
+	}
+	var sb strings.Builder
+	for _, f := range found {
+		sb.WriteString(f)
+		sb.WriteByte('\n')
+	}
+	switch {
+	case more:
+		fmt.Fprintf(&sb, "[find_files: stopped at %d files; narrow the pattern or the path]\n", findMaxResults)
+	case len(found) == 0:
+		fmt.Fprintf(&sb, "No file below %s matches %s (.git and ignored files are skipped).\n", base, pattern)
+	}
+	return outcome{content: []toolContent{textOut(sb.String())}, result: sb.String()}
+}
+
+// searchText finds the lines matching re in the files below base (or in
+// base, a file) whose path matches glob.
+func (s *SessionRecord) searchText(ctx context.Context, base string, re *regexp.Regexp, glob string) outcome {
+	w, baseRel, err := s.newWalker(base)
+	if err != nil {
+		return failure("%v", err)
+	}
+	var sb strings.Builder
+	matches, files := 0, 0
+	full := false
+	search := func(rel string) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		p := shown(rel, baseRel)
+		if glob != "" {
+			okPath, _ := doublestar.Match(glob, p)
+			okName, _ := doublestar.Match(glob, filepath.Base(p))
+			if !okPath && !(okName && !strings.Contains(glob, "/")) {
+				return nil
+			}
+		}
+		f, err := w.root.Open(rel)
+		if err != nil {
+			return nil
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+			return nil
+		}
+		br := bufio.NewReaderSize(f, 64<<10)
+		if head, _ := br.Peek(binarySniffBytes); bytes.IndexByte(head, 0) >= 0 {
+			return nil // binary
+		}
+		files++
+		for n := 1; ; n++ {
+			line, more, err := readLine(br, searchLineBytes*4)
+			if len(line) == 0 && err != nil {
+				return nil
+			}
+			text := strings.TrimRight(string(line), "\r\n")
+			if re.MatchString(text) {
+				if matches == searchMaxMatches || sb.Len() > readMaxBytes {
+					full = true
+					return errStop
+				}
+				matches++
+				if len(text) > searchLineBytes || more > 0 {
+					text = prefixBytes(text, searchLineBytes) + " …"
+				}
+				fmt.Fprintf(&sb, "%s:%d:%s\n", p, n, text)
+			}
+			if err != nil {
+				return nil
+			}
+		}
+	}
+	if fi, serr := w.root.Stat(baseRel); serr == nil && !fi.IsDir() {
+		err = search(baseRel)
+		baseRel = filepath.Dir(baseRel)
+	} else {
+		err = w.walk(ctx, baseRel, func(rel string, e fs.DirEntry) error {
+			if e.IsDir() {
+				return nil
+			}
+			return search(rel)
+		})
+	}
+	if err != nil && err != errStop {
+		return failure("search_text stopped: %v", err)
+	}
+	switch {
+	case full:
+		fmt.Fprintf(&sb, "[search_text: stopped at %d matches; narrow the pattern, the path or the glob]\n", matches)
+	case matches == 0:
+		fmt.Fprintf(&sb, "No match in %d files (.git, ignored and binary files are skipped).\n", files)
+	}
+	return outcome{content: []toolContent{textOut(sb.String())}, result: sb.String()}
+}
+
+// prefixBytes cuts s to at most n bytes on a rune boundary.
+func prefixBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
