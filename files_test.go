@@ -28,6 +28,11 @@ type toolResult struct {
 // JSON) in bypass mode and returns each call's final status and text, the
 // other updates' kinds, and the client requests the agent made.
 func runToolCalls(t *testing.T, start starter, caps string, setup func(ta *testAgent), calls ...[2]string) ([]toolResult, []string) {
+	return runToolCallsIn(t, "bypass", start, caps, setup, calls...)
+}
+
+// runToolCallsIn is runToolCalls in a given mode.
+func runToolCallsIn(t *testing.T, mode string, start starter, caps string, setup func(ta *testAgent), calls ...[2]string) ([]toolResult, []string) {
 	t.Helper()
 	var chunks []string
 	for i, c := range calls {
@@ -43,7 +48,7 @@ func runToolCalls(t *testing.T, start starter, caps string, setup func(ta *testA
 	require.Nil(t, r.Error)
 	var sid struct{ SessionID string }
 	require.NoError(t, json.Unmarshal(r.Result, &sid))
-	ta.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/set_mode","params":{"sessionId":%q,"modeId":"bypass"}}`, sid.SessionID))
+	ta.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/set_mode","params":{"sessionId":%q,"modeId":%q}}`, sid.SessionID, mode))
 	ta.send(prompt(3, sid.SessionID, "go"))
 	var results []toolResult
 	var requests []string
