@@ -83,3 +83,42 @@ func TestExplore_tools(t *testing.T) {
 	assert.Equal(t, "failed", results[10].status)
 	assert.Contains(t, results[10].text, `status "done"`)
 }
+
+// Verify fit: hundreds of tool results in old turns are replaced by a note
+// first, then old turns are left out, the current turn never; the
+// conversation itself keeps everything.
+func TestContext_fit(t *testing.T) {
+	c := &conversation{full: true}
+	for turn := range 20 {
+		c.add(message{role: "user", text: fmt.Sprintf("turn %d", turn)})
+		for i := range 20 {
+			id := fmt.Sprintf("c%d_%d", turn, i)
+			c.add(message{role: "assistant", toolCalls: []toolCall{{ID: id, Name: "read_file", Input: []byte(`{"path":"a"}`)}}})
+			c.add(message{role: "tool", toolCallID: id, text: strings.Repeat("r", 2000)})
+		}
+	}
+	c.add(message{role: "user", text: "now"})
+	before := len(c.msgs)
+	size := func(ms []message) (n int) {
+		for _, m := range ms {
+			n += estimate(m)
+		}
+		return n
+	}
+	msgs, trimmed := c.fit(50_000)
+	assert.True(t, trimmed)
+	assert.LessOrEqual(t, size(msgs), 50_000)
+	assert.Equal(t, before, len(msgs), "replacing tool results was enough: no turn left out")
+	assert.Equal(t, leftOut, msgs[2].text, "the oldest tool result goes first")
+	assert.Equal(t, "now", msgs[len(msgs)-1].text)
+
+	msgs, _ = c.fit(1_000)
+	assert.LessOrEqual(t, size(msgs), 1_000)
+	assert.Equal(t, "user", msgs[0].role, "whole turns are left out")
+	assert.Less(t, len(msgs), before/10, "old turns left out")
+	assert.Equal(t, "now", msgs[len(msgs)-1].text, "the current turn kept")
+	msgs, _ = c.fit(10)
+	assert.Equal(t, []message{{role: "user", text: "now"}}, msgs, "the current turn is kept even over the budget")
+	assert.Len(t, c.msgs, before, "the conversation keeps everything")
+	assert.Equal(t, 2000, len(c.msgs[2].text))
+}

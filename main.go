@@ -210,6 +210,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*agent, config, string
 	fs.StringVar(&logLevel, "log-level", "info", "stderr log `LEVEL`: debug, info, warn, error")
 	fs.StringVar(&cfg.trace, "trace", "", "write every protocol message, in and out, to `PATH` as JSON lines")
 	fs.IntVar(&cfg.maxTurnRequests, "max-turn-requests", 50, "most model calls in one turn (then stopReason max_turn_requests)")
+	fs.IntVar(&cfg.maxContextTokens, "max-context-tokens", 100_000, "`TOKENS` of conversation the model is sent at most (estimated at 4 bytes a token; older tool results, then older turns are left out)")
 	fs.IntVar(&cfg.maxLineBytes, "max-line-bytes", 64<<20, "longest message line accepted; a longer one is answered with an error and skipped")
 	fs.BoolVar(&showVersion, "version", false, "print the version and exit")
 	fs.BoolVar(&cfg.fanout, "fanout", false, "serve many sessions on one connection, each in a child acpbridge process of its own (for Zed's threads)")
@@ -238,8 +239,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*agent, config, string
 		fmt.Fprintf(stdout, "acpbridge %s\n", version)
 		return nil, cfg, "", 0
 	}
-	if cfg.maxTurnRequests < 1 || cfg.maxLineBytes < 1024 {
-		fmt.Fprintf(stderr, "acpbridge: --max-turn-requests must be at least 1 and --max-line-bytes at least 1024\n")
+	if cfg.maxTurnRequests < 1 || cfg.maxLineBytes < 1024 || cfg.maxContextTokens < 1000 {
+		fmt.Fprintf(stderr, "acpbridge: --max-turn-requests must be at least 1, --max-line-bytes at least 1024 and --max-context-tokens at least 1000\n")
 		return nil, cfg, "", 2
 	}
 	return &agent{cfg: cfg}, cfg, logLevel, 0

@@ -242,7 +242,11 @@ func systemPrompt(req *modelRequest) string {
 func (m *openaiModel) request(req *modelRequest) chatRequest {
 	sys := systemPrompt(req)
 	msgs := []chatMessage{{Role: "system", Content: &sys}}
-	for _, msg := range req.conv.msgs {
+	sent := req.msgs
+	if sent == nil {
+		sent = req.conv.msgs
+	}
+	for _, msg := range sent {
 		cm := chatMessage{Role: msg.role}
 		if msg.text != "" || len(msg.toolCalls) == 0 {
 			text := msg.text

@@ -510,3 +510,66 @@ func TestOpenAI_recordingTravels(t *testing.T) {
 	require.NotEqual(t, first.cwd, second.cwd)
 	assert.Equal(t, live, run(second))
 }
+
+// sentBytes is the size of the messages of a request the fake server got,
+// the system prompt left out.
+func sentBytes(t *testing.T, r fakeRequest) (int, string) {
+	msgs, _ := r.body["messages"].([]any)
+	b, err := json.Marshal(msgs[1:])
+	require.NoError(t, err)
+	return len(b), string(b)
+}
+
+// Verify the context budget: as a session grows past --max-context-tokens,
+// what the model is sent stays within it (the oldest turns left out, the
+// current one whole), the user is told once, and the log keeps everything.
+func TestOpenAI_contextBudget(t *testing.T) {
+	var replies []fakeReply
+	for range 6 {
+		replies = append(replies, fakeReply{file: "text.sse"})
+	}
+	f := newFakeOpenAI(t, replies...)
+	ta := startOpenAI(t, f, "--max-context-tokens", "2000")
+	sid := ta.newSession()
+	var notices int
+	for i := range 6 {
+		text := fmt.Sprintf("prompt %d: %s", i, strings.Repeat("words ", 350)) // about 530 tokens
+		ups, r := ta.turnUpdates(2+i, sid, text)
+		require.Nil(t, r.Error, "turn %d", i)
+		for _, u := range ups {
+			if strings.Contains(u, "context budget") {
+				notices++
+			}
+		}
+		n, body := sentBytes(t, f.request(i))
+		assert.Less(t, n/bytesPerToken, 2000, "turn %d sent %d bytes", i, n)
+		assert.Contains(t, body, fmt.Sprintf("prompt %d:", i), "the current turn is sent whole")
+		if i >= 3 {
+			assert.NotContains(t, body, "prompt 0:", "turn %d still sends the oldest turn", i)
+		}
+	}
+	assert.Equal(t, 1, notices, "the user is told once")
+	ta.close()
+	log, err := os.ReadFile(filepath.Join(ta.state, "sessions", sid+".jsonl"))
+	require.NoError(t, err)
+	for i := range 6 {
+		assert.Contains(t, string(log), fmt.Sprintf("prompt %d:", i), "the log keeps every turn")
+	}
+}
+
+// Verify that a provider's context-length error makes acpbridge send less
+// and call again, once: the turn succeeds.
+func TestOpenAI_contextLengthError(t *testing.T) {
+	f := newFakeOpenAI(t, fakeReply{file: "text.sse"}, fakeReply{status: 400, file: "error_context.json"}, fakeReply{file: "text.sse"})
+	ta := startOpenAI(t, f)
+	sid := ta.newSession()
+	_, r := ta.turnUpdates(2, sid, "first "+strings.Repeat("x", 4000))
+	require.Nil(t, r.Error)
+	_, r = ta.turnUpdates(3, sid, "second")
+	require.Nil(t, r.Error, "the turn after a context-length error")
+	require.Equal(t, 3, f.count())
+	before, _ := sentBytes(t, f.request(1))
+	after, body := sentBytes(t, f.request(2))
+	assert.Less(t, after, before, "the call again sends less")
+	assert.Contains(t, body, "second")
+}

@@ -48,15 +48,16 @@ import (
 
 // config is the parsed command line.
 type config struct {
-	modelSpec       string
-	stateDir        string
-	baseURL         string
-	record          string
-	trace           string
-	maxTurnRequests int
-	maxLineBytes    int
-	models          []string // --models
-	fanout          bool     // --fanout: be the router (fanout.go)
+	modelSpec        string
+	stateDir         string
+	baseURL          string
+	record           string
+	trace            string
+	maxTurnRequests  int
+	maxLineBytes     int
+	models           []string // --models
+	fanout           bool     // --fanout: be the router (fanout.go)
+	maxContextTokens int      // --max-context-tokens
 }
 
 // agent serves one connection.
@@ -115,7 +116,10 @@ type SessionRecord struct {
 	mcp  *mcpHub       // opener sets; self-locked
 	file *sessionFile  // opener sets; self-locked; nil only while opening
 	conv *conversation // turn: what the model is sent
-	enc  []byte        // turn: scratch for encoding the turn's tool updates
+
+	budget      int    // turn: a context budget lower than --max-context-tokens, learnt from the provider, or 0
+	trimNoticed bool   // turn: the user was told that older context is left out
+	enc         []byte // turn: scratch for encoding the turn's tool updates
 }
 
 // turn is one admitted session/prompt.

@@ -44,6 +44,7 @@ type model interface {
 type modelRequest struct {
 	model string // the session's chosen model
 	conv  *conversation
+	msgs  []message // what to send of conv, within the context budget
 	tools []toolSpec
 	cwd   string
 	roots []string
@@ -302,6 +303,27 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []contentB
 	return stop, nil
 }
 
+// fitContext sets what req sends of the conversation within the session's
+// context budget, and tells the user once when older context starts being
+// left out.
+func (a *agent) fitContext(s *SessionRecord, req *modelRequest) error {
+	budget := a.cfg.maxContextTokens
+	if s.budget > 0 {
+		budget = min(budget, s.budget)
+	}
+	fixed := len(systemPrompt(req)) / bytesPerToken
+	for _, t := range req.tools {
+		fixed += (len(t.Name) + len(t.Description) + len(t.Parameters)) / bytesPerToken
+	}
+	msgs, trimmed := s.conv.fit(budget - fixed)
+	req.msgs = msgs
+	if trimmed && !s.trimNoticed {
+		s.trimNoticed = true
+		return a.notice(s, fmt.Sprintf("(acpbridge: this conversation has outgrown the model's context budget of %d tokens, so the oldest tool results and then the oldest turns are left out of what the model is sent from now on. The session keeps everything.)", budget))
+	}
+	return nil
+}
+
 // notice tells the user something in the conversation, as an agent
 // message of its own; it is persisted but not sent to the model.
 func (a *agent) notice(s *SessionRecord, text string) error {
@@ -322,6 +344,9 @@ func (a *agent) loop(ctx context.Context, s *SessionRecord) (string, *usage, err
 		a.mu.Lock()
 		req := &modelRequest{model: s.model, conv: s.conv, cwd: s.cwd, roots: s.roots, mode: s.mode, tools: a.tools(s)}
 		a.mu.Unlock()
+		if err := a.fitContext(s, req); err != nil {
+			return "", &total, err
+		}
 		st := &modelStream{a: a, s: s, keep: s.conv.full}
 		if a.recorder != nil {
 			st.rec = &replayEntry{Expect: recordedExpect(s.conv.newest(), s.roots), Chunks: []replayChunk{}}
@@ -333,6 +358,20 @@ func (a *agent) loop(ctx context.Context, s *SessionRecord) (string, *usage, err
 			s.file.append(record{Type: recReplay, ReplayPos: rm.position() + 1})
 		}
 		stop, err := a.model.complete(ctx, req, st)
+		if contextTooLong(err) && st.kind == "" && len(st.calls) == 0 && len(st.text) == 0 && s.budget == 0 {
+			// The provider counts more tightly than the estimate: send less,
+			// once, and tell the user as for any trimming.
+			sent := 0
+			for _, m := range req.msgs {
+				sent += estimate(m)
+			}
+			s.budget = sent * 3 / 4
+			a.log.Warn("the model's context window is smaller than estimated; sending less", "session", s.id, "tokens", s.budget)
+			if ferr := a.fitContext(s, req); ferr != nil {
+				return "", &total, ferr
+			}
+			stop, err = a.model.complete(ctx, req, st)
+		}
 		st.endMessage()
 		if st.rec != nil {
 			a.recorder.write(st.rec, stop, err, ctx.Err() != nil)

@@ -1,0 +1,83 @@
+// context.go keeps what the model is sent within a budget: a long session
+// must not end in a provider's context-length error. The session log and
+// session/load keep everything; only the model's view is trimmed.
+//
+// The budget is --max-context-tokens, estimated at four bytes a token. Over
+// it, the oldest tool results (before the current turn) are replaced by a
+// one-line note first, then the oldest turns are left out whole; the system
+// prompt and the current turn never are. A provider's own context-length
+// error lowers the budget below what was sent and the call is made again,
+// once.
+package main
+
+import "strings"
+
+// bytesPerToken is the estimate of a token's size.
+const bytesPerToken = 4
+
+// leftOut replaces a tool result the budget leaves out.
+const leftOut = "[This tool result was left out to fit the model's context window; run the tool again if you need it.]"
+
+// estimate is a message's size in tokens.
+func estimate(m message) int {
+	n := len(m.text) + 16
+	for _, tc := range m.toolCalls {
+		n += len(tc.Name) + len(tc.Input) + 16
+	}
+	return n / bytesPerToken
+}
+
+// fit returns the messages to send within budget tokens (the system prompt
+// and the tools not counted), and whether anything was left out. The
+// conversation itself is not changed.
+func (c *conversation) fit(budget int) ([]message, bool) {
+	total := 0
+	for _, m := range c.msgs {
+		total += estimate(m)
+	}
+	if total <= budget {
+		return c.msgs, false
+	}
+	// The current turn begins at the newest user message.
+	current := 0
+	for i := len(c.msgs) - 1; i >= 0; i-- {
+		if c.msgs[i].role == "user" {
+			current = i
+			break
+		}
+	}
+	msgs := append([]message(nil), c.msgs...)
+	note := message{text: leftOut}
+	for i := 0; i < current && total > budget; i++ {
+		if m := msgs[i]; m.role == "tool" && len(m.text) > len(leftOut) {
+			total -= estimate(m) - estimate(note)
+			msgs[i].text = leftOut
+		}
+	}
+	// Then whole turns, oldest first: from one user message to the next.
+	start := 0
+	for start < current && total > budget {
+		end := start + 1
+		for end < current && msgs[end].role != "user" {
+			end++
+		}
+		for _, m := range msgs[start:end] {
+			total -= estimate(m)
+		}
+		start = end
+	}
+	return msgs[start:], true
+}
+
+// contextTooLong reports whether a model error says the request was over
+// the model's context window (OpenAI, vLLM, llama.cpp and Ollama word it
+// in these ways).
+func contextTooLong(err error) bool {
+	if err == nil {
+		return false
+	}
+	s := strings.ToLower(err.Error())
+	return strings.Contains(s, "context length") || strings.Contains(s, "context_length") ||
+		strings.Contains(s, "context window") || strings.Contains(s, "maximum context") ||
+		strings.Contains(s, "too many tokens") || strings.Contains(s, "exceeds the context")
+}
