@@ -373,6 +373,7 @@ func (s *SessionRecord) searchText(ctx context.Context, base string, re *regexp.
 	var sb strings.Builder
 	matches, files := 0, 0
 	full := false
+	br := bufio.NewReaderSize(nil, 64<<10) // one buffer for every file
 	search := func(rel string) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -393,7 +394,7 @@ func (s *SessionRecord) searchText(ctx context.Context, base string, re *regexp.
 		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 			return nil
 		}
-		br := bufio.NewReaderSize(f, 64<<10)
+		br.Reset(f)
 		if head, _ := br.Peek(binarySniffBytes); bytes.IndexByte(head, 0) >= 0 {
 			return nil // binary
 		}
