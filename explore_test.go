@@ -211,3 +211,21 @@ func peakRSSKiB() int {
 	}
 	return 0
 }
+
+// Verify what the model receives from the exploring tools, with replay's
+// expect: each result is checked where the next model call reads it.
+func TestExplore_modelReceives(t *testing.T) {
+	fixture := writeFixture(t,
+		`{"chunks":[{"toolCall":{"id":"s","name":"search_text","input":{"pattern":"hello","ignore_case":true,"glob":"**/*.go"}}}]}`,
+		`{"expect":"sub/b.go:2:// hello again","chunks":[{"toolCall":{"id":"f","name":"find_files","input":{"pattern":"**/c.go"}}}]}`,
+		`{"expect":"sub/deep/c.go","chunks":[{"toolCall":{"id":"l","name":"list_directory","input":{"path":"sub"}}}]}`,
+		`{"expect":"b.go\ndeep/\nkeep.log\nsecret.txt","chunks":[{"text":"Explored."}]}`)
+	ta := startAgent(t, "--model", "replay:"+fixture)
+	exploreTree(t)(ta)
+	sid := ta.newSession()
+	ups, r := ta.turnUpdates(2, sid, "explore")
+	require.Nil(t, r.Error, "a model expect failed")
+	for _, u := range ups {
+		assert.NotContains(t, u, "request_permission")
+	}
+}
