@@ -73,6 +73,7 @@ type child struct {
 	mu      sync.Mutex // guards the fields below
 	nextID  int64
 	pending map[int64]forwarded // our requests to it, by its id
+	dead    bool                // it has exited: nothing more is sent to it
 }
 
 // forwarded is a client request a child has not answered yet.
@@ -370,6 +371,13 @@ func (r *router) respond(id string, msg []byte) {
 // send writes a request to the child under an id of its own.
 func (c *child) send(f forwarded, method string, params json.RawMessage) {
 	c.mu.Lock()
+	if c.dead {
+		c.mu.Unlock()
+		if f.clientID != nil {
+			c.r.answer(f.clientID, nil, rpcError(codeInternal, "the agent process for this request has ended; open the session again with session/load"))
+		}
+		return
+	}
 	c.nextID++
 	id := c.nextID
 	c.pending[id] = f
@@ -546,6 +554,7 @@ func (c *child) died() {
 	c.mu.Lock()
 	pending := c.pending
 	c.pending = map[int64]forwarded{}
+	c.dead = true
 	c.mu.Unlock()
 	if len(pending) > 0 || (!closing && session != "" && c.cmd.ProcessState != nil && !c.cmd.ProcessState.Success()) {
 		r.log.Error("the process of a session ended", "session", session, "pid", c.cmd.Process.Pid, "status", c.cmd.ProcessState.String())

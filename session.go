@@ -1088,10 +1088,17 @@ func (a *agent) admitSetConfig(_ string, raw json.RawMessage) ticket {
 // arrival, so that a prompt behind it runs with it, announces it, writes it
 // to the log, and answers result, or the options when result is nil.
 func (a *agent) changeSetting(id, field string, rec record, result any) ticket {
+	a.mu.Lock()
+	live := a.liveLocked(id) != nil
+	a.mu.Unlock()
 	switch {
+	case !live:
+		return fail(a.errNotLive(id))
 	case rec.Mode != "" && !slices.ContainsFunc(sessionModes, func(m sessionMode) bool { return m.ID == rec.Mode }):
 		return fail(invalidParams(field, "unknown mode %q; the modes are ask, accept_edits, read_only and bypass", rec.Mode))
 	case rec.Mode == "" && (a.model == nil || !slices.Contains(a.model.models(), rec.Model)):
+		// A live session has its options listed, so the model list is known:
+		// models() does not wait on the server here.
 		var names []string
 		if a.model != nil {
 			names = a.model.models()
