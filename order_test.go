@@ -150,6 +150,23 @@ var orderCases = []struct {
 		assert.Equal(t, "first", ups[0]["content"].(map[string]any)["text"])
 	},
 }, {
+	name: "cancel then a new prompt",
+	fixture: []string{
+		`{"chunks":[{"text":"Slow"},{"delayMs":600000}]}`,
+		`{"expect":"instead","chunks":[{"text":"Second."}]}`,
+	},
+	run: func(t testing.TB, ta *testAgent) {
+		sid := ta.newSession()
+		ta.send(prompt(2, sid, "slow"))
+		ta.await(`{"params":{"update":{"content":{"text":"Slow"}}}}`)
+		ta.sendTogether(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, sid), prompt(3, sid, "instead"))
+		ups, rs, order := ta.collect(2, 3)
+		assert.Equal(t, "cancelled", stopReason(t, rs[2]))
+		assert.Equal(t, "end_turn", stopReason(t, rs[3]), "the prompt after the cancel runs")
+		assert.Equal(t, []int{2, 3}, order)
+		assert.Contains(t, fmt.Sprint(ups), "Second.")
+	},
+}, {
 	name: "initialize then session/new",
 	run: func(t testing.TB, ta *testAgent) {
 		ta.sendTogether(initLine, `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`)

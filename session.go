@@ -771,7 +771,9 @@ func (a *agent) liveLocked(id string) *SessionRecord {
 
 // admitPrompt starts a turn: from here on a session/cancel or close that
 // arrives applies to it, even before its step runs. A prompt that arrives
-// while its session is still loading waits for the load.
+// while its session is still loading waits for the load; one that arrives
+// while a cancelled turn winds down runs after it; one that arrives while
+// a turn runs is refused (1003).
 func (a *agent) admitPrompt(reqID string, raw json.RawMessage) ticket {
 	var p promptParams
 	if err := decodeRaw(raw, &p); err != nil {
@@ -797,10 +799,13 @@ func (a *agent) admitPrompt(reqID string, raw json.RawMessage) ticket {
 	if s == nil || s.id != id || s.closing {
 		return fail(a.errNotLiveLocked(id))
 	}
-	if s.turn != nil {
+	prev := s.turn
+	if prev != nil && prev.ctx.Err() == nil {
 		return fail(rpcError(codeTurnRunning,
 			"a turn is already running in session %s; wait for its response or cancel it with session/cancel before sending another prompt", id))
 	}
+	// A cancelled turn still winding down (an editor sends cancel and the
+	// next prompt back to back): this prompt follows it.
 	tctx, cancel := context.WithCancel(context.Background())
 	t := &turn{reqID: reqID, ctx: tctx, cancel: cancel, done: make(chan struct{})}
 	s.turn = t
@@ -842,6 +847,14 @@ func (a *agent) admitPrompt(reqID string, raw json.RawMessage) ticket {
 			if !ready {
 				return nil, rpcError(codeResourceNotFound, "session %s did not open, so the prompt was not run; open it again with session/load or session/resume", id).
 					WithData(map[string]string{"sessionId": id})
+			}
+			if prev != nil {
+				// The cancelled turn ends, and answers, first.
+				<-prev.done
+				select {
+				case <-a.out.whenAnswered(prev.reqID):
+				case <-ctx.Done():
+				}
 			}
 			stop, err := a.runTurn(tctx, s, blocks, p.Prompt)
 			if err != nil {
