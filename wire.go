@@ -12,6 +12,14 @@
 //   - The first write error is sticky and closes broken, so that main can end
 //     the process when the client stops reading.
 //
+// The input side: Recv reads every whole line that one read brought before
+// it hands any to jrpc2, checks each (JSON, one message, a usable id, a
+// string method), answers what it must refuse, and tells arrive of each
+// well-formed request in arrival order (session.go's admissions), so that
+// what arrived together takes effect in order even when jrpc2's handlers do
+// not start in order. An admission may answer at once; jrpc2 then never
+// sees the request.
+//
 // The agent's own requests to the client (permission, fs/*, terminal/*) go
 // out through call, not through jrpc2: Recv takes every response the client
 // sends out of the input before jrpc2 sees it and hands it to the waiting
