@@ -402,6 +402,19 @@ func runGolden(t *testing.T, path string) {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	ar := parseArchive(string(b))
+	seen := map[string]bool{}
+	for _, f := range ar.files {
+		dir, _, _ := strings.Cut(f.name, "/")
+		switch {
+		case seen[f.name]:
+			t.Fatalf("%s: the section %q appears twice", path, f.name)
+		case f.name == "client" || f.name == "agent" || f.name == "replay.jsonl" || f.name == "args":
+		case strings.Contains(f.name, "/") && (dir == "cwd" || dir == "state" || dir == "check"):
+		default:
+			t.Fatalf("%s: unknown section %q (client, agent, replay.jsonl, args, cwd/NAME, state/NAME, check/NAME)", path, f.name)
+		}
+		seen[f.name] = true
+	}
 	var args []string
 	if s, ok := ar.get("args"); ok {
 		args = strings.Fields(s)
