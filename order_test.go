@@ -167,6 +167,33 @@ var orderCases = []struct {
 		assert.Contains(t, fmt.Sprint(ups), "Second.")
 	},
 }, {
+	name:    "close then new, close then load",
+	fixture: []string{`{"chunks":[{"text":"One."}]}`, `{"chunks":[{"text":"Two."}]}`},
+	run: func(t testing.TB, ta *testAgent) {
+		sid := ta.newSession()
+		ta.send(prompt(2, sid, "first"))
+		ta.collect(2)
+		ta.sendTogether(fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"session/close","params":{"sessionId":%q}}`, sid),
+			`{"jsonrpc":"2.0","id":4,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`)
+		_, rs, order := ta.collect(3, 4)
+		require.Nil(t, rs[3].Error)
+		require.Nil(t, rs[4].Error, "session/new behind the close")
+		assert.Equal(t, []int{3, 4}, order)
+		var res struct{ SessionID string }
+		require.NoError(t, json.Unmarshal(rs[4].Result, &res))
+		// Close the new one and, in the same write, load the first: the
+		// load waits for the close's lock, then replays, then a prompt
+		// behind it runs on it.
+		ta.sendTogether(fmt.Sprintf(`{"jsonrpc":"2.0","id":5,"method":"session/close","params":{"sessionId":%q}}`, res.SessionID),
+			load(6, sid), prompt(7, sid, "again"))
+		ups, rs, order := ta.collect(5, 6, 7)
+		require.Nil(t, rs[5].Error)
+		require.Nil(t, rs[6].Error, "session/load behind the close")
+		assert.Equal(t, "end_turn", stopReason(t, rs[7]))
+		assert.Equal(t, []int{5, 6, 7}, order)
+		assert.Equal(t, "user_message_chunk", ups[0]["sessionUpdate"], "the load replays the first session")
+	},
+}, {
 	name: "initialize then session/new",
 	run: func(t testing.TB, ta *testAgent) {
 		ta.sendTogether(initLine, `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`)

@@ -78,6 +78,7 @@ type agent struct {
 	initialized bool
 	client      clientCapabilities
 	sess        *SessionRecord
+	next        *SessionRecord    // claimed while sess is closing; live once sess is released
 	tickets     map[string]ticket // admitted requests whose handler has not started, by id
 
 	admit map[string]func(id string, params json.RawMessage) ticket // admissions(), set by serve
@@ -99,12 +100,19 @@ type SessionRecord struct {
 	realRoots []string   // opener: roots with their symlinks resolved
 	fsRoots   []*os.Root // opener: realRoots opened, for local file work (files.go)
 
-	ready   bool               // a.mu: false while session/new, load or resume is still opening it
-	abort   context.CancelFunc // a.mu: ends an opening load; set while !ready
-	opened  chan struct{}      // closed by the opener when opening has finished, either way
-	openReq string             // a.mu: the id of the load or resume that opens it, or ""
-	closing bool               // a.mu: session/close (or shutdown) has begun: no new turn may start
-	turn    *turn              // a.mu: the admitted or running turn, or nil
+	ready  bool               // a.mu: false while session/new, load or resume is still opening it
+	abort  context.CancelFunc // a.mu: ends an opening load; set while !ready
+	opened chan struct{}      // closed by the opener when opening has finished, either way
+	after  <-chan struct{}    // fixed at claim: a closing record's released, which this one waits for; or nil
+	// afterReq (fixed at claim) is the id of that record's session/close;
+	// closeReq (a.mu) is the id of the session/close that closes this one.
+	afterReq, closeReq string
+	// released is closed when the record's slot, files and lock are free.
+	released    chan struct{}
+	releaseOnce sync.Once
+	openReq     string // a.mu: the id of the load or resume that opens it, or ""
+	closing     bool   // a.mu: session/close (or shutdown) has begun: no new turn may start
+	turn        *turn  // a.mu: the admitted or running turn, or nil
 
 	title   string          // a.mu
 	mode    string          // a.mu
@@ -394,15 +402,50 @@ func errSessionLive(id string) error {
 
 // claim makes a new, not yet ready record with id the live one, or fails
 // with the one-session rejection.
+//
+// While the live record is closing (session/close has arrived), one record
+// may be claimed behind it: it becomes the live one when the closing one is
+// released, and its step waits for that (after).
 func (a *agent) claim(id string) (*SessionRecord, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.sess != nil {
+	s := &SessionRecord{id: id, opened: make(chan struct{}), released: make(chan struct{}), rules: map[string]bool{}}
+	switch {
+	case a.sess == nil:
+		a.sess = s
+	case a.sess.closing && a.next == nil:
+		s.after, s.afterReq = a.sess.released, a.sess.closeReq
+		a.next = s
+	case a.next != nil:
+		return nil, errSessionLive(a.next.id)
+	default:
 		return nil, errSessionLive(a.sess.id)
 	}
-	s := &SessionRecord{id: id, opened: make(chan struct{}), rules: map[string]bool{}}
-	a.sess = s
 	return s, nil
+}
+
+// vacateLocked frees the slot s holds: a record claimed behind it becomes
+// the live one.
+func (a *agent) vacateLocked(s *SessionRecord) {
+	if a.sess == s {
+		a.sess, a.next = a.next, nil
+	} else if a.next == s {
+		a.next = nil
+	}
+}
+
+// awaitTurn waits until a record claimed behind a closing one may open; it
+// reports false when the client has gone meanwhile.
+func (a *agent) awaitTurn(ctx context.Context, s *SessionRecord) bool {
+	if s.after == nil {
+		return true
+	}
+	<-s.after
+	select { // the close answers first
+	case <-a.out.whenAnswered(s.afterReq):
+	case <-ctx.Done():
+	}
+	return !a.out.gone()
 }
 
 // finishOpen makes s ready, or frees the slot when err is set.
@@ -410,8 +453,8 @@ func (a *agent) finishOpen(s *SessionRecord, err error) {
 	a.mu.Lock()
 	if err == nil {
 		s.ready = true
-	} else if a.sess == s {
-		a.sess = nil
+	} else {
+		a.vacateLocked(s)
 	}
 	s.abort = nil
 	a.mu.Unlock()
@@ -422,6 +465,7 @@ func (a *agent) finishOpen(s *SessionRecord, err error) {
 		if s.file != nil {
 			s.file.close()
 		}
+		s.releaseOnce.Do(func() { close(s.released) })
 	}
 }
 
@@ -484,7 +528,13 @@ func (a *agent) admitNew(_ string, raw json.RawMessage) ticket {
 		return fail(err)
 	}
 	return ticket{
-		run:     func(context.Context) (any, error) { return a.newSession(s, roots, specs) },
+		run: func(ctx context.Context) (any, error) {
+			if !a.awaitTurn(ctx, s) {
+				a.finishOpen(s, errAbandoned)
+				return nil, rpcError(codeRequestCancelled, "the client went away before the session was created")
+			}
+			return a.newSession(s, roots, specs)
+		},
 		abandon: func() { a.finishOpen(s, errAbandoned) },
 	}
 }
@@ -544,6 +594,10 @@ func (a *agent) admitOpen(reqID string, raw json.RawMessage, replay bool) ticket
 		run: func(ctx context.Context) (any, error) {
 			defer context.AfterFunc(ctx, cancel)()
 			defer cancel()
+			if !a.awaitTurn(ctx, s) {
+				a.finishOpen(s, errAbandoned)
+				return nil, rpcError(codeRequestCancelled, "the client went away before session %s was opened", s.id)
+			}
 			return a.openSession(lctx, s, roots, specs, replay)
 		},
 		abandon: func() { cancel(); a.finishOpen(s, errAbandoned) },
@@ -610,7 +664,7 @@ func (a *agent) restore(ctx context.Context, s *SessionRecord, roots []string, r
 
 // admitClose marks the session closing and cancels its turn or its load;
 // the step waits for them, then frees the record.
-func (a *agent) admitClose(_ string, raw json.RawMessage) ticket {
+func (a *agent) admitClose(reqID string, raw json.RawMessage) ticket {
 	var p sessionIDParams
 	if err := decodeRaw(raw, &p); err != nil {
 		return fail(err)
@@ -626,6 +680,7 @@ func (a *agent) admitClose(_ string, raw json.RawMessage) ticket {
 		return fail(a.errNotLive(id))
 	}
 	s.closing = true
+	s.closeReq = reqID
 	if s.abort != nil {
 		s.abort()
 		a.log.Info("session/close ends the load of the session", "session", id)
@@ -659,9 +714,7 @@ func (a *agent) admitClose(_ string, raw json.RawMessage) ticket {
 // release frees the live record s and closes what it holds.
 func (a *agent) release(s *SessionRecord) {
 	a.mu.Lock()
-	if a.sess == s {
-		a.sess = nil
-	}
+	a.vacateLocked(s)
 	a.mu.Unlock()
 	s.mcp.close()
 	s.closeRoots()
@@ -670,6 +723,8 @@ func (a *agent) release(s *SessionRecord) {
 			a.log.Error("closing session file", "session", s.id, "err", err)
 		}
 	}
+	// Last: a record claimed behind s may now open, the lock included.
+	s.releaseOnce.Do(func() { close(s.released) })
 }
 
 // shutdownWait bounds how long shutdown waits for the turn and an opening
@@ -796,6 +851,9 @@ func (a *agent) admitPrompt(reqID string, raw json.RawMessage) ticket {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := a.sess
+	if s != nil && s.id != id && a.next != nil && a.next.id == id {
+		s = a.next // opening behind the session being closed
+	}
 	if s == nil || s.id != id || s.closing {
 		return fail(a.errNotLiveLocked(id))
 	}
