@@ -222,14 +222,14 @@ func readLines(ctx context.Context, r io.Reader, startAt int, w window) (string,
 	}
 	var sb strings.Builder
 	cut, shown := 0, 0
-	limit := min(w.limit, readMaxLines)
-	for shown < limit {
+	capped := false // the byte cap left out the line just read
+	for shown < min(w.limit, readMaxLines) {
 		line, more, err := readLine(br, lineMaxBytes)
 		if len(line) == 0 && err != nil {
 			break
 		}
 		if sb.Len()+len(line) > readMaxBytes {
-			limit = shown // the byte cap: stop before this line
+			capped = true
 			break
 		}
 		sb.Write(line)
@@ -245,7 +245,7 @@ func readLines(ctx context.Context, r io.Reader, startAt int, w window) (string,
 	last := w.first + shown - 1
 	_, peekErr := br.Peek(1)
 	switch {
-	case peekErr == nil && shown < min(w.limit, readMaxLines):
+	case capped:
 		fmt.Fprintf(&sb, "\n[read_file: lines %d–%d of the file, stopped at %d bytes; read on with line %d]", w.first, last, readMaxBytes, last+1)
 	case peekErr == nil && w.limit > readMaxLines:
 		fmt.Fprintf(&sb, "\n[read_file: lines %d–%d of the file, at most %d lines a call; read on with line %d]", w.first, last, readMaxLines, last+1)

@@ -200,10 +200,13 @@ func TestFiles_readBounds(t *testing.T) {
 	}
 	wide := strings.Repeat(strings.Repeat("w", 1999)+"\n", 200) // 400,000 bytes
 	long := "short\n" + strings.Repeat("é", 6000) + "\nafter\n"
+	// 132 lines of 2,000 bytes: the byte cap falls on the last one.
+	tail := strings.Repeat(strings.Repeat("t", 1999)+"\n", 132)
 	results, _ := runToolCalls(t, inProcess, `{}`, func(ta *testAgent) {
 		require.NoError(t, os.WriteFile(filepath.Join(ta.cwd, "many.txt"), []byte(many.String()), 0o644))
 		require.NoError(t, os.WriteFile(filepath.Join(ta.cwd, "wide.txt"), []byte(wide), 0o644))
 		require.NoError(t, os.WriteFile(filepath.Join(ta.cwd, "long.txt"), []byte(long), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(ta.cwd, "tail.txt"), []byte(tail), 0o644))
 	},
 		[2]string{"read_file", `{"path":"many.txt"}`},
 		[2]string{"read_file", `{"path":"many.txt","line":2001}`},
@@ -214,8 +217,9 @@ func TestFiles_readBounds(t *testing.T) {
 		[2]string{"read_file", `{"path":"many.txt","line":0}`},
 		[2]string{"read_file", `{"path":"wide.txt"}`},
 		[2]string{"read_file", `{"path":"long.txt"}`},
+		[2]string{"read_file", `{"path":"tail.txt"}`},
 	)
-	require.Len(t, results, 9)
+	require.Len(t, results, 10)
 	lines := func(s string) int { return strings.Count(s, "\nline ") + 1 }
 	assert.Equal(t, 2000, lines(results[0].text))
 	assert.Contains(t, results[0].text, "read on with line 2001")
@@ -232,6 +236,7 @@ func TestFiles_readBounds(t *testing.T) {
 	assert.Contains(t, results[7].text, "stopped at 262144 bytes; read on with line 132")
 	assert.Contains(t, results[8].text, "… [line 2 cut: 10000 more bytes]")
 	assert.Contains(t, results[8].text, "after\n")
+	assert.Contains(t, results[9].text, "stopped at 262144 bytes; read on with line 132", "the left-out last line is said")
 }
 
 // vmHWM is a process's peak resident memory in KiB.
