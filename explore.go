@@ -159,9 +159,8 @@ func (a *agent) updatePlan(s *SessionRecord, entries []planEntry) outcome {
 	for _, e := range entries {
 		n[e.Status]++
 	}
-	return outcome{content: []toolContent{textOut(fmt.Sprintf("Plan recorded: %d entries (%d completed, %d in progress, %d pending).",
-		len(entries), n["completed"], n["in_progress"], n["pending"]))},
-		result: fmt.Sprintf("Plan recorded: %d entries (%d completed, %d in progress, %d pending).", len(entries), n["completed"], n["in_progress"], n["pending"])}
+	return textResult(fmt.Sprintf("Plan recorded: %d entries (%d completed, %d in progress, %d pending).",
+		len(entries), n["completed"], n["in_progress"], n["pending"]))
 }
 
 // planUpdate is the ACP plan session update.
@@ -207,14 +206,13 @@ func (s *SessionRecord) listDirectory(dir string) outcome {
 	if len(names) == 0 {
 		sb.WriteString("(empty directory)\n")
 	}
-	return outcome{content: []toolContent{textOut(sb.String())}, result: sb.String()}
+	return textResult(sb.String())
 }
 
 // walker walks a tree below one root, skipping .git, ignored files and
 // links.
 type walker struct {
 	root     *os.Root
-	rootDir  string // the root's real path
 	patterns []gitignore.Pattern
 }
 
@@ -226,11 +224,6 @@ func (s *SessionRecord) newWalker(dir string) (*walker, string, error) {
 		return nil, "", err
 	}
 	w := &walker{root: root}
-	for i, r := range s.fsRoots {
-		if r == root {
-			w.rootDir = s.realRoots[i]
-		}
-	}
 	w.loadIgnore(".")
 	if rel != "." {
 		parts := strings.Split(filepath.ToSlash(rel), "/")
@@ -360,7 +353,7 @@ func (s *SessionRecord) findFiles(ctx context.Context, base, pattern string) out
 	case len(found) == 0:
 		fmt.Fprintf(&sb, "No file below %s matches %s (.git and ignored files are skipped).\n", base, pattern)
 	}
-	return outcome{content: []toolContent{textOut(sb.String())}, result: sb.String()}
+	return textResult(sb.String())
 }
 
 // searchText finds the lines matching re in the files below base (or in
@@ -412,7 +405,7 @@ func (s *SessionRecord) searchText(ctx context.Context, base string, re *regexp.
 				}
 				matches++
 				if len(text) > searchLineBytes || more > 0 {
-					text = prefixBytes(text, searchLineBytes) + " …"
+					text = cutBytes(text, searchLineBytes) + " …"
 				}
 				fmt.Fprintf(&sb, "%s:%d:%s\n", p, n, text)
 			}
@@ -441,18 +434,5 @@ func (s *SessionRecord) searchText(ctx context.Context, base string, re *regexp.
 	case matches == 0:
 		fmt.Fprintf(&sb, "No match in %d files (.git, ignored and binary files are skipped).\n", files)
 	}
-	return outcome{content: []toolContent{textOut(sb.String())}, result: sb.String()}
+	return textResult(sb.String())
 }
-
-// prefixBytes cuts s to at most n bytes on a rune boundary.
-func prefixBytes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }

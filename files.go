@@ -291,9 +291,22 @@ func capResult(s string) string {
 	if len(s) <= readMaxBytes {
 		return s
 	}
-	k := readMaxBytes
-	for k > 0 && !utf8.RuneStart(s[k]) {
-		k--
+	kept := cutBytes(s, readMaxBytes)
+	return kept + fmt.Sprintf("\n[output cut: %d more bytes not shown]", len(s)-len(kept))
+}
+
+// cutBytes cuts s to at most n bytes, on a rune boundary.
+func cutBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return s[:k] + fmt.Sprintf("\n[output cut: %d more bytes not shown]", len(s)-k)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// textResult is a tool's outcome whose content and result are one text.
+func textResult(s string) outcome {
+	return outcome{content: []toolContent{textOut(s)}, result: s}
 }
