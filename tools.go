@@ -661,7 +661,7 @@ func (a *agent) readFile(ctx context.Context, s *SessionRecord, path string, w w
 		if w.first > 1 {
 			line = w.first
 		}
-		got, err = a.askClientRead(ctx, s, path, line, min(w.limit, readMaxLines+1))
+		got, err = a.askClientRead(ctx, s, path, line, min(w.limit, readMaxLines)+1) // one more: does the file go on?
 		if err == nil {
 			text, err = readLines(ctx, strings.NewReader(got), w.first, w)
 		}
