@@ -307,6 +307,9 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []contentB
 // context budget, and tells the user once when older context starts being
 // left out.
 func (a *agent) fitContext(s *SessionRecord, req *modelRequest) error {
+	if !s.conv.full {
+		return nil // the model reads no history (replay): nothing to fit
+	}
 	budget := a.cfg.maxContextTokens
 	if s.budget > 0 {
 		budget = min(budget, s.budget)
