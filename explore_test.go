@@ -126,8 +126,8 @@ func TestContext_fit(t *testing.T) {
 	assert.Equal(t, 2000, len(c.msgs[2].text))
 }
 
-// bigTree makes a tree of dirs × files small text files (and a .gitignore
-// ignoring a tenth of them) once per test binary run.
+// bigTree makes a tree of dirs × files small text files, a tenth of them
+// ignored by its .gitignore.
 func bigTree(b *testing.B, dirs, files int) string {
 	dir := b.TempDir()
 	require.NoError(b, os.WriteFile(filepath.Join(dir, ".gitignore"), []byte("*.skip\n"), 0o644))

@@ -32,18 +32,23 @@ func alive(pid int) bool {
 	return state != "Z" && state != "X"
 }
 
-// assertGone waits (bounded, for the kernel to finish a SIGKILL) until pid
-// is no longer running.
+// assertGone waits (bounded) until pid has ended: a pidfd becomes
+// readable when its process terminates, zombie or reaped.
 func assertGone(t *testing.T, pid int, what string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			syscall.Kill(pid, syscall.SIGKILL)
-			t.Errorf("%s (pid %d) outlived acpbridge", what, pid)
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return // no such process: gone
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 5000)
+	for err == unix.EINTR {
+		n, err = unix.Poll(fds, 5000)
+	}
+	if err != nil || n == 0 {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Errorf("%s (pid %d) outlived acpbridge", what, pid)
 	}
 }
 
