@@ -164,6 +164,22 @@ func TestFanout_closeAndLoad(t *testing.T) {
 	_, rs, _ = p.collect(14)
 	require.NotNil(t, rs[14].Error, "a second load of an open session")
 	assert.Contains(t, rs[14].Error.Message, "already open on this connection")
+
+	// session/list and session/delete are served against the same store.
+	p.send(`{"jsonrpc":"2.0","id":15,"method":"session/list","params":{}}`)
+	_, rs, _ = p.collect(15)
+	require.Nil(t, rs[15].Error)
+	assert.Contains(t, string(rs[15].Result), sid)
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":16,"method":"session/delete","params":{"sessionId":%q}}`, sid))
+	_, rs, _ = p.collect(16)
+	require.NotNil(t, rs[16].Error, "deleting a session open on the connection")
+	assert.Equal(t, 1001, rs[16].Error.Code)
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":17,"method":"session/close","params":{"sessionId":%q}}`, sid))
+	p.collect(17)
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":18,"method":"session/delete","params":{"sessionId":%q}}`, sid))
+	_, rs, _ = p.collect(18)
+	require.Nil(t, rs[18].Error, "deleting it once closed")
+	assert.NoFileExists(t, filepath.Join(p.state, "sessions", sid+".jsonl"))
 	p.close()
 }
 
