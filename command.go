@@ -116,10 +116,11 @@ func (a *agent) runLocal(ctx context.Context, s *SessionRecord, command, dir str
 	// A command stopped early takes with it everything it started, also
 	// what left its group (setsid), which would hold the output pipe open.
 	killAll := func() {
-		for _, pid := range descendants(cmd.Process.Pid) {
+		left := descendants(cmd.Process.Pid) // before the group goes: then they are re-parented
+		kill()                               // the shell first, so that it reports the kill
+		for _, pid := range left {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
-		kill()
 	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
