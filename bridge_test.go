@@ -2,27 +2,9 @@
 // client (exact bytes, exact order; jrpc2.Client would reorder
 // notifications), and runs the golden transcripts in fixtures/*.txtar.
 //
-// A transcript has these sections:
-//
-//	-- client --      the script the client follows, one step a line:
-//	                    call JSON    send a request and wait for its response
-//	                    send JSON    send a line and go on; the lines
-//	                    + JSON       that follow it starting with + go in
-//	                                 the same write (a pipelining client)
-//	                    await JSON   wait for an agent line containing JSON (a subset match)
-//	                    raw TEXT     send TEXT as it is (malformed input)
-//	                    close        close stdin (the script's end does it too)
-//	                  $CWD, $STATE and $FIXTURE stand for the session's directory,
-//	                  --state-dir and the replay fixture; $TMP for the agent's
-//	                  temporary directory (the parent of $CWD).
-//	-- agent --       every line the agent wrote, in order, with the same stand-ins
-//	-- replay.jsonl -- the replay fixture (--model replay:...)
-//	-- args --        more flags
-//	-- cwd/NAME --    a file to create in $CWD before the run
-//	-- state/NAME --  a file to create in $STATE before the run
-//	-- check/NAME --  a file that $CWD must hold after the run
-//
-// `go test -run TestGolden -update` rewrites the agent sections.
+// The goldens are scenario files (internal/scenario says the format) run
+// in-process through the code of `acpbridge scenario run`, with stable ids
+// and clock; `go test -run TestGolden -update` rewrites their < lines.
 package main
 
 import (
@@ -44,9 +26,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"acpbridge/internal/scenario"
 )
 
-var update = flag.Bool("update", false, "rewrite the agent sections of fixtures/*.txtar")
+var update = flag.Bool("update", false, "rewrite the < lines of fixtures/*.txtar")
 
 // hang is how long a test waits for a message before it declares the agent
 // stuck. It guards against deadlocks; it is not a timing assertion.
@@ -342,51 +326,10 @@ func decodeLoose(line []byte) (map[string]any, bool) {
 	return m, dec.Decode(&m) == nil
 }
 
-// --- txtar ---
+// --- golden scenarios ---
 
-type archive struct {
-	comment string
-	files   []archiveFile
-}
-
-type archiveFile struct {
-	name string
-	data string
-}
-
-func parseArchive(s string) archive {
-	var a archive
-	cur := &a.comment
-	for _, line := range strings.SplitAfter(s, "\n") {
-		if name, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), "-- "); ok && strings.HasSuffix(name, " --") {
-			a.files = append(a.files, archiveFile{name: strings.TrimSuffix(name, " --")})
-			cur = &a.files[len(a.files)-1].data
-			continue
-		}
-		*cur += line
-	}
-	return a
-}
-
-func (a archive) format() string {
-	var sb strings.Builder
-	sb.WriteString(a.comment)
-	for _, f := range a.files {
-		fmt.Fprintf(&sb, "-- %s --\n%s", f.name, f.data)
-	}
-	return sb.String()
-}
-
-func (a archive) get(name string) (string, bool) {
-	for _, f := range a.files {
-		if f.name == name {
-			return f.data, true
-		}
-	}
-	return "", false
-}
-
-// TestGolden runs every fixtures/*.txtar transcript.
+// TestGolden runs every fixtures/*.txtar scenario against the agent
+// in-process, through the same code as `acpbridge scenario run`.
 func TestGolden(t *testing.T) {
 	paths, err := filepath.Glob("fixtures/*.txtar")
 	require.NoError(t, err)
@@ -398,104 +341,69 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// runGolden runs one scenario file; with -update it rewrites its < lines.
 func runGolden(t *testing.T, path string) {
-	b, err := os.ReadFile(path)
+	t.Helper()
+	sc, err := scenario.Load(path)
 	require.NoError(t, err)
-	ar := parseArchive(string(b))
-	seen := map[string]bool{}
-	for _, f := range ar.files {
-		dir, _, _ := strings.Cut(f.name, "/")
-		switch {
-		case seen[f.name]:
-			t.Fatalf("%s: the section %q appears twice", path, f.name)
-		case f.name == "client" || f.name == "agent" || f.name == "replay.jsonl" || f.name == "args":
-		case strings.Contains(f.name, "/") && (dir == "cwd" || dir == "state" || dir == "check"):
-		default:
-			t.Fatalf("%s: unknown section %q (client, agent, replay.jsonl, args, cwd/NAME, state/NAME, check/NAME)", path, f.name)
-		}
-		seen[f.name] = true
-	}
-	var args []string
-	if s, ok := ar.get("args"); ok {
-		args = strings.Fields(s)
-	}
-	var fixture string
-	if s, ok := ar.get("replay.jsonl"); ok {
-		fixture = filepath.Join(t.TempDir(), "replay.jsonl")
-		require.NoError(t, os.WriteFile(fixture, []byte(s), 0o644))
-		args = append(args, "--model", "replay:"+fixture)
-	}
-	ta := startAgent(t, args...)
-	ta.fixture = fixture
-	for _, f := range ar.files {
-		dir, name, _ := strings.Cut(f.name, "/")
-		root := map[string]string{"cwd": ta.cwd, "state": ta.state}[dir]
-		if root == "" || name == "" {
-			continue
-		}
-		p := filepath.Join(root, name)
-		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		require.NoError(t, os.WriteFile(p, []byte(ta.expand(f.data)), 0o644))
-	}
-	script, ok := ar.get("client")
-	require.True(t, ok, "%s has no client section", path)
-	lines := strings.Split(script, "\n")
-	for i := 0; i < len(lines); i++ {
-		line := strings.TrimSpace(lines[i])
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		verb, arg, _ := strings.Cut(line, " ")
-		switch verb {
-		case "call":
-			ta.call(arg)
-		case "send":
-			batch := []string{arg}
-			for i+1 < len(lines) && strings.HasPrefix(strings.TrimSpace(lines[i+1]), "+ ") {
-				i++
-				batch = append(batch, strings.TrimPrefix(strings.TrimSpace(lines[i]), "+ "))
-			}
-			ta.sendTogether(batch...)
-		case "await":
-			ta.await(arg)
-		case "raw":
-			_, err := ta.stdin.Write([]byte(arg + "\n"))
-			require.NoError(t, err)
-		case "close":
-			ta.close()
-		default:
-			t.Fatalf("%s: client line %d: unknown step %q", path, i+1, verb)
-		}
-	}
-	ta.close()
-
-	var got strings.Builder
-	for _, l := range ta.got {
-		got.WriteString(ta.contract(string(l)))
-		got.WriteByte('\n')
-	}
-	for _, f := range ar.files {
-		if name, ok := strings.CutPrefix(f.name, "check/"); ok {
-			b, err := os.ReadFile(filepath.Join(ta.cwd, name))
-			assert.NoError(t, err, "the file %s the transcript checks", name)
-			assert.Equal(t, f.data, string(b), "the contents of %s after the run", name)
-		}
-	}
+	res := scenario.Run(sc, goldenOptions(t))
+	require.NoError(t, res.Err)
 	if *update {
-		for i := range ar.files {
-			if ar.files[i].name == "agent" {
-				ar.files[i].data = got.String()
-			}
-		}
-		if _, ok := ar.get("agent"); !ok {
-			ar.files = append(ar.files, archiveFile{name: "agent", data: got.String()})
-		}
-		require.NoError(t, os.WriteFile(path, []byte(ar.format()), 0o644))
-		return
+		require.NoError(t, os.WriteFile(path, res.Updated, 0o644))
 	}
-	want, ok := ar.get("agent")
-	require.True(t, ok, "%s has no agent section; run go test -run TestGolden -update", path)
-	assert.Equal(t, want, got.String(), "the agent's lines (-want +got); stderr:\n%s", ta.stderr.String())
+}
+
+// goldenOptions run scenarios in-process, every line checked against the
+// ACP schema.
+func goldenOptions(t testing.TB) scenario.Options {
+	check := newSchemaChecker(t)
+	return scenario.Options{
+		Start:   scenarioInProcess,
+		Timeout: hang,
+		Update:  *update,
+		TempDir: t.TempDir(),
+		Check: func(fromAgent bool, line []byte) string {
+			if !fromAgent {
+				check.sent(line)
+				return ""
+			}
+			return check.check(line)
+		},
+	}
+}
+
+// scenarioInProcess starts the agent in this process with stable ids (sess_1,
+// msg_1, ...) and a clock that moves a second a call.
+func scenarioInProcess(flags []string, env scenario.Env) (*scenario.Agent, error) {
+	stderr := &syncBuffer{}
+	a, trace, code := setup(flags, io.Discard, stderr)
+	if a == nil {
+		return nil, fmt.Errorf("setup failed with status %d: %s", code, stderr.String())
+	}
+	a.newID = counterIDs()
+	a.now = stepClock()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	exit := make(chan int, 1)
+	go func() {
+		code := serve(context.Background(), a, inR, outW, trace)
+		if trace != nil {
+			trace.close()
+		}
+		outW.Close()
+		exit <- code
+	}()
+	var once sync.Once
+	status := 0
+	wait := func() int {
+		once.Do(func() { status = <-exit })
+		return status
+	}
+	kill := func() {
+		inW.Close()
+		outR.Close()
+	}
+	return &scenario.Agent{Stdin: inW, Stdout: outR, Wait: wait, Kill: kill, Stderr: stderr.String}, nil
 }
 
 // Verify that the schema check rejects what a client would reject, so that

@@ -20,6 +20,8 @@ import (
 	"github.com/creachadair/jrpc2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"acpbridge/internal/scenario"
 )
 
 // fixtureSections returns the named section of every fixtures/*.txtar.
@@ -30,9 +32,10 @@ func fixtureSections(t testing.TB, name string) []string {
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
 		require.NoError(t, err)
-		for _, f := range parseArchive(string(b)).files {
-			if f.name == name || strings.HasPrefix(f.name, name) {
-				out = append(out, f.data)
+		_, sections := scenario.ParseArchive(string(b))
+		for _, s := range sections {
+			if s.Name == name || strings.HasPrefix(s.Name, name) {
+				out = append(out, s.Data)
 			}
 		}
 	}
@@ -57,10 +60,10 @@ func runsCommands(line []byte) bool {
 // panic or hang, every request in it must get a response with its id, every
 // line it writes must be a valid ACP message, and it must go on serving.
 func FuzzInbound(f *testing.F) {
-	for _, script := range fixtureSections(f, "client") {
+	for _, script := range fixtureSections(f, "transcript") {
 		for _, l := range strings.Split(script, "\n") {
-			if _, arg, ok := strings.Cut(l, " "); ok && strings.HasPrefix(arg, "{") {
-				f.Add([]byte(arg))
+			if line, ok := strings.CutPrefix(l, "> "); ok {
+				f.Add([]byte(line))
 			}
 		}
 	}

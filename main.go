@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"github.com/creachadair/jrpc2"
+
+	"acpbridge/internal/scenario"
 )
 
 const version = "0.1.0"
@@ -37,6 +39,8 @@ const version = "0.1.0"
 const usageText = `acpbridge %s: an ACP agent that serves one session per process.
 
 Usage: acpbridge [flags]
+       acpbridge scenario run [--agent CMD] [--update] FILE...
+       acpbridge scenario record --out FILE -- CMD [ARG...]
 
 It speaks ACP v1 on stdin/stdout (one JSON-RPC message per line) and logs to
 stderr. Editors launch it; it exits when stdin closes.
@@ -91,6 +95,14 @@ func pollable(f *os.File) *os.File {
 
 // run is the whole program; tests call setup and serve themselves.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "scenario" {
+		self, err := os.Executable()
+		if err != nil {
+			fmt.Fprintf(stderr, "acpbridge scenario: cannot find this program's path (%v); run it with --agent PATH\n", err)
+			self = "acpbridge"
+		}
+		return scenario.Main(ctx, args[1:], self, stdin, stdout, stderr)
+	}
 	a, trace, code := setup(args, stdout, stderr)
 	if a == nil {
 		return code

@@ -1,0 +1,192 @@
+// cli.go holds the `scenario run` and `scenario record` commands and the
+// starter that runs an agent as a process.
+package scenario
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const usage = `Usage:
+  acpbridge scenario run [--agent CMD] [--update] [--timeout D] FILE...
+  acpbridge scenario record --out FILE -- CMD [ARG...]
+
+run starts the agent for each scenario file (by default this acpbridge with
+the file's flags; --agent CMD runs CMD with the file's flags after its own
+words), plays the client's side and checks every line the agent sends.
+--update rewrites the < lines from what the agent sent instead.
+
+record sits between an editor and the agent command CMD, passes every
+message through unchanged and writes the conversation to FILE as a scenario.
+`
+
+// Main runs `acpbridge scenario ARGS`. self is this acpbridge's path, the
+// agent run when --agent is not given.
+func Main(ctx context.Context, args []string, self string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "run":
+		return runCommand(args[1:], self, stdout, stderr)
+	case "record":
+		return recordCommand(ctx, args[1:], self, stdin, stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "acpbridge scenario: unknown command %q\n%s", args[0], usage)
+	return 2
+}
+
+func runCommand(args []string, self string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("scenario run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	agent := fs.String("agent", "", "the agent command to run (its words, then the file's flags)")
+	upd := fs.Bool("update", false, "rewrite the < lines from what the agent sends")
+	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for each line")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprint(stderr, "acpbridge scenario run: name at least one scenario file\n"+usage)
+		return 2
+	}
+	command := []string{self}
+	if *agent != "" {
+		command = strings.Fields(*agent)
+	}
+	opt := Options{Start: Exec(command), Timeout: *timeout, Update: *upd}
+	failed := 0
+	for _, path := range fs.Args() {
+		sc, err := Load(path)
+		if err != nil {
+			fmt.Fprintf(stdout, "FAIL %s\n  %v\n", path, err)
+			failed++
+			continue
+		}
+		start := time.Now()
+		res := Run(sc, opt)
+		switch {
+		case res.Err != nil:
+			fmt.Fprintf(stdout, "FAIL %s\n  %v\n", path, res.Err)
+			failed++
+		case *upd:
+			if err := os.WriteFile(path, res.Updated, 0o644); err != nil {
+				fmt.Fprintf(stdout, "FAIL %s\n  writing it: %v\n", path, err)
+				failed++
+				continue
+			}
+			fmt.Fprintf(stdout, "updated %s (%d agent lines)\n", path, res.Lines)
+		default:
+			fmt.Fprintf(stdout, "ok   %s (%d agent lines, %.2fs)\n", path, res.Lines, time.Since(start).Seconds())
+		}
+	}
+	if failed > 0 {
+		fmt.Fprintf(stdout, "%d of %d scenarios failed\n", failed, fs.NArg())
+		return 1
+	}
+	return 0
+}
+
+func recordCommand(ctx context.Context, args []string, self string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("scenario record", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	out := fs.String("out", "", "the scenario file to write")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	command := fs.Args()
+	if *out == "" || len(command) == 0 {
+		fmt.Fprint(stderr, "acpbridge scenario record: give --out FILE and the agent command after --\n"+usage)
+		return 2
+	}
+	cmd := exec.Command(command[0], command[1:]...)
+	cmd.Stderr = stderr
+	toAgent, err1 := cmd.StdinPipe()
+	fromAgent, err2 := cmd.StdoutPipe()
+	if err := errors.Join(err1, err2, cmd.Start()); err != nil {
+		fmt.Fprintf(stderr, "acpbridge scenario record: starting %s: %v\n", command[0], err)
+		return 1
+	}
+	rec := &Recorder{Self: self}
+	go func() {
+		rec.Pipe(toAgent, stdin, false)
+		rec.Closed()
+		toAgent.Close()
+	}()
+	done := make(chan struct{})
+	go func() {
+		rec.Pipe(stdout, fromAgent, true)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		// The editor ended the recorder: end the agent the same way, and
+		// keep what it writes as it ends.
+		cmd.Process.Signal(syscall.SIGTERM)
+		<-done
+	}
+	code := exitCode(cmd.Wait())
+	if err := os.WriteFile(*out, rec.Scenario(command), 0o644); err != nil {
+		fmt.Fprintf(stderr, "acpbridge scenario record: writing %s: %v\n", *out, err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "acpbridge scenario record: wrote %s; run it with: acpbridge scenario run %s\n", *out, *out)
+	return code
+}
+
+// Exec returns a starter that runs command as a process with the
+// scenario's flags after its words, in the run directory. The environment
+// also names the run's directories: SCENARIO_DIR, SCENARIO_CWD,
+// SCENARIO_STATE.
+func Exec(command []string) func(flags []string, env Env) (*Agent, error) {
+	return func(flags []string, env Env) (*Agent, error) {
+		cmd := exec.Command(command[0], append(command[1:], flags...)...)
+		cmd.Dir = env.Dir
+		cmd.Env = append(os.Environ(), "SCENARIO_DIR="+env.Dir, "SCENARIO_CWD="+env.Cwd, "SCENARIO_STATE="+env.State)
+		errTail := &tail{max: 8 << 10}
+		cmd.Stderr = errTail
+		stdin, err1 := cmd.StdinPipe()
+		stdout, err2 := cmd.StdoutPipe()
+		if err := errors.Join(err1, err2, cmd.Start()); err != nil {
+			return nil, fmt.Errorf("%s: %w", command[0], err)
+		}
+		var once sync.Once
+		var code int
+		wait := func() int {
+			once.Do(func() { code = exitCode(cmd.Wait()) })
+			return code
+		}
+		kill := func() {
+			cmd.Process.Kill()
+			wait()
+		}
+		return &Agent{Stdin: stdin, Stdout: stdout, Wait: wait, Kill: kill, Stderr: errTail.String}, nil
+	}
+}
+
+// exitCode is a process's exit status; -1 when it was killed by a signal.
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.ExitCode()
+	}
+	return -1
+}

@@ -1,0 +1,261 @@
+// record.go sits between a client and an agent, passes every byte through
+// unchanged, and writes the conversation down as a scenario.
+package scenario
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Recorder collects both sides of a conversation in the order it sees them.
+type Recorder struct {
+	Self   string // this acpbridge's path: a command that runs it is acpbridge
+	mu     sync.Mutex
+	events []event
+}
+
+type event struct {
+	fromAgent bool
+	close     bool // the client closed the agent's stdin
+	line      []byte
+}
+
+// Pipe copies src to dst as it comes (one write for what one read brought,
+// so that the client's grouping of lines reaches the agent), noting every
+// line. It returns when src ends.
+func (rec *Recorder) Pipe(dst io.Writer, src io.Reader, fromAgent bool) error {
+	buf := make([]byte, 64<<10)
+	var partial []byte
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			if f, ok := dst.(interface{ Flush() error }); ok {
+				f.Flush()
+			}
+			partial = append(partial, buf[:n]...)
+			for {
+				i := bytes.IndexByte(partial, '\n')
+				if i < 0 {
+					break
+				}
+				rec.note(event{fromAgent: fromAgent, line: bytes.Clone(partial[:i])})
+				partial = partial[i+1:]
+			}
+		}
+		if err != nil {
+			if len(bytes.TrimSpace(partial)) > 0 {
+				rec.note(event{fromAgent: fromAgent, line: partial})
+			}
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// Closed notes that the client closed the agent's stdin.
+func (rec *Recorder) Closed() { rec.note(event{close: true}) }
+
+func (rec *Recorder) note(e event) {
+	if !e.close && len(bytes.TrimSpace(e.line)) == 0 {
+		return
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.events = append(rec.events, e)
+}
+
+// Scenario writes what was recorded from the agent command cmd. When cmd
+// is acpbridge, its model fixture (--model replay:F or --record F) is
+// embedded under its file name and its state directory becomes the run's.
+func (rec *Recorder) Scenario(cmd []string) []byte {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	flags, files := scenarioFlags(cmd, rec.Self)
+	sc := &Scenario{Comment: fmt.Sprintf("Recorded by acpbridge scenario record on %s from:\n  %s\nRun it with: acpbridge scenario run FILE\n",
+		time.Now().UTC().Format("2006-01-02"), strings.Join(cmd, " "))}
+	sc.Sections = append(sc.Sections, Section{Name: "flags", Data: strings.Join(flags, " ") + "\n"})
+	sc.Sections = append(sc.Sections, files...)
+	sc.Sections = append(sc.Sections, Section{Name: "transcript", Data: rec.transcript(nil)})
+	return sc.Format()
+}
+
+// Note adds a line to the recording, as if it had passed.
+func (rec *Recorder) Note(fromAgent bool, line []byte) {
+	rec.note(event{fromAgent: fromAgent, line: line})
+}
+
+// Transcript writes the recorded lines as a transcript section; bind
+// names paths to write as variables (pairs of name and value, such as
+// "STATE" and the state directory). Without a CWD among them, the
+// workspace is the cwd of the first session the client opened.
+func (rec *Recorder) Transcript(bind ...string) string {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return rec.transcript(bind)
+}
+
+func (rec *Recorder) transcript(bind []string) string {
+	v := newVars()
+	for i := 0; i+1 < len(bind); i += 2 {
+		v.set(bind[i], bind[i+1])
+	}
+	if _, ok := v.vals["CWD"]; !ok {
+		for _, e := range rec.events {
+			if cwd := sessionCwd(e); cwd != "" {
+				v.set("CWD", cwd)
+				break
+			}
+		}
+	}
+	var tr strings.Builder
+	for _, e := range rec.events {
+		switch {
+		case e.close:
+			tr.WriteString("close\n")
+		case e.fromAgent:
+			text, err := v.generalize(e.line, nil, true)
+			if err != nil {
+				fmt.Fprintf(&tr, "# the agent sent a line that is not JSON: %q\n", e.line)
+				continue
+			}
+			tr.WriteString("< " + text + "\n")
+		default:
+			text, err := v.generalize(e.line, nil, false)
+			if err != nil {
+				tr.WriteString(">! " + string(e.line) + "\n")
+				continue
+			}
+			tr.WriteString("> " + text + "\n")
+		}
+	}
+	return tr.String()
+}
+
+// sessionCwd returns the cwd a session/new, load or resume asks for.
+func sessionCwd(e event) string {
+	if e.fromAgent || e.close {
+		return ""
+	}
+	d, err := decode(e.line)
+	m, _ := d.(map[string]any)
+	if err != nil || m == nil {
+		return ""
+	}
+	switch m["method"] {
+	case "session/new", "session/load", "session/resume":
+		p, _ := m["params"].(map[string]any)
+		cwd, _ := p["cwd"].(string)
+		return cwd
+	}
+	return ""
+}
+
+// scenarioFlags turns an acpbridge command line into scenario flags: the
+// model fixture it replays or records is embedded, --state-dir is the
+// run's. Another agent's arguments are kept as they are.
+func scenarioFlags(cmd []string, self string) ([]string, []Section) {
+	if len(cmd) == 0 {
+		return nil, nil
+	}
+	args := cmd[1:]
+	if !isAcpbridge(cmd[0], self) {
+		return args, nil
+	}
+	var flags []string
+	model, fixture := "", ""
+	for i := 0; i < len(args); i++ {
+		name, val, hasVal := strings.Cut(args[i], "=")
+		if strings.HasPrefix(name, "-") && !strings.HasPrefix(name, "--") {
+			name = "-" + name // Go's flags take -x as --x
+		}
+		switch name {
+		case "--record", "--model", "--state-dir":
+			if !hasVal && i+1 < len(args) {
+				i++
+				val = args[i]
+			}
+		default:
+			flags = append(flags, args[i])
+			continue
+		}
+		switch f, replay := strings.CutPrefix(val, "replay:"); {
+		case name == "--record", name == "--model" && replay:
+			fixture = f
+			if !replay {
+				fixture = val
+			}
+		case name == "--model":
+			model = val
+		}
+	}
+	var files []Section
+	if fixture != "" {
+		if b, err := os.ReadFile(fixture); err == nil {
+			// Its name stays: the agent shows the model as replay:NAME.
+			name := filepath.Base(fixture)
+			files = append(files, Section{Name: name, Data: string(b)})
+			model = "replay:$DIR/" + name
+		} else {
+			model = "replay:" + fixture
+		}
+	}
+	if model != "" {
+		flags = append(flags, "--model", model)
+	}
+	return append(flags, "--state-dir", "$STATE"), files
+}
+
+// isAcpbridge reports whether the program path names acpbridge.
+func isAcpbridge(path, self string) bool {
+	if strings.HasPrefix(filepath.Base(path), "acpbridge") {
+		return true
+	}
+	p, err := exec.LookPath(path)
+	if err != nil || self == "" {
+		return false
+	}
+	a, err1 := os.Stat(p)
+	b, err2 := os.Stat(self)
+	return err1 == nil && err2 == nil && os.SameFile(a, b)
+}
+
+// tail keeps the last bytes written to it (an agent's stderr).
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 2*t.max {
+		t.buf = bytes.Clone(t.buf[len(t.buf)-t.max:])
+	}
+	return len(p), nil
+}
+
+// String returns about the last 20 lines.
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.buf
+	if len(b) > t.max {
+		b = b[len(b)-t.max:]
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-20):], "\n")
+}

@@ -1,0 +1,374 @@
+// run.go runs a scenario against an agent: it sends the client's lines
+// when every agent line before them has arrived, matches what the agent
+// sends, and reports the first difference with the file's line; with
+// Update it rewrites the < lines from what the agent sent instead.
+package scenario
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Agent is a running agent under test.
+type Agent struct {
+	Stdin  io.WriteCloser
+	Stdout io.Reader
+	Wait   func() int    // its exit status, once its output has ended
+	Kill   func()        // ends it at once
+	Stderr func() string // the last of what it wrote to stderr
+}
+
+// Env is where a run takes place: the run directory and, under it, the
+// workspace and the state directory.
+type Env struct{ Dir, Cwd, State string }
+
+// Options say how to run scenarios.
+type Options struct {
+	// Start starts the agent with the scenario's flags (expanded) in env.
+	Start func(flags []string, env Env) (*Agent, error)
+	// Timeout bounds each wait for a line and for the agent's exit.
+	Timeout time.Duration
+	// Update rewrites the < lines instead of checking them.
+	Update bool
+	// Check, when set, vets every line sent (fromAgent false) and received
+	// (true); a non-empty answer fails the run.
+	Check func(fromAgent bool, line []byte) string
+	// TempDir is where run directories are made ("" for the system's).
+	TempDir string
+}
+
+// Result is the outcome of one scenario.
+type Result struct {
+	Path    string
+	Err     error  // nil when it passed
+	Lines   int    // agent lines matched
+	Updated []byte // with Update: the rewritten file
+}
+
+// Failure is a difference between the scenario and the agent.
+type Failure struct {
+	Path string
+	Line int // in the file; 0 when no line is to blame
+	Msg  string
+}
+
+func (f *Failure) Error() string {
+	if f.Line == 0 {
+		return fmt.Sprintf("%s: %s", f.Path, f.Msg)
+	}
+	return fmt.Sprintf("%s:%d: %s", f.Path, f.Line, f.Msg)
+}
+
+// run is the state of one run.
+type run struct {
+	sc      *Scenario
+	opt     Options
+	env     Env
+	v       *vars
+	agent   *Agent
+	lines   chan []byte // the agent's stdout, a line at a time; closed at its end
+	n       int         // agent lines read
+	closed  bool        // stdin closed
+	pending map[string]bool
+}
+
+// Run runs one scenario.
+func Run(sc *Scenario, opt Options) Result {
+	if opt.Timeout == 0 {
+		opt.Timeout = 10 * time.Second
+	}
+	r := &run{sc: sc, opt: opt, v: newVars(), pending: map[string]bool{}}
+	res := Result{Path: sc.Path}
+	dir, err := r.prepare()
+	if dir != "" {
+		defer os.RemoveAll(dir)
+	}
+	if err == nil {
+		if opt.Update {
+			res.Updated, err = r.update()
+		} else {
+			err = r.check()
+		}
+	}
+	if r.agent != nil && err != nil {
+		r.agent.Kill()
+	}
+	res.Err, res.Lines = err, r.n
+	return res
+}
+
+// prepare makes the run's directories and files and starts the agent.
+func (r *run) prepare() (string, error) {
+	dir, err := os.MkdirTemp(r.opt.TempDir, "scenario-")
+	if err != nil {
+		return "", err
+	}
+	if dir, err = filepath.EvalSymlinks(dir); err != nil {
+		return dir, err
+	}
+	r.env = Env{Dir: dir, Cwd: filepath.Join(dir, "cwd"), State: filepath.Join(dir, "state")}
+	for _, d := range []string{r.env.Cwd, r.env.State} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return dir, err
+		}
+	}
+	r.v.set("CWD", r.env.Cwd)
+	r.v.set("STATE", r.env.State)
+	r.v.set("DIR", r.env.Dir)
+	for _, s := range r.sc.Sections {
+		top, name, nested := strings.Cut(s.Name, "/")
+		var path string
+		switch {
+		case s.Name == "flags" || s.Name == "transcript" || top == "check" && nested:
+			continue
+		case top == "cwd" && nested:
+			path = filepath.Join(r.env.Cwd, name)
+		case top == "state" && nested:
+			path = filepath.Join(r.env.State, name)
+		default:
+			path = filepath.Join(r.env.Dir, s.Name)
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return dir, err
+		}
+		if err := os.WriteFile(path, []byte(r.expandPaths(s.Data, nested)), 0o644); err != nil {
+			return dir, err
+		}
+	}
+	var flags []string
+	for _, f := range r.sc.Flags {
+		flags = append(flags, r.expandPaths(f, true))
+	}
+	r.agent, err = r.opt.Start(flags, r.env)
+	if err != nil {
+		return dir, &Failure{r.sc.Path, 0, fmt.Sprintf("starting the agent: %v", err)}
+	}
+	r.lines = make(chan []byte, 256)
+	go func() {
+		br := bufio.NewReaderSize(r.agent.Stdout, 1<<20)
+		for {
+			line, err := br.ReadBytes('\n')
+			if len(bytes.TrimSpace(line)) > 0 {
+				r.lines <- bytes.TrimSuffix(line, []byte("\n"))
+			}
+			if err != nil {
+				close(r.lines)
+				return
+			}
+		}
+	}()
+	return dir, nil
+}
+
+// expandPaths replaces $CWD, $STATE and $DIR in flags and in the files put
+// in the workspace and the state directory.
+func (r *run) expandPaths(s string, expand bool) string {
+	if !expand {
+		return s
+	}
+	return strings.NewReplacer("$CWD", r.env.Cwd, "$STATE", r.env.State, "$DIR", r.env.Dir).Replace(s)
+}
+
+// check runs the transcript and compares.
+func (r *run) check() error {
+	steps := r.sc.Steps
+	for i := 0; i < len(steps); i++ {
+		st := steps[i]
+		switch st.Kind {
+		case Send, SendRaw:
+			j := i
+			for j+1 < len(steps) && (steps[j+1].Kind == Send || steps[j+1].Kind == SendRaw) {
+				j++
+			}
+			if err := r.send(steps[i : j+1]); err != nil {
+				return err
+			}
+			i = j
+		case Close:
+			r.close()
+		case Expect:
+			line, err := r.next(st)
+			if err != nil {
+				return err
+			}
+			if err := r.compare(st, line); err != nil {
+				return err
+			}
+		}
+	}
+	return r.finish(nil)
+}
+
+// send writes a group of client lines in one write.
+func (r *run) send(group []Step) error {
+	var buf []byte
+	for _, st := range group {
+		text := st.Text
+		if st.Kind == Send {
+			var err error
+			if text, err = r.v.substitute(st.Text); err != nil {
+				return &Error{r.sc.Path, st.Line, err.Error()}
+			}
+			if msg := r.vet(false, []byte(text)); msg != "" {
+				return &Error{r.sc.Path, st.Line, "the client line is not a valid ACP message: " + msg}
+			}
+			var m struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if json.Unmarshal([]byte(text), &m) == nil && m.Method != "" && len(m.ID) > 0 {
+				r.pending[string(m.ID)] = true
+			}
+		} else {
+			text = r.expandPaths(text, true)
+		}
+		buf = append(append(buf, text...), '\n')
+	}
+	if r.closed {
+		return &Error{r.sc.Path, group[0].Line, "a > line after close: the agent's stdin is closed"}
+	}
+	if _, err := r.agent.Stdin.Write(buf); err != nil {
+		return r.fail(group[0].Line, fmt.Sprintf("writing to the agent: %v", err))
+	}
+	return nil
+}
+
+func (r *run) vet(fromAgent bool, line []byte) string {
+	if r.opt.Check == nil {
+		return ""
+	}
+	return r.opt.Check(fromAgent, line)
+}
+
+func (r *run) close() {
+	if !r.closed {
+		r.closed = true
+		r.agent.Stdin.Close()
+	}
+}
+
+// next reads the agent's next line for the expect step st.
+func (r *run) next(st Step) ([]byte, error) {
+	waiting := "< " + clip(st.Text, 300)
+	line, ok, err := r.read(st.Line, waiting)
+	if err == nil && !ok {
+		err = r.fail(st.Line, fmt.Sprintf("the agent ended its output (exit status %d) while the scenario waited for %s", r.agent.Wait(), waiting))
+	}
+	return line, err
+}
+
+// read reads the agent's next line; ok is false at the end of its output.
+func (r *run) read(at int, waiting string) (line []byte, ok bool, err error) {
+	select {
+	case line, ok := <-r.lines:
+		if !ok {
+			return nil, false, nil
+		}
+		r.n++
+		if _, err := decode(line); err != nil {
+			return nil, false, r.fail(at, fmt.Sprintf("the agent's line %d is not JSON (%v): %s", r.n, err, clip(string(line), 300)))
+		}
+		if msg := r.vet(true, line); msg != "" {
+			return nil, false, r.fail(at, fmt.Sprintf("the agent's line %d is not a valid ACP message: %s\n  %s", r.n, msg, clip(string(line), 300)))
+		}
+		r.answered(line)
+		return line, true, nil
+	case <-time.After(r.opt.Timeout):
+		return nil, false, r.fail(at, fmt.Sprintf("timed out after %v waiting for %s", r.opt.Timeout, waiting))
+	}
+}
+
+// answered notes a response to one of the client's requests.
+func (r *run) answered(line []byte) {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method *string         `json:"method"`
+	}
+	if json.Unmarshal(line, &m) == nil && m.Method == nil && len(m.ID) > 0 {
+		delete(r.pending, string(m.ID))
+	}
+}
+
+// compare matches an agent line against an expect step.
+func (r *run) compare(st Step, line []byte) error {
+	got, _ := decode(line)
+	m := r.v.match("", st.want, got)
+	if m == nil {
+		r.v.commit()
+		return nil
+	}
+	r.v.drop()
+	if m.err != nil {
+		return &Error{r.sc.Path, st.Line, m.err.Error()}
+	}
+	at := m.path
+	if at == "" {
+		at = "the top"
+	}
+	return r.fail(st.Line, fmt.Sprintf("the agent's line %d differs at %s\n  want: %s\n  got:  %s\n  expected: < %s\n  the agent sent: %s",
+		r.n, at, clip(m.want, 400), clip(m.got, 400), clip(st.Text, 1000), clip(string(line), 1000)))
+}
+
+// finish closes stdin, checks that nothing more comes, that the agent
+// exits with status 0 and that the workspace holds the files it should.
+// extra, when set, takes the lines that come after the transcript instead.
+func (r *run) finish(extra func([]byte) error) error {
+	r.close()
+	for {
+		line, ok, err := r.read(0, "the agent to end its output after stdin closed")
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		if extra != nil {
+			if err := extra(line); err != nil {
+				return err
+			}
+			continue
+		}
+		return r.fail(0, fmt.Sprintf("the agent sent line %d after the transcript's last line: %s", r.n, clip(string(line), 400)))
+	}
+	if code := r.agent.Wait(); code != 0 {
+		return r.fail(0, fmt.Sprintf("the agent exited with status %d", code))
+	}
+	for _, s := range r.sc.Sections {
+		name, ok := strings.CutPrefix(s.Name, "check/")
+		if !ok {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(r.env.Cwd, name))
+		if err != nil {
+			return &Failure{r.sc.Path, s.Line, fmt.Sprintf("the workspace has no %s after the run: %v", name, err)}
+		}
+		if string(b) != s.Data {
+			return &Failure{r.sc.Path, s.Line, fmt.Sprintf("%s after the run differs\n  want: %q\n  got:  %q", name, clip(s.Data, 400), clip(string(b), 400))}
+		}
+	}
+	return nil
+}
+
+// fail makes a Failure carrying the bindings and the end of stderr.
+func (r *run) fail(line int, msg string) error {
+	msg += "\n  bindings:" + r.v.String()
+	if tail := strings.TrimSpace(r.agent.Stderr()); tail != "" {
+		msg += "\n  the agent's stderr ends:\n    " + strings.ReplaceAll(tail, "\n", "\n    ")
+	}
+	return &Failure{r.sc.Path, line, msg}
+}
+
+// IsFailure reports whether err is a difference with the agent rather than
+// a fault of the scenario file or of the machine.
+func IsFailure(err error) bool {
+	var f *Failure
+	return errors.As(err, &f)
+}

@@ -1,0 +1,209 @@
+// Package scenario reads, runs and records ACP snapshot scenarios: a
+// conversation between a client and an agent, written as a txtar archive a
+// person can read and edit, that any ACP agent can be run against.
+//
+// A scenario file is a comment (what it tests) and these sections:
+//
+//	-- flags --       the agent's command-line flags, the model included;
+//	                  $DIR, $CWD and $STATE stand for the run's directories
+//	-- transcript --  the conversation in order, one step a line:
+//	                    > JSON   a line the client sends; consecutive > lines
+//	                             go out in one write
+//	                    >! TEXT  a line sent as it is (malformed input)
+//	                    < JSON   a line the agent must send next
+//	                    close    the client closes the agent's stdin; the <
+//	                             lines after it are what the agent writes as
+//	                             it ends
+//	                    # ...    a comment
+//	-- cwd/NAME --    a file created in the workspace ($CWD) before the run
+//	-- state/NAME --  a file created in the state directory ($STATE)
+//	-- check/NAME --  a file the workspace must hold after the run
+//	-- NAME --        any other file, created in the run directory ($DIR),
+//	                  such as the replay fixture named by --model replay:$DIR/NAME
+//
+// Every run gets a fresh directory $DIR holding the workspace $DIR/cwd and
+// the state directory $DIR/state; the agent starts in $DIR.
+//
+// Values in the JSON lines can be variables. A string "$NAME" (capital
+// letters, digits and _) binds, on its first match in a < line, to whatever
+// the agent sent there (a string, a number, an object), and must be equal
+// where it appears again; in a > line it is replaced by its value. "$ANY"
+// matches anything. $NAME inside a longer string stands for a bound
+// string's text ("$CWD/a.txt"); $$ is a literal $. In an expected object, a
+// member "$REST" lets the agent send members the scenario does not name;
+// without it, extra members fail. Objects compare as JSON values: the order
+// of members is free, 1 equals 1.0.
+package scenario
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// Step kinds.
+const (
+	Send    = iota // > JSON
+	SendRaw        // >! TEXT
+	Expect         // < JSON
+	Close          // close
+)
+
+// Step is one line of the transcript.
+type Step struct {
+	Kind int
+	Line int    // its line in the file
+	Text string // what follows the marker
+	want any    // Expect: the parsed template
+}
+
+// Section is one file of the archive.
+type Section struct {
+	Name string
+	Data string
+	Line int // the line of its header
+}
+
+// Scenario is a parsed scenario file.
+type Scenario struct {
+	Path     string
+	Comment  string
+	Flags    []string // unexpanded
+	Sections []Section
+	Steps    []Step
+}
+
+// Error is a fault in a scenario file, at a line.
+type Error struct {
+	Path string
+	Line int
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	if e.Line == 0 {
+		return fmt.Sprintf("%s: %s", e.Path, e.Msg)
+	}
+	return fmt.Sprintf("%s:%d: %s", e.Path, e.Line, e.Msg)
+}
+
+// Load reads and parses a scenario file.
+func Load(path string) (*Scenario, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, b)
+}
+
+// ParseArchive splits a txtar archive into its comment and sections.
+func ParseArchive(data string) (comment string, sections []Section) {
+	cur := &comment
+	for i, line := range strings.SplitAfter(data, "\n") {
+		if name, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), "-- "); ok && strings.HasSuffix(name, " --") {
+			sections = append(sections, Section{Name: strings.TrimSuffix(name, " --"), Line: i + 1})
+			cur = &sections[len(sections)-1].Data
+			continue
+		}
+		*cur += line
+	}
+	return comment, sections
+}
+
+// Parse parses a scenario file's contents. Every fault is reported with the
+// file and line.
+func Parse(path string, data []byte) (*Scenario, error) {
+	sc := &Scenario{Path: path}
+	sc.Comment, sc.Sections = ParseArchive(string(data))
+	seen := map[string]bool{}
+	var transcript *Section
+	for i, s := range sc.Sections {
+		if seen[s.Name] {
+			return nil, &Error{path, s.Line, fmt.Sprintf("the section %q appears twice", s.Name)}
+		}
+		seen[s.Name] = true
+		dir, name, nested := strings.Cut(s.Name, "/")
+		switch {
+		case s.Name == "flags":
+			sc.Flags = strings.Fields(s.Data)
+		case s.Name == "transcript":
+			transcript = &sc.Sections[i]
+		case s.Name == "" || strings.HasPrefix(s.Name, "/") || strings.Contains("/"+s.Name+"/", "/../"):
+			return nil, &Error{path, s.Line, fmt.Sprintf("the section %q does not name a file inside the run", s.Name)}
+		case nested && (dir == "cwd" || dir == "state" || dir == "check") && name == "":
+			return nil, &Error{path, s.Line, fmt.Sprintf("the section %q names no file", s.Name)}
+		}
+	}
+	if !seen["flags"] {
+		return nil, &Error{path, 0, "no -- flags -- section: it holds the agent's flags (it may be empty)"}
+	}
+	if transcript == nil {
+		return nil, &Error{path, 0, "no -- transcript -- section: it holds the > and < lines"}
+	}
+	steps, err := parseSteps(path, transcript)
+	if err != nil {
+		return nil, err
+	}
+	sc.Steps = steps
+	return sc, nil
+}
+
+func parseSteps(path string, s *Section) ([]Step, error) {
+	var steps []Step
+	for i, line := range strings.Split(s.Data, "\n") {
+		n := s.Line + 1 + i
+		t := strings.TrimSpace(line)
+		switch {
+		case t == "" || strings.HasPrefix(t, "#"):
+			continue
+		case t == "close":
+			steps = append(steps, Step{Kind: Close, Line: n})
+		case strings.HasPrefix(t, ">!"):
+			steps = append(steps, Step{Kind: SendRaw, Line: n, Text: strings.TrimPrefix(strings.TrimPrefix(t, ">!"), " ")})
+		case strings.HasPrefix(t, ">"), strings.HasPrefix(t, "<"):
+			text := strings.TrimSpace(t[1:])
+			v, err := decode([]byte(text))
+			if err != nil {
+				return nil, &Error{path, n, fmt.Sprintf("the %c line is not one JSON value: %v", t[0], err)}
+			}
+			if err := checkVariables(v); err != nil {
+				return nil, &Error{path, n, err.Error()}
+			}
+			st := Step{Kind: Send, Line: n, Text: text}
+			if t[0] == '<' {
+				st.Kind, st.want = Expect, v
+			}
+			steps = append(steps, st)
+		default:
+			return nil, &Error{path, n, fmt.Sprintf("a transcript line starts with > (send), < (expect), >! (send as it is), close or #, not %q", clip(t, 40))}
+		}
+	}
+	return steps, nil
+}
+
+// decode parses one JSON value, numbers kept as json.Number, and nothing after it.
+func decode(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("more than one value on the line")
+	}
+	return v, nil
+}
+
+// clip shortens s to at most n bytes (on a rune boundary), marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,215 @@
+// update.go rewrites a scenario's < lines from what the agent sends.
+//
+// The client's lines are sent as in a check, each group when the agent has
+// sent as many lines of the kind of the last < line before it (a response
+// to an id, or a method and update kind) as the old file had there; every
+// line read meanwhile becomes a < line. A new line takes the variables of
+// the old line of its kind at that place where their values still match;
+// ids the old file did not name get new variables, and the run's paths are
+// written $CWD, $STATE and $DIR. Comments among the < lines are dropped.
+package scenario
+
+import (
+	"fmt"
+	"strings"
+)
+
+func (r *run) update() ([]byte, error) {
+	var tr *Section
+	for i := range r.sc.Sections {
+		if r.sc.Sections[i].Name == "transcript" {
+			tr = &r.sc.Sections[i]
+		}
+	}
+	raw := strings.Split(strings.TrimSuffix(tr.Data, "\n"), "\n")
+	index := func(line int) int { return line - tr.Line - 1 } // file line → raw index
+	insert := map[int][]string{}
+	remove := map[int]bool{}
+	steps := r.sc.Steps
+	for i := 0; i <= len(steps); {
+		j := i
+		for j < len(steps) && steps[j].Kind == Expect {
+			remove[index(steps[j].Line)] = true
+			j++
+		}
+		slot := len(raw)
+		if i < len(steps) {
+			slot = index(steps[i].Line)
+		}
+		lines, err := r.segment(steps[i:j], j == len(steps))
+		if err != nil {
+			return nil, err
+		}
+		insert[slot] = append(insert[slot], lines...)
+		if j == len(steps) {
+			break
+		}
+		switch steps[j].Kind {
+		case Close:
+			r.close()
+			i = j + 1
+		default:
+			k := j
+			for k+1 < len(steps) && steps[k+1].Kind != Expect && steps[k+1].Kind != Close {
+				k++
+			}
+			if err := r.send(steps[j : k+1]); err != nil {
+				return nil, err
+			}
+			i = k + 1
+		}
+	}
+	wasClosed := r.closed
+	var after []string
+	err := r.finish(func(line []byte) error {
+		text, err := r.v.generalize(line, nil, true)
+		after = append(after, "< "+text)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(after) > 0 && !wasClosed {
+		after = append([]string{"close"}, after...)
+	}
+	insert[len(raw)] = append(insert[len(raw)], after...)
+	var sb strings.Builder
+	for i := 0; i <= len(raw); i++ {
+		for _, l := range insert[i] {
+			sb.WriteString(l + "\n")
+		}
+		if i < len(raw) && !remove[i] {
+			sb.WriteString(raw[i] + "\n")
+		}
+	}
+	tr.Data = sb.String()
+	return r.sc.Format(), nil
+}
+
+// segment reads the lines the agent sends in place of the expect steps
+// seg and writes them as < lines. An empty last segment reads until every
+// request the client sent has been answered.
+func (r *run) segment(seg []Step, last bool) ([]string, error) {
+	var got [][]byte
+	switch {
+	case len(seg) > 0:
+		anchor := r.kindOf(seg[len(seg)-1].want)
+		need := 0
+		for _, st := range seg {
+			if kindMatch(r.kindOf(st.want), anchor) {
+				need++
+			}
+		}
+		for have := 0; have < need; {
+			line, err := r.next(seg[len(seg)-1])
+			if err != nil {
+				return nil, err
+			}
+			got = append(got, line)
+			if d, _ := decode(line); kindMatch(anchor, r.kindOf(d)) {
+				have++
+			}
+		}
+	case last:
+		for len(r.pending) > 0 {
+			line, ok, err := r.read(0, "answers to the client's requests")
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				break
+			}
+			got = append(got, line)
+		}
+	}
+	var out []string
+	cursor := 0
+	for _, line := range got {
+		d, _ := decode(line)
+		k := r.kindOf(d)
+		var old any
+		for c := cursor; c < len(seg); c++ {
+			if kindMatch(r.kindOf(seg[c].want), k) {
+				old, cursor = seg[c].want, c+1
+				break
+			}
+		}
+		r.v.bindLoose(old, d)
+		text, err := r.v.generalize(line, old, true)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, "< "+text)
+	}
+	return out, nil
+}
+
+// kindOf names what a line is: "m:METHOD" (with "/KIND" for a
+// session/update), "r:ID" for a response, "r:*" for a response whose id is
+// a variable not yet bound.
+func (r *run) kindOf(x any) string {
+	m, ok := x.(map[string]any)
+	if !ok {
+		return "?"
+	}
+	if method, ok := m["method"].(string); ok {
+		if p, ok := m["params"].(map[string]any); ok {
+			if u, ok := p["update"].(map[string]any); ok {
+				if su, ok := u["sessionUpdate"].(string); ok {
+					return "m:" + method + "/" + su
+				}
+			}
+		}
+		return "m:" + method
+	}
+	id := m["id"]
+	if s, ok := id.(string); ok {
+		if name, isVar := varName(s); isVar {
+			b, bound := r.v.get(name)
+			if !bound {
+				return "r:*"
+			}
+			id = b
+		}
+	}
+	return fmt.Sprintf("r:%s", encode(id))
+}
+
+func kindMatch(a, b string) bool {
+	return a == b || (a == "r:*" && strings.HasPrefix(b, "r:")) || (b == "r:*" && strings.HasPrefix(a, "r:"))
+}
+
+// bindLoose binds the unbound variables of want to what got has in their
+// places, whatever else differs.
+func (v *vars) bindLoose(want, got any) {
+	switch w := want.(type) {
+	case string:
+		if name, ok := varName(w); ok && name != "ANY" {
+			if _, bound := v.get(name); !bound && got != nil {
+				v.set(name, got)
+			}
+		}
+	case map[string]any:
+		if g, ok := got.(map[string]any); ok {
+			for k, e := range w {
+				v.bindLoose(e, g[k])
+			}
+		}
+	case []any:
+		if g, ok := got.([]any); ok {
+			for i := range min(len(w), len(g)) {
+				v.bindLoose(w[i], g[i])
+			}
+		}
+	}
+}
+
+// Format writes the scenario back as a txtar archive.
+func (sc *Scenario) Format() []byte {
+	var sb strings.Builder
+	sb.WriteString(sc.Comment)
+	for _, s := range sc.Sections {
+		fmt.Fprintf(&sb, "-- %s --\n%s", s.Name, s.Data)
+	}
+	return []byte(sb.String())
+}
