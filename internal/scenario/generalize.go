@@ -191,7 +191,10 @@ func (g *generalizer) scalar(x any, old any, key string, depth int) []byte {
 		if name := v.boundTo(s, ""); name != "" {
 			return encode("$" + name)
 		}
-		if g.fromAgent {
+		if !g.fromAgent {
+			v.literal[s] = true // the client's own: it stays as it is
+		}
+		if g.fromAgent && !v.literal[s] {
 			name := v.autoName(prefix)
 			v.set(name, s)
 			return encode("$" + name)

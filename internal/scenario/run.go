@@ -235,10 +235,20 @@ func (r *run) send(group []Step) error {
 	if r.closed {
 		return &Error{r.sc.Path, group[0].Line, "a > line after close: the agent's stdin is closed"}
 	}
-	if _, err := r.agent.Stdin.Write(buf); err != nil {
-		return r.fail(group[0].Line, fmt.Sprintf("writing to the agent: %v", err))
+	written := make(chan error, 1)
+	go func() {
+		_, err := r.agent.Stdin.Write(buf)
+		written <- err
+	}()
+	select {
+	case err := <-written:
+		if err != nil {
+			return r.fail(group[0].Line, fmt.Sprintf("writing to the agent: %v", err))
+		}
+		return nil
+	case <-time.After(r.opt.Timeout):
+		return r.fail(group[0].Line, fmt.Sprintf("the agent read none of this line for %v", r.opt.Timeout))
 	}
-	return nil
 }
 
 func (r *run) vet(fromAgent bool, line []byte) string {
@@ -338,8 +348,15 @@ func (r *run) finish(extra func([]byte) error) error {
 		}
 		return r.fail(0, fmt.Sprintf("the agent sent line %d after the transcript's last line: %s", r.n, clip(string(line), 400)))
 	}
-	if code := r.agent.Wait(); code != 0 {
-		return r.fail(0, fmt.Sprintf("the agent exited with status %d", code))
+	exited := make(chan int, 1)
+	go func() { exited <- r.agent.Wait() }()
+	select {
+	case code := <-exited:
+		if code != 0 {
+			return r.fail(0, fmt.Sprintf("the agent exited with status %d", code))
+		}
+	case <-time.After(r.opt.Timeout):
+		return r.fail(0, fmt.Sprintf("the agent closed its output but did not exit within %v", r.opt.Timeout))
 	}
 	for _, s := range r.sc.Sections {
 		name, ok := strings.CutPrefix(s.Name, "check/")

@@ -16,12 +16,13 @@ import (
 type vars struct {
 	vals    map[string]any
 	order   []string
-	pending map[string]any // bound by the line being matched
-	count   map[string]int // auto-named variables made, by prefix
+	pending map[string]any  // bound by the line being matched
+	count   map[string]int  // auto-named variables made, by prefix
+	literal map[string]bool // ids the client wrote itself (not variables)
 }
 
 func newVars() *vars {
-	return &vars{vals: map[string]any{}, pending: map[string]any{}, count: map[string]int{}}
+	return &vars{vals: map[string]any{}, pending: map[string]any{}, count: map[string]int{}, literal: map[string]bool{}}
 }
 
 func (v *vars) get(name string) (any, bool) {
@@ -253,7 +254,7 @@ func (v *vars) match(path string, want, got any) *mismatch {
 		if !ok {
 			return differ()
 		}
-		for _, k := range slices.Sorted(maps.Keys(w)) {
+		for _, k := range keyOrder(w) {
 			if k == "$REST" {
 				continue
 			}
@@ -293,6 +294,26 @@ func (v *vars) match(path string, want, got any) *mismatch {
 		}
 		return nil
 	}
+}
+
+// leadKeys are compared first, so that a line of another kind is reported
+// as that, not as a difference deep inside it.
+var leadKeys = []string{"method", "id", "sessionUpdate", "type", "status"}
+
+// keyOrder lists an object's keys, the lead keys first, then sorted.
+func keyOrder(m map[string]any) []string {
+	var keys []string
+	for _, k := range leadKeys {
+		if _, ok := m[k]; ok {
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if !slices.Contains(leadKeys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 // equal compares two decoded JSON values; numbers compare by value.

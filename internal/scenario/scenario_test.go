@@ -1,0 +1,269 @@
+// scenario_test.go checks the file format, the variables, update and
+// record against a small fake agent; the goldens of the repository root
+// run every scenario feature against acpbridge itself.
+package scenario
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParse_faults(t *testing.T) {
+	for _, c := range []struct{ file, want string }{
+		{"-- transcript --\n> {}\n", "s.txtar: no -- flags -- section"},
+		{"-- flags --\n", "s.txtar: no -- transcript -- section"},
+		{"-- flags --\n-- transcript --\n> {}\n< {not json}\n", "s.txtar:4: the < line is not one JSON value"},
+		{"-- flags --\n-- transcript --\n> {} {}\n", "s.txtar:3: the > line is not one JSON value: more than one value"},
+		{"-- flags --\n-- transcript --\nsend {}\n", `s.txtar:3: a transcript line starts with > (send), < (expect), >! (send as it is), close or #, not "send {}"`},
+		{"-- flags --\n-- transcript --\n< {\"text\":\"costs $5\"}\n", "s.txtar:3: \"costs $5\": a $ starts a variable"},
+		{"-- flags --\n-- flags --\n-- transcript --\n", `s.txtar:2: the section "flags" appears twice`},
+		{"-- flags --\n-- ../x --\n-- transcript --\n", `s.txtar:2: the section "../x" does not name a file inside the run`},
+		{"-- flags --\n-- cwd/ --\n-- transcript --\n", `s.txtar:2: the section "cwd/" names no file`},
+	} {
+		_, err := Parse("s.txtar", []byte(c.file))
+		if assert.Error(t, err, c.file) {
+			assert.Contains(t, err.Error(), c.want, c.file)
+		}
+	}
+}
+
+func TestMatch(t *testing.T) {
+	v := newVars()
+	v.set("CWD", "/w")
+	ok := func(want, got string) {
+		t.Helper()
+		w, err := decode([]byte(want))
+		require.NoError(t, err)
+		g, err := decode([]byte(got))
+		require.NoError(t, err)
+		m := v.match("", w, g)
+		if assert.Nil(t, m, "%s vs %s", want, got) {
+			v.commit()
+		} else {
+			v.drop()
+		}
+	}
+	differs := func(want, got, at string) {
+		t.Helper()
+		w, _ := decode([]byte(want))
+		g, _ := decode([]byte(got))
+		m := v.match("", w, g)
+		v.drop()
+		if assert.NotNil(t, m, "%s vs %s", want, got) {
+			assert.Equal(t, at, m.path)
+		}
+	}
+	ok(`{"a":"$S","b":1}`, `{"b":1.0,"a":"x"}`)
+	ok(`{"a":"$S"}`, `{"a":"x"}`)
+	differs(`{"a":"$S"}`, `{"a":"y"}`, ".a")
+	ok(`{"id":"$N"}`, `{"id":7}`)
+	differs(`{"id":"$N"}`, `{"id":"7"}`, ".id")
+	ok(`{"p":"$CWD/a.txt","q":"$$HOME"}`, `{"p":"/w/a.txt","q":"$HOME"}`)
+	ok(`{"a":"$ANY","$REST":true}`, `{"a":[1,2],"extra":{}}`)
+	differs(`{"a":1}`, `{"a":1,"extra":2}`, ".extra")
+	differs(`{"a":1,"b":2}`, `{"a":1}`, ".b")
+	differs(`{"a":[1,2]}`, `{"a":[1,2,3]}`, ".a")
+	differs(`{"a":[{"t":"x"}]}`, `{"a":[{"t":"y"}]}`, ".a[0].t")
+	// A line that fails binds nothing.
+	differs(`{"a":"$FRESH","b":1}`, `{"a":"z","b":2}`, ".b")
+	_, bound := v.get("FRESH")
+	assert.False(t, bound)
+	m := v.match("", map[string]any{"a": "in $UNBOUND"}, map[string]any{"a": "x"})
+	require.NotNil(t, m)
+	assert.ErrorContains(t, m.err, "$UNBOUND is used")
+}
+
+func TestSubstitute(t *testing.T) {
+	v := newVars()
+	v.set("CWD", "/w")
+	v.set("REQ_1", json.Number("3"))
+	v.set("S", "sess_x")
+	got, err := v.substitute(`{"id":"$REQ_1","b":{"sessionId":"$S","cwd":"$CWD/sub","t":"$$5 <a>"}}`)
+	require.NoError(t, err)
+	assert.Equal(t, `{"id":3,"b":{"sessionId":"sess_x","cwd":"/w/sub","t":"$5 <a>"}}`, got)
+	_, err = v.substitute(`{"a":"$NOPE"}`)
+	assert.ErrorContains(t, err, "$NOPE is sent before any < line bound it")
+}
+
+func TestGeneralize(t *testing.T) {
+	v := newVars()
+	v.set("CWD", "/work")
+	gen := func(line string, fromAgent bool) string {
+		t.Helper()
+		s, err := v.generalize([]byte(line), nil, fromAgent)
+		require.NoError(t, err)
+		return s
+	}
+	// The client's own ids stay; the agent's become variables.
+	assert.Equal(t, `{"id":1,"method":"session/load","params":{"sessionId":"mine"}}`, gen(`{"id":1,"method":"session/load","params":{"sessionId":"mine"}}`, false))
+	assert.Equal(t, `{"id":1,"error":{"data":{"sessionId":"mine"}}}`, gen(`{"id":1,"error":{"data":{"sessionId":"mine"}}}`, true))
+	assert.Equal(t, `{"id":2,"result":{"sessionId":"$SESSION"}}`, gen(`{"id":2,"result":{"sessionId":"sess_1"}}`, true))
+	assert.Equal(t, `{"method":"u","params":{"sessionId":"$SESSION","messageId":"$MSG_1","text":"in $CWD/a, $$HOME, $SESSION, sess_10","updatedAt":"$ANY"}}`,
+		gen(`{"method":"u","params":{"sessionId":"sess_1","messageId":"m1","text":"in /work/a, $HOME, sess_1, sess_10","updatedAt":"2026-01-02T03:04:05Z"}}`, true))
+	// The agent's request ids become $REQ_n, and the client's answers follow.
+	assert.Equal(t, `{"id":"$REQ_1","method":"fs/read_text_file","params":{"path":"$CWD/x"}}`, gen(`{"id":0,"method":"fs/read_text_file","params":{"path":"/work/x"}}`, true))
+	assert.Equal(t, `{"id":"$REQ_1","result":{"content":"x"}}`, gen(`{"id":0,"result":{"content":"x"}}`, false))
+	// Keys are escaped too.
+	assert.Equal(t, `{"$$k":1}`, gen(`{"$k":1}`, true))
+}
+
+// fakeAgent answers each request line with {"id":ID,"result":{"echo":METHOD}},
+// says "bye" to its stderr and exits with status at the end of its input.
+func fakeAgent(status int, extra ...string) func([]string, Env) (*Agent, error) {
+	return func(flags []string, env Env) (*Agent, error) {
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			defer outW.Close()
+			sc := bufio.NewScanner(inR)
+			for sc.Scan() {
+				var m struct {
+					ID     json.RawMessage `json:"id"`
+					Method string          `json:"method"`
+				}
+				if json.Unmarshal(sc.Bytes(), &m) != nil || m.Method == "exit" {
+					return
+				}
+				fmt.Fprintf(outW, `{"jsonrpc":"2.0","id":%s,"result":{"echo":%q,"flags":%q}}`+"\n", m.ID, m.Method, strings.Join(flags, " "))
+			}
+			for _, l := range extra {
+				fmt.Fprintln(outW, l)
+			}
+		}()
+		return &Agent{Stdin: inW, Stdout: outR,
+			Wait:   func() int { <-done; return status },
+			Kill:   func() { inW.Close(); outR.Close() },
+			Stderr: func() string { return "bye" }}, nil
+	}
+}
+
+func runText(t *testing.T, file string, opt Options) Result {
+	t.Helper()
+	sc, err := Parse("s.txtar", []byte(file))
+	require.NoError(t, err)
+	if opt.Timeout == 0 {
+		opt.Timeout = 20 * time.Second
+	}
+	return Run(sc, opt)
+}
+
+const echoScenario = `Echo.
+-- flags --
+--x $DIR/f
+-- f --
+data
+-- transcript --
+> {"jsonrpc":"2.0","id":1,"method":"a"}
+< {"jsonrpc":"2.0","id":1,"result":{"echo":"a","flags":"--x $DIR/f"}}
+> {"jsonrpc":"2.0","id":2,"method":"b"}
+< {"jsonrpc":"2.0","id":2,"result":{"echo":"$M","$REST":true}}
+`
+
+func TestRun_fakeAgent(t *testing.T) {
+	res := runText(t, echoScenario, Options{Start: fakeAgent(0)})
+	require.NoError(t, res.Err)
+	assert.Equal(t, 2, res.Lines)
+
+	res = runText(t, echoScenario, Options{Start: fakeAgent(3)})
+	require.Error(t, res.Err)
+	assert.Contains(t, res.Err.Error(), "s.txtar: the agent exited with status 3")
+	assert.Contains(t, res.Err.Error(), "stderr ends:\n    bye")
+
+	res = runText(t, echoScenario, Options{Start: fakeAgent(0, `{"jsonrpc":"2.0","method":"late"}`)})
+	require.Error(t, res.Err)
+	assert.Contains(t, res.Err.Error(), `the agent sent line 3 after the transcript's last line: {"jsonrpc":"2.0","method":"late"}`)
+
+	// The agent ends its output while a line is awaited.
+	early := strings.Replace(echoScenario, `"method":"b"`, `"method":"exit"`, 1)
+	res = runText(t, early, Options{Start: fakeAgent(4)})
+	require.Error(t, res.Err)
+	assert.Contains(t, res.Err.Error(), "s.txtar:10: the agent ended its output (exit status 4) while the scenario waited for < ")
+
+	// A line that never comes: the timeout names it.
+	never := echoScenario + "< {\"never\":true}\n"
+	res = runText(t, never, Options{Start: fakeAgent(0), Timeout: 100 * time.Millisecond})
+	require.Error(t, res.Err)
+	assert.Contains(t, res.Err.Error(), `s.txtar:11: timed out after 100ms waiting for < {"never":true}`)
+}
+
+func TestRun_hostileAgents(t *testing.T) {
+	// An agent that writes something that is not JSON.
+	res := runText(t, echoScenario, Options{Start: func(flags []string, env Env) (*Agent, error) {
+		a, err := fakeAgent(0)(flags, env)
+		a.Stdout = io.MultiReader(strings.NewReader("Starting up...\n"), a.Stdout)
+		return a, err
+	}})
+	require.Error(t, res.Err)
+	assert.Contains(t, res.Err.Error(), "s.txtar:8: the agent's line 1 is not JSON")
+	assert.Contains(t, res.Err.Error(), "Starting up...")
+
+	// An agent that never reads its input, and one that never exits.
+	stuck := func(flags []string, env Env) (*Agent, error) {
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		return &Agent{Stdin: inW, Stdout: outR, Wait: func() int { select {} },
+			Kill: func() { inR.Close(); outW.Close() }, Stderr: func() string { return "" }}, nil
+	}
+	res = runText(t, echoScenario, Options{Start: stuck, Timeout: 50 * time.Millisecond})
+	require.Error(t, res.Err)
+	assert.Contains(t, res.Err.Error(), "s.txtar:7: the agent read none of this line for 50ms")
+	quiet := func(flags []string, env Env) (*Agent, error) {
+		a, _ := fakeAgent(0)(flags, env)
+		a.Wait = func() int { select {} }
+		return a, nil
+	}
+	res = runText(t, echoScenario, Options{Start: quiet, Timeout: 50 * time.Millisecond})
+	require.Error(t, res.Err)
+	assert.Contains(t, res.Err.Error(), "the agent closed its output but did not exit within 50ms")
+}
+
+func TestRun_update(t *testing.T) {
+	stale := strings.Replace(echoScenario, `{"echo":"a","flags":"--x $DIR/f"}`, `{"echo":"old"}`, 1)
+	stale = strings.Replace(stale, "< {\"jsonrpc\":\"2.0\",\"id\":2", "# a comment kept\n< {\"jsonrpc\":\"2.0\",\"id\":2", 1)
+	res := runText(t, stale, Options{Start: fakeAgent(0, `{"jsonrpc":"2.0","method":"late"}`), Update: true})
+	require.NoError(t, res.Err)
+	want := strings.Replace(echoScenario, "< {\"jsonrpc\":\"2.0\",\"id\":2", "# a comment kept\n< {\"jsonrpc\":\"2.0\",\"id\":2", 1)
+	want = strings.Replace(want, `{"echo":"$M","$REST":true}`, `{"echo":"$M","$REST":true}`, 1)
+	assert.Equal(t, want+"close\n< {\"jsonrpc\":\"2.0\",\"method\":\"late\"}\n", string(res.Updated))
+	// The rewritten file passes.
+	res = runText(t, string(res.Updated), Options{Start: fakeAgent(0, `{"jsonrpc":"2.0","method":"late"}`)})
+	assert.NoError(t, res.Err)
+}
+
+func TestRecorder(t *testing.T) {
+	dir := t.TempDir()
+	fixture := filepath.Join(dir, "model.jsonl")
+	require.NoError(t, os.WriteFile(fixture, []byte(`{"chunks":[{"text":"hi"}]}`+"\n"), 0o644))
+	rec := &Recorder{}
+	rec.Note(false, []byte(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/home/u/p"}}`))
+	rec.Note(true, []byte(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s9"}}`))
+	rec.Note(false, []byte(`not json`))
+	rec.Closed()
+	rec.Note(true, []byte(`{"jsonrpc":"2.0","method":"x","params":{"sessionId":"s9","path":"/home/u/p/a"}}`))
+	got := string(rec.Scenario([]string{"/usr/bin/acpbridge", "--model=openai:gpt", "--record", fixture, "-state-dir", "/s", "--log-level", "debug"}))
+	_, after, _ := strings.Cut(got, "-- flags --\n")
+	assert.Equal(t, `--log-level debug --model replay:$DIR/model.jsonl --state-dir $STATE
+-- model.jsonl --
+{"chunks":[{"text":"hi"}]}
+-- transcript --
+> {"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD"}}
+< {"jsonrpc":"2.0","id":1,"result":{"sessionId":"$SESSION"}}
+>! not json
+close
+< {"jsonrpc":"2.0","method":"x","params":{"sessionId":"$SESSION","path":"$CWD/a"}}
+`, after)
+	_, err := Parse("r.txtar", []byte(got))
+	assert.NoError(t, err)
+}

@@ -1,0 +1,211 @@
+// scenario_test.go tests `acpbridge scenario` as a user runs it: mutated
+// goldens fail with a diff at the mutated line, a scenario runs against
+// another agent build with --agent, a session recorded through `scenario
+// record` (the test is the editor) replays, and bad files and agents that
+// end early are reported with the file, the line and the agent's stderr.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"acpbridge/internal/scenario"
+)
+
+// transcriptLines returns the lines of a scenario file and the file line
+// numbers of its < lines.
+func transcriptLines(t *testing.T, path string) ([]string, []int) {
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	lines := strings.Split(string(b), "\n")
+	var expects []int
+	for i, l := range lines {
+		if strings.HasPrefix(l, "< ") {
+			expects = append(expects, i)
+		}
+	}
+	return lines, expects
+}
+
+func TestScenario_mutationsFailAtTheLine(t *testing.T) {
+	const golden = "fixtures/tool_allow_once.txtar"
+	lines, expects := transcriptLines(t, golden)
+	require.Greater(t, len(expects), 8)
+	// The completed tool_call_update and the message after it.
+	var done int
+	for _, i := range expects {
+		if strings.Contains(lines[i], `"status":"completed"`) {
+			done = i
+		}
+	}
+	require.NotZero(t, done)
+	next := done + 1
+	for _, m := range []struct {
+		name   string
+		mutate func([]string) []string
+		line   int // 0-based index of the line the failure must name
+		says   string
+	}{
+		{"changed text", func(l []string) []string {
+			l[next] = strings.Replace(l[next], `"Written."`, `"Written!"`, 1)
+			return l
+		}, next, `differs at .params.update.content.text` + "\n" + `  want: "Written!"` + "\n" + `  got:  "Written."`},
+		{"missing update", func(l []string) []string {
+			return append(l[:done:done], l[done+1:]...)
+		}, done, `differs at .params.update.sessionUpdate` + "\n" + `  want: "agent_message_chunk"` + "\n" + `  got:  "tool_call_update"`},
+		{"extra update", func(l []string) []string {
+			return append(l[:done:done], append([]string{l[done]}, l[done:]...)...)
+		}, done + 1, `differs at .params.update.sessionUpdate` + "\n" + `  want: "tool_call_update"` + "\n" + `  got:  "agent_message_chunk"`},
+		{"reordered pair", func(l []string) []string {
+			l[done], l[next] = l[next], l[done]
+			return l
+		}, done, `differs at .params.update.sessionUpdate` + "\n" + `  want: "agent_message_chunk"` + "\n" + `  got:  "tool_call_update"`},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			mutated := m.mutate(append([]string(nil), lines...))
+			sc, err := scenario.Parse(golden, []byte(strings.Join(mutated, "\n")))
+			require.NoError(t, err)
+			res := scenario.Run(sc, goldenOptions(t))
+			require.Error(t, res.Err)
+			assert.True(t, scenario.IsFailure(res.Err))
+			msg := res.Err.Error()
+			assert.True(t, strings.HasPrefix(msg, fmt.Sprintf("%s:%d: the agent's line ", golden, m.line+1)), "the failure names the line:\n%s", msg)
+			assert.Contains(t, msg, m.says)
+			assert.Contains(t, msg, "bindings: $CWD=")
+		})
+	}
+}
+
+func TestScenario_againstAnotherBuild(t *testing.T) {
+	bin := binary(t)
+	other := filepath.Join(t.TempDir(), "other-agent")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", other, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	files, err := filepath.Glob("fixtures/*.txtar")
+	require.NoError(t, err)
+	run := exec.Command(bin, append([]string{"scenario", "run", "--agent", other}, files...)...)
+	out, err = run.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Equal(t, len(files), strings.Count(string(out), "\nok   ")+boolInt(strings.HasPrefix(string(out), "ok   ")), "%s", out)
+	assert.NotContains(t, string(out), "FAIL")
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestScenario_recordThenRun is an editor session through `scenario
+// record`: the file it writes replays with `scenario run`.
+func TestScenario_recordThenRun(t *testing.T) {
+	bin := binary(t)
+	dir := t.TempDir()
+	fixture := filepath.Join(dir, "model.jsonl")
+	require.NoError(t, os.WriteFile(fixture, []byte(
+		`{"chunks":[{"text":"Let me look."},{"toolCall":{"id":"r1","name":"read_file","input":{"path":"notes.txt"}}}]}`+"\n"+
+			`{"expect":"remember","chunks":[{"text":"It says: remember $5."}]}`+"\n"), 0o644))
+	cwd := filepath.Join(dir, "work")
+	require.NoError(t, os.Mkdir(cwd, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(cwd, "notes.txt"), []byte("remember $5\n"), 0o644))
+	out := filepath.Join(dir, "session.txtar")
+	cmd := exec.Command(bin, "scenario", "record", "--out", out, "--",
+		bin, "--model", "replay:"+fixture, "--state-dir", filepath.Join(dir, "state"))
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	r := bufio.NewReader(stdout)
+	read := func(id int) map[string]any {
+		t.Helper()
+		for {
+			line, err := r.ReadBytes('\n')
+			require.NoError(t, err)
+			var m map[string]any
+			require.NoError(t, json.Unmarshal(line, &m))
+			if m["method"] == nil && m["id"] == float64(id) {
+				return m
+			}
+		}
+	}
+	// Pipelined, as an editor that does not wait sends them.
+	fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`+"\n"+
+		`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`+"\n", cwd)
+	read(0)
+	sid := read(1)["result"].(map[string]any)["sessionId"].(string)
+	fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"what do my notes say?"}]}}`+"\n", sid)
+	assert.Equal(t, "end_turn", read(2)["result"].(map[string]any)["stopReason"])
+	stdin.Close()
+	io.Copy(io.Discard, r)
+	require.NoError(t, cmd.Wait())
+
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	file := string(b)
+	assert.Contains(t, file, "-- model.jsonl --\n")
+	assert.Contains(t, file, "--model replay:$DIR/model.jsonl --state-dir $STATE\n")
+	assert.Contains(t, file, `"sessionId":"$SESSION"`)
+	assert.NotContains(t, file, sid)
+	assert.NotContains(t, file, cwd)
+	// The workspace file the model read is the user's to add: without it
+	// the run fails where the tool's result differs; with it, it passes.
+	res, err := exec.Command(bin, "scenario", "run", out).CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(res), "FAIL "+out)
+	withFile := strings.Replace(file, "-- transcript --\n", "-- cwd/notes.txt --\nremember $5\n-- transcript --\n", 1)
+	require.NoError(t, os.WriteFile(out, []byte(withFile), 0o644))
+	res, err = exec.Command(bin, "scenario", "run", out).CombinedOutput()
+	require.NoError(t, err, "%s", res)
+	assert.Contains(t, string(res), "ok   "+out)
+}
+
+func TestScenario_badFilesAndAgents(t *testing.T) {
+	bin := binary(t)
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(s), 0o755))
+		return p
+	}
+	good := "-- flags --\n-- transcript --\n" +
+		`> {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}` + "\n" +
+		`< {"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"$REST":true}}` + "\n"
+	notJSON := write("notjson.txtar", "-- flags --\n-- transcript --\n< {oops\n")
+	unbound := write("unbound.txtar", good+`> {"jsonrpc":"2.0","id":1,"method":"session/cancel","params":{"sessionId":"$NEVER"}}`+"\n")
+	noSection := write("nosection.txtar", "just a comment\n")
+	early := write("early.sh", "#!/bin/sh\necho 'the agent gave up: no model' >&2\nexit 3\n")
+	ok := write("good.txtar", good)
+
+	res, err := exec.Command(bin, "scenario", "run", notJSON, unbound, noSection, ok).CombinedOutput()
+	require.Error(t, err)
+	assert.Equal(t, 1, err.(*exec.ExitError).ExitCode())
+	out := string(res)
+	assert.Contains(t, out, notJSON+":3: the < line is not one JSON value")
+	assert.Contains(t, out, unbound+":5: the variable $NEVER is sent before any < line bound it")
+	assert.Contains(t, out, noSection+": no -- flags -- section")
+	assert.Contains(t, out, "ok   "+ok)
+	assert.Contains(t, out, "3 of 4 scenarios failed")
+
+	res, err = exec.Command(bin, "scenario", "run", "--agent", early, ok).CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(res), ok+":4: the agent ended its output (exit status 3) while the scenario waited for < ")
+	assert.Contains(t, string(res), "the agent gave up: no model")
+
+	res, err = exec.Command(bin, "scenario", "bogus").CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(res), `unknown command "bogus"`)
+}
