@@ -209,3 +209,13 @@ func TestScenario_badFilesAndAgents(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, string(res), `unknown command "bogus"`)
 }
+
+// The README's example is fixtures/readme_example.txtar, word for word,
+// so the example a user copies is one TestGolden runs.
+func TestScenario_readmeExample(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	example, err := os.ReadFile("fixtures/readme_example.txtar")
+	require.NoError(t, err)
+	assert.Contains(t, string(readme), "```\n"+string(example)+"```\n")
+}

@@ -80,6 +80,26 @@ type generalizer struct {
 }
 
 func (g *generalizer) value(dec *json.Decoder, out *bytes.Buffer, old any, key string, depth int) error {
+	if o, ok := old.(string); ok && isVarText(o) && dec.More() {
+		// A variable may stand for a whole object or array: keep it when
+		// it still matches.
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return err
+		}
+		x, err := decode(raw)
+		if err != nil {
+			return err
+		}
+		name, _ := varName(o)
+		if b, bound := g.v.get(name); o == "$ANY" || bound && equal(b, x) {
+			out.Write(encode(o))
+			return nil
+		}
+		sub := json.NewDecoder(bytes.NewReader(raw))
+		sub.UseNumber()
+		return g.value(sub, out, nil, key, depth)
+	}
 	t, err := dec.Token()
 	if err != nil {
 		return err
@@ -150,6 +170,11 @@ func (g *generalizer) object(dec *json.Decoder, out *bytes.Buffer, old any, dept
 	_, err := dec.Token()
 	out.WriteByte('}')
 	return err
+}
+
+func isVarText(s string) bool {
+	_, ok := varName(s)
+	return ok
 }
 
 // scalar writes a string, number, bool or null.

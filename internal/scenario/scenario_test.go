@@ -113,6 +113,13 @@ func TestGeneralize(t *testing.T) {
 	// The agent's request ids become $REQ_n, and the client's answers follow.
 	assert.Equal(t, `{"id":"$REQ_1","method":"fs/read_text_file","params":{"path":"$CWD/x"}}`, gen(`{"id":0,"method":"fs/read_text_file","params":{"path":"/work/x"}}`, true))
 	assert.Equal(t, `{"id":"$REQ_1","result":{"content":"x"}}`, gen(`{"id":0,"result":{"content":"x"}}`, false))
+	// An old line's variables are kept where they still match, whole
+	// objects and arrays included; $REST keeps only the members it named.
+	old, _ := decode([]byte(`{"a":"$ANY","b":"$OBJ","c":"$OBJ","d":{"x":1,"$REST":true}}`))
+	v.set("OBJ", map[string]any{"k": []any{json.Number("1")}})
+	got, err := v.generalize([]byte(`{"a":[1,{"z":2}],"b":{"k":[1]},"c":{"k":[2]},"d":{"x":2,"y":3}}`), old, true)
+	require.NoError(t, err)
+	assert.Equal(t, `{"a":"$ANY","b":"$OBJ","c":{"k":[2]},"d":{"x":2,"$REST":true}}`, got)
 	// Keys are escaped too.
 	assert.Equal(t, `{"$$k":1}`, gen(`{"$k":1}`, true))
 }
