@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"acpbridge/internal/acp"
 )
 
 const (
@@ -36,7 +38,7 @@ func (a *agent) runInTerminal(ctx context.Context, s *SessionRecord, p *prepared
 	var created struct {
 		TerminalID string `json:"terminalId"`
 	}
-	err := a.call(ctx, s, methodTerminalCreate, map[string]any{
+	err := a.call(ctx, s, acp.MethodTerminalCreate, map[string]any{
 		"sessionId": s.id, "command": "sh", "args": []string{"-c", command}, "cwd": dir,
 		"outputByteLimit": terminalOutputLimit,
 	}, &created)
@@ -47,15 +49,15 @@ func (a *agent) runInTerminal(ctx context.Context, s *SessionRecord, p *prepared
 	// Kill and release must reach the client even when the turn is cancelled.
 	bg := context.WithoutCancel(ctx)
 	release := func() {
-		if err := a.call(bg, s, methodTerminalRelease, ids, nil); err != nil {
+		if err := a.call(bg, s, acp.MethodTerminalRelease, ids, nil); err != nil {
 			a.log.Warn("releasing a terminal failed", "terminal", created.TerminalID, "err", err)
 		}
 	}
-	embed := []toolContent{{Type: "terminal", TerminalID: created.TerminalID}}
-	a.out.notifyJSON(s.id, toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: p.id, Status: "in_progress", Content: mustJSON(embed)})
+	embed := []acp.ToolContent{{Type: "terminal", TerminalID: created.TerminalID}}
+	a.out.notifyJSON(s.id, acp.ToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: p.id, Status: "in_progress", Content: acp.MustJSON(embed)})
 
 	waited := make(chan error, 1)
-	go func() { waited <- a.call(bg, s, methodTerminalWait, ids, nil) }()
+	go func() { waited <- a.call(bg, s, acp.MethodTerminalWait, ids, nil) }()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var timedOut bool
@@ -63,10 +65,10 @@ func (a *agent) runInTerminal(ctx context.Context, s *SessionRecord, p *prepared
 	case err = <-waited:
 	case <-timer.C:
 		timedOut = true
-		a.call(bg, s, methodTerminalKill, ids, nil)
+		a.call(bg, s, acp.MethodTerminalKill, ids, nil)
 		err = <-waited
 	case <-ctx.Done():
-		a.call(bg, s, methodTerminalKill, ids, nil)
+		a.call(bg, s, acp.MethodTerminalKill, ids, nil)
 		err = <-waited
 	}
 	var res struct {
@@ -75,7 +77,7 @@ func (a *agent) runInTerminal(ctx context.Context, s *SessionRecord, p *prepared
 		ExitStatus *exitStatus `json:"exitStatus"`
 	}
 	if err == nil {
-		err = a.call(bg, s, methodTerminalOutput, ids, &res)
+		err = a.call(bg, s, acp.MethodTerminalOutput, ids, &res)
 	}
 	if err != nil {
 		o := failure("the editor's terminal failed for %q: %v", command, err)
@@ -93,7 +95,7 @@ func (a *agent) runInTerminal(ctx context.Context, s *SessionRecord, p *prepared
 		// Only a client that renders terminals inline (Zed says so with
 		// _meta.terminal_output) shows the output from the terminal block;
 		// others (acpx) show "[terminal] id". They get the output as text.
-		o.content = append(o.content, textOut(o.result))
+		o.content = append(o.content, acp.TextOut(o.result))
 	}
 	o.after = release
 	return o
@@ -157,7 +159,7 @@ func (a *agent) runLocal(ctx context.Context, s *SessionRecord, command, dir str
 	}
 	text, truncated := out.String()
 	o := commandOutcome(command, text, st, truncated, timedOut, timeout, ctx.Err() != nil)
-	o.content = []toolContent{textOut(o.result)}
+	o.content = []acp.ToolContent{acp.TextOut(o.result)}
 	return o
 }
 

@@ -30,6 +30,8 @@ import (
 
 	"github.com/bmatcuk/doublestar/v4"
 	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
+
+	"acpbridge/internal/acp"
 )
 
 const (
@@ -78,7 +80,7 @@ func (a *agent) prepareExplore(s *SessionRecord, p *prepared, decode func(any) b
 		if err != nil {
 			return fail("%v", err), true
 		}
-		p.locations = []location{{Path: path}}
+		p.locations = []acp.Location{{Path: path}}
 		base = path
 	}
 	switch p.call.Name {
@@ -152,7 +154,7 @@ func (a *agent) updatePlan(s *SessionRecord, entries []planEntry) outcome {
 	if err := a.out.notifyJSON(s.id, u); err != nil {
 		return failure("%v", err)
 	}
-	if err := s.file.append(record{Type: recPlan, Plan: mustJSON(entries)}); err != nil {
+	if err := s.file.append(record{Type: recPlan, Plan: acp.MustJSON(entries)}); err != nil {
 		return failure("%v", err)
 	}
 	n := map[string]int{}

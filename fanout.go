@@ -43,6 +43,8 @@ import (
 	"time"
 
 	"github.com/creachadair/jrpc2"
+
+	"acpbridge/internal/acp"
 )
 
 // router serves one connection by fanning sessions out to child processes.
@@ -160,7 +162,7 @@ func (r *router) start() (*child, error) {
 	r.mu.Unlock()
 	go c.read(outp)
 	if init != nil {
-		c.send(forwarded{method: methodInitialize}, methodInitialize, init)
+		c.send(forwarded{method: acp.MethodInitialize}, acp.MethodInitialize, init)
 	}
 	return c, nil
 }
@@ -255,39 +257,39 @@ func (r *router) route(line []byte) {
 		return
 	}
 	switch e.Method {
-	case methodInitialize:
+	case acp.MethodInitialize:
 		r.mu.Lock()
 		r.initArgs = append(json.RawMessage(nil), e.Params...)
 		r.mu.Unlock()
 		r.forwardWarm(e)
-	case methodSessionNew:
+	case acp.MethodSessionNew:
 		r.open(e, "")
-	case methodSessionLoad, methodSessionResume:
+	case acp.MethodSessionLoad, acp.MethodSessionResume:
 		if p.SessionID == nil {
 			r.forwardWarm(e) // the child answers the missing field
 			return
 		}
 		if r.child(*p.SessionID) != nil {
-			r.answer(id, nil, rpcError(codeSessionLive, "session %s is already open on this connection; use it, or close it with session/close before opening it again", *p.SessionID).
+			r.answer(id, nil, acp.Errorf(acp.CodeSessionLive, "session %s is already open on this connection; use it, or close it with session/close before opening it again", *p.SessionID).
 				WithData(map[string]string{"activeSessionId": *p.SessionID}))
 			return
 		}
 		r.open(e, *p.SessionID)
-	case methodSessionDelete:
+	case acp.MethodSessionDelete:
 		if p.SessionID != nil && r.child(*p.SessionID) != nil {
-			r.answer(id, nil, rpcError(codeSessionLive, "session %s is open on this connection and cannot be deleted; close it with session/close first", *p.SessionID).
+			r.answer(id, nil, acp.Errorf(acp.CodeSessionLive, "session %s is open on this connection and cannot be deleted; close it with session/close first", *p.SessionID).
 				WithData(map[string]string{"activeSessionId": *p.SessionID}))
 			return
 		}
 		r.forwardWarm(e)
 	default:
-		if p.SessionID == nil || e.Method == methodSessionList {
+		if p.SessionID == nil || e.Method == acp.MethodSessionList {
 			r.forwardWarm(e)
 			return
 		}
 		c := r.child(*p.SessionID)
 		if c == nil {
-			r.answer(id, nil, rpcError(codeResourceNotFound, "session %s is not open on this connection; open it with session/load or session/resume, or create one with session/new", *p.SessionID).
+			r.answer(id, nil, acp.Errorf(acp.CodeResourceNotFound, "session %s is not open on this connection; open it with session/load or session/resume, or create one with session/new", *p.SessionID).
 				WithData(map[string]string{"sessionId": *p.SessionID}))
 			return
 		}
@@ -326,7 +328,7 @@ func (r *router) forwardWarm(e envelope) {
 	c := r.warm
 	r.mu.Unlock()
 	if c == nil {
-		r.answer(e.ID, nil, rpcError(codeInternal, "no child process could be started; see the log on stderr"))
+		r.answer(e.ID, nil, acp.Errorf(acp.CodeInternal, "no child process could be started; see the log on stderr"))
 		return
 	}
 	c.send(forwarded{clientID: e.ID, method: e.Method}, e.Method, e.Params)
@@ -338,7 +340,7 @@ func (r *router) forwardWarm(e envelope) {
 func (r *router) open(e envelope, session string) {
 	c, err := r.takeWarm()
 	if err != nil {
-		r.answer(e.ID, nil, rpcError(codeInternal, "%v", err))
+		r.answer(e.ID, nil, acp.Errorf(acp.CodeInternal, "%v", err))
 		return
 	}
 	if session != "" {
@@ -374,7 +376,7 @@ func (c *child) send(f forwarded, method string, params json.RawMessage) {
 	if c.dead {
 		c.mu.Unlock()
 		if f.clientID != nil {
-			c.r.answer(f.clientID, nil, rpcError(codeInternal, "the agent process for this request has ended; open the session again with session/load"))
+			c.r.answer(f.clientID, nil, acp.Errorf(acp.CodeInternal, "the agent process for this request has ended; open the session again with session/load"))
 		}
 		return
 	}
@@ -471,7 +473,7 @@ func (c *child) handle(line []byte) {
 func (r *router) answered(c *child, f forwarded, e envelope) {
 	failed := len(e.Error) > 0
 	switch {
-	case f.method == methodSessionNew && !failed:
+	case f.method == acp.MethodSessionNew && !failed:
 		var res struct {
 			SessionID string `json:"sessionId"`
 		}
@@ -480,7 +482,7 @@ func (r *router) answered(c *child, f forwarded, e envelope) {
 		r.sessions[res.SessionID] = c
 		c.session = res.SessionID
 		r.mu.Unlock()
-	case (f.method == methodSessionNew || f.method == methodSessionLoad || f.method == methodSessionResume) && failed:
+	case (f.method == acp.MethodSessionNew || f.method == acp.MethodSessionLoad || f.method == acp.MethodSessionResume) && failed:
 		// Opening failed: the child serves nothing and goes.
 		r.mu.Lock()
 		if f.session != "" && r.sessions[f.session] == c {
@@ -488,7 +490,7 @@ func (r *router) answered(c *child, f forwarded, e envelope) {
 		}
 		r.mu.Unlock()
 		c.in.Close()
-	case f.method == methodSessionClose && !failed:
+	case f.method == acp.MethodSessionClose && !failed:
 		r.mu.Lock()
 		if r.sessions[c.session] == c {
 			delete(r.sessions, c.session)
@@ -527,7 +529,7 @@ func (c *child) callClient(e envelope) {
 	b := append([]byte(`{"jsonrpc":"2.0","id":`), e.ID...)
 	switch {
 	case err != nil:
-		je, _ := json.Marshal(asRPCError(err))
+		je, _ := json.Marshal(acp.AsError(err))
 		b = append(append(b, `,"error":`...), je...)
 	case len(raw) == 0:
 		b = append(b, `,"result":null`...)
@@ -567,7 +569,7 @@ func (c *child) died() {
 		if session != "" {
 			what = "the process of session " + session
 		}
-		r.answer(f.clientID, nil, rpcError(codeInternal, "%s ended (%s) before it answered %s; it is not restarted: open the session again with session/load", what, c.cmd.ProcessState, f.method))
+		r.answer(f.clientID, nil, acp.Errorf(acp.CodeInternal, "%s ended (%s) before it answered %s; it is not restarted: open the session again with session/load", what, c.cmd.ProcessState, f.method))
 	}
 }
 

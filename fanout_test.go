@@ -17,6 +17,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"acpbridge/internal/acp"
 )
 
 // startFanout runs the router with a replay fixture.
@@ -60,7 +62,7 @@ func textBySession(t *testing.T, lines [][]byte) map[string]string {
 			}
 		}
 		require.NoError(t, json.Unmarshal(l, &m))
-		if m.Method != methodSessionUpdate || m.Params.Update.SessionUpdate != "agent_message_chunk" {
+		if m.Method != acp.MethodSessionUpdate || m.Params.Update.SessionUpdate != "agent_message_chunk" {
 			continue
 		}
 		var c struct{ Text string }

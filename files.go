@@ -29,6 +29,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"acpbridge/internal/acp"
 )
 
 const (
@@ -308,5 +310,5 @@ func cutBytes(s string, n int) string {
 
 // textResult is a tool's outcome whose content and result are one text.
 func textResult(s string) outcome {
-	return outcome{content: []toolContent{textOut(s)}, result: s}
+	return outcome{content: []acp.ToolContent{acp.TextOut(s)}, result: s}
 }

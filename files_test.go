@@ -17,6 +17,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"acpbridge/internal/acp"
 )
 
 // toolResult is the final tool_call_update of a call: its status and text.
@@ -68,7 +70,7 @@ func runToolCallsIn(t *testing.T, mode string, start starter, caps string, setup
 		}
 		require.NoError(t, json.Unmarshal(line, &m))
 		switch {
-		case m.Method == methodSessionUpdate && m.Params.Update.SessionUpdate == "tool_call_update" &&
+		case m.Method == acp.MethodSessionUpdate && m.Params.Update.SessionUpdate == "tool_call_update" &&
 			(m.Params.Update.Status == "completed" || m.Params.Update.Status == "failed"):
 			res := toolResult{status: m.Params.Update.Status}
 			var content []struct{ Content struct{ Text string } }
@@ -77,7 +79,7 @@ func runToolCallsIn(t *testing.T, mode string, start starter, caps string, setup
 				res.text = content[0].Content.Text
 			}
 			results = append(results, res)
-		case m.Method != "" && m.Method != methodSessionUpdate:
+		case m.Method != "" && m.Method != acp.MethodSessionUpdate:
 			requests = append(requests, m.Method)
 		case m.Method == "" && m.ID != nil && string(*m.ID) == "3":
 			ta.close()

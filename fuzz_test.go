@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"acpbridge/internal/acp"
 	"acpbridge/internal/scenario"
 )
 
@@ -147,13 +148,13 @@ func FuzzReplay(f *testing.F) {
 			cancel()
 			st.endMessage()
 			if err == nil {
-				assert.Contains(t, []string{stopEndTurn, stopToolUse, stopMaxTokens, stopRefusal}, stop)
+				assert.Contains(t, []string{acp.StopEndTurn, acp.StopToolUse, acp.StopMaxTokens, acp.StopRefusal}, stop)
 				for _, c := range st.calls {
 					assert.True(t, json.Valid(c.Input), "a tool call's input is JSON")
 				}
 			} else if !errors.Is(err, context.DeadlineExceeded) {
 				var rerr *jrpc2.Error
-				assert.True(t, errors.As(err, &rerr) && rerr.Code == codeModelFailed, "error %v", err)
+				assert.True(t, errors.As(err, &rerr) && rerr.Code == acp.CodeModelFailed, "error %v", err)
 			}
 		}
 		a.out.flush()
@@ -185,7 +186,7 @@ func FuzzStoreLoad(f *testing.F) {
 		if err != nil {
 			var rerr *jrpc2.Error
 			require.True(t, errors.As(err, &rerr), "a store error is a JSON-RPC error: %v", err)
-			assert.Equal(t, codeStoreFailed, rerr.Code, rerr.Message)
+			assert.Equal(t, acp.CodeStoreFailed, rerr.Code, rerr.Message)
 			return
 		}
 		defer file.close()

@@ -35,6 +35,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"acpbridge/internal/acp"
 )
 
 const (
@@ -66,17 +68,17 @@ func parseMCPServers(raw json.RawMessage) ([]mcpServerSpec, error) {
 	}
 	var specs []mcpServerSpec
 	if err := json.Unmarshal(raw, &specs); err != nil {
-		return nil, invalidParams("mcpServers", "%s", describeJSONError(err))
+		return nil, acp.InvalidParams("mcpServers", "%s", describeJSONError(err))
 	}
 	for i, s := range specs {
 		field := fmt.Sprintf("mcpServers[%d]", i)
 		switch {
 		case s.Name == "":
-			return nil, invalidParams(field+".name", "required")
+			return nil, acp.InvalidParams(field+".name", "required")
 		case (s.Type == "" || s.Type == "stdio") && s.Command == "":
-			return nil, invalidParams(field+".command", "required for a stdio server")
+			return nil, acp.InvalidParams(field+".command", "required for a stdio server")
 		case (s.Type == "http" || s.Type == "sse") && s.URL == "":
-			return nil, invalidParams(field+".url", "required for an %s server", s.Type)
+			return nil, acp.InvalidParams(field+".url", "required for an %s server", s.Type)
 		}
 	}
 	return specs, nil
@@ -501,18 +503,18 @@ func (t mcpTool) call(ctx context.Context, input json.RawMessage) outcome {
 	for _, c := range res.Content {
 		switch c := c.(type) {
 		case *mcp.TextContent:
-			o.content = append(o.content, textOut(c.Text))
+			o.content = append(o.content, acp.TextOut(c.Text))
 			text = append(text, c.Text)
 		case *mcp.ImageContent:
-			o.content = append(o.content, toolContent{Type: "content", Content: mustJSON(map[string]string{
+			o.content = append(o.content, acp.ToolContent{Type: "content", Content: acp.MustJSON(map[string]string{
 				"type": "image", "data": base64.StdEncoding.EncodeToString(c.Data), "mimeType": c.MIMEType})})
 			text = append(text, fmt.Sprintf("[an image, %s, was shown to the user]", c.MIMEType))
 		case *mcp.AudioContent:
-			o.content = append(o.content, toolContent{Type: "content", Content: mustJSON(map[string]string{
+			o.content = append(o.content, acp.ToolContent{Type: "content", Content: acp.MustJSON(map[string]string{
 				"type": "audio", "data": base64.StdEncoding.EncodeToString(c.Data), "mimeType": c.MIMEType})})
 			text = append(text, fmt.Sprintf("[audio, %s]", c.MIMEType))
 		case *mcp.ResourceLink:
-			o.content = append(o.content, toolContent{Type: "content", Content: mustJSON(map[string]string{
+			o.content = append(o.content, acp.ToolContent{Type: "content", Content: acp.MustJSON(map[string]string{
 				"type": "resource_link", "uri": c.URI, "name": c.Name})})
 			text = append(text, fmt.Sprintf("[%s](%s)", c.Name, c.URI))
 		case *mcp.EmbeddedResource:
@@ -528,14 +530,14 @@ func (t mcpTool) call(ctx context.Context, input json.RawMessage) outcome {
 					res["text"] = r.Text
 					text = append(text, r.Text)
 				}
-				o.content = append(o.content, toolContent{Type: "content", Content: mustJSON(map[string]any{"type": "resource", "resource": res})})
+				o.content = append(o.content, acp.ToolContent{Type: "content", Content: acp.MustJSON(map[string]any{"type": "resource", "resource": res})})
 			}
 		}
 	}
 	if res.StructuredContent != nil {
-		b, _ := marshal(res.StructuredContent)
+		b, _ := acp.Marshal(res.StructuredContent)
 		if len(text) == 0 {
-			o.content = append(o.content, textOut(string(b)))
+			o.content = append(o.content, acp.TextOut(string(b)))
 			text = append(text, string(b))
 		}
 		o.rawOutput = map[string]json.RawMessage{"structuredContent": b}

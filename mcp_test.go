@@ -20,6 +20,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"acpbridge/internal/acp"
 )
 
 type textIn struct {
@@ -174,7 +176,7 @@ func (ta *testAgent) gotUpdates() []string {
 			Method string
 			Params struct{ Update json.RawMessage }
 		}
-		if json.Unmarshal(l, &m) == nil && m.Method == methodSessionUpdate {
+		if json.Unmarshal(l, &m) == nil && m.Method == acp.MethodSessionUpdate {
 			out = append(out, string(m.Params.Update))
 		}
 	}

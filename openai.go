@@ -33,6 +33,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"acpbridge/internal/acp"
 )
 
 const (
@@ -282,7 +284,7 @@ func (m *openaiModel) complete(ctx context.Context, req *modelRequest, out *mode
 	if err := out.pause(); err != nil { // what is buffered shows while the model thinks
 		return "", err
 	}
-	body, err := marshal(m.request(req))
+	body, err := acp.Marshal(m.request(req))
 	if err != nil {
 		return "", err
 	}
@@ -494,16 +496,16 @@ func (m *openaiModel) stream(ctx context.Context, resp *http.Response, out *mode
 	}
 	switch finish {
 	case "length":
-		return stopMaxTokens, nil
+		return acp.StopMaxTokens, nil
 	case "content_filter":
-		return stopRefusal, nil
+		return acp.StopRefusal, nil
 	case "tool_calls", "function_call":
-		return stopToolUse, nil
+		return acp.StopToolUse, nil
 	}
 	if len(calls.calls) > 0 {
-		return stopToolUse, nil
+		return acp.StopToolUse, nil
 	}
-	return stopEndTurn, nil
+	return acp.StopEndTurn, nil
 }
 
 // toolDeltas assembles tool calls from their deltas, by the server's index.

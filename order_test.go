@@ -17,6 +17,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"acpbridge/internal/acp"
 )
 
 var orderRuns = flag.Int("order.runs", 10, "how often TestOrder runs each pipelined case in-process (a third of it on the binary)")
@@ -46,7 +48,7 @@ func (ta *testAgent) collect(ids ...int) (updates []map[string]any, rs map[int]r
 		}
 		require.NoError(ta.t, json.Unmarshal(line, &m))
 		switch {
-		case m.Method == methodSessionUpdate:
+		case m.Method == acp.MethodSessionUpdate:
 			updates = append(updates, m.Params.Update)
 		case m.Method == "" && m.ID != nil:
 			rs[*m.ID] = decodeResponse(ta.t, line)

@@ -19,6 +19,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"acpbridge/internal/acp"
 )
 
 var (
@@ -150,7 +152,7 @@ func (ta *testAgent) updatesUntil(id int) ([]string, response) {
 			Params struct{ Update json.RawMessage }
 		}
 		require.NoError(ta.t, json.Unmarshal(line, &m))
-		if m.Method == methodSessionUpdate {
+		if m.Method == acp.MethodSessionUpdate {
 			ups = append(ups, string(m.Params.Update))
 		}
 		if m.ID != nil && *m.ID == id && m.Method == "" {

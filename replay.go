@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/creachadair/jrpc2"
+
+	"acpbridge/internal/acp"
 )
 
 type replayModel struct {
@@ -205,7 +207,7 @@ func (m *replayModel) entry(ctx context.Context, dec *json.Decoder, req *modelRe
 				return "", fmt.Errorf("stop: %v", err)
 			}
 			switch stop {
-			case stopEndTurn, stopToolUse, stopMaxTokens, stopRefusal:
+			case acp.StopEndTurn, acp.StopToolUse, acp.StopMaxTokens, acp.StopRefusal:
 			default:
 				return "", fmt.Errorf("stop %q is not one of end_turn, tool_use, max_tokens, refusal", stop)
 			}
@@ -221,9 +223,9 @@ func (m *replayModel) entry(ctx context.Context, dec *json.Decoder, req *modelRe
 		return "", modelError("model call failed: %s (replayed from %s line %d)", failure, m.path, m.line)
 	}
 	if stop == "" {
-		stop = stopEndTurn
+		stop = acp.StopEndTurn
 		if sawCall {
-			stop = stopToolUse
+			stop = acp.StopToolUse
 		}
 	}
 	return stop, nil

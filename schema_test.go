@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"acpbridge/internal/acp"
 )
 
 const schemaPath = "../shared/acp/schema/v1/schema.json"
@@ -24,30 +26,30 @@ var (
 
 // Types of the results of client → agent methods.
 var resultDefs = map[string]string{
-	methodInitialize:     "InitializeResponse",
-	methodAuthenticate:   "AuthenticateResponse",
-	methodSessionNew:     "NewSessionResponse",
-	methodSessionLoad:    "LoadSessionResponse",
-	methodSessionResume:  "ResumeSessionResponse",
-	methodSessionList:    "ListSessionsResponse",
-	methodSessionDelete:  "DeleteSessionResponse",
-	methodSessionClose:   "CloseSessionResponse",
-	methodSessionPrompt:  "PromptResponse",
-	methodSessionSetMode: "SetSessionModeResponse",
-	methodSessionSetConf: "SetSessionConfigOptionResponse",
+	acp.MethodInitialize:             "InitializeResponse",
+	acp.MethodAuthenticate:           "AuthenticateResponse",
+	acp.MethodSessionNew:             "NewSessionResponse",
+	acp.MethodSessionLoad:            "LoadSessionResponse",
+	acp.MethodSessionResume:          "ResumeSessionResponse",
+	acp.MethodSessionList:            "ListSessionsResponse",
+	acp.MethodSessionDelete:          "DeleteSessionResponse",
+	acp.MethodSessionClose:           "CloseSessionResponse",
+	acp.MethodSessionPrompt:          "PromptResponse",
+	acp.MethodSessionSetMode:         "SetSessionModeResponse",
+	acp.MethodSessionSetConfigOption: "SetSessionConfigOptionResponse",
 }
 
 // Types of the params of agent → client messages.
 var paramDefs = map[string]string{
-	methodSessionUpdate:   "SessionNotification",
-	methodRequestPermit:   "RequestPermissionRequest",
-	methodFSRead:          "ReadTextFileRequest",
-	methodFSWrite:         "WriteTextFileRequest",
-	methodTerminalCreate:  "CreateTerminalRequest",
-	methodTerminalOutput:  "TerminalOutputRequest",
-	methodTerminalWait:    "WaitForTerminalExitRequest",
-	methodTerminalKill:    "KillTerminalRequest",
-	methodTerminalRelease: "ReleaseTerminalRequest",
+	acp.MethodSessionUpdate:     "SessionNotification",
+	acp.MethodRequestPermission: "RequestPermissionRequest",
+	acp.MethodFSRead:            "ReadTextFileRequest",
+	acp.MethodFSWrite:           "WriteTextFileRequest",
+	acp.MethodTerminalCreate:    "CreateTerminalRequest",
+	acp.MethodTerminalOutput:    "TerminalOutputRequest",
+	acp.MethodTerminalWait:      "WaitForTerminalExitRequest",
+	acp.MethodTerminalKill:      "KillTerminalRequest",
+	acp.MethodTerminalRelease:   "ReleaseTerminalRequest",
 }
 
 func loadSchemas() (map[string]*jsonschema.Schema, error) {

@@ -44,6 +44,8 @@ import (
 
 	"github.com/creachadair/jrpc2"
 	"github.com/creachadair/jrpc2/handler"
+
+	"acpbridge/internal/acp"
 )
 
 // config is the parsed command line.
@@ -76,7 +78,7 @@ type agent struct {
 	// a.mu guards the fields below and the record's fields marked "a.mu".
 	mu          sync.Mutex
 	initialized bool
-	client      clientCapabilities
+	client      acp.ClientCapabilities
 	sess        *SessionRecord
 	next        *SessionRecord    // claimed while sess is closing; live once sess is released
 	tickets     map[string]ticket // admitted requests whose handler has not started, by id
@@ -165,25 +167,25 @@ func done(result any) ticket { return ticket{result: result} }
 // arrival order to its admission.
 func (a *agent) admissions() map[string]func(id string, params json.RawMessage) ticket {
 	return map[string]func(string, json.RawMessage) ticket{
-		methodInitialize:     a.admitInitialize,
-		methodSessionNew:     a.afterInit(methodSessionNew, a.admitNew),
-		methodSessionLoad:    a.afterInit(methodSessionLoad, func(id string, p json.RawMessage) ticket { return a.admitOpen(id, p, true) }),
-		methodSessionResume:  a.afterInit(methodSessionResume, func(id string, p json.RawMessage) ticket { return a.admitOpen(id, p, false) }),
-		methodSessionClose:   a.afterInit(methodSessionClose, a.admitClose),
-		methodSessionPrompt:  a.afterInit(methodSessionPrompt, a.admitPrompt),
-		methodSessionCancel:  a.admitCancel,
-		methodSessionSetMode: a.afterInit(methodSessionSetMode, a.admitSetMode),
-		methodSessionSetConf: a.afterInit(methodSessionSetConf, a.admitSetConfig),
+		acp.MethodInitialize:             a.admitInitialize,
+		acp.MethodSessionNew:             a.afterInit(acp.MethodSessionNew, a.admitNew),
+		acp.MethodSessionLoad:            a.afterInit(acp.MethodSessionLoad, func(id string, p json.RawMessage) ticket { return a.admitOpen(id, p, true) }),
+		acp.MethodSessionResume:          a.afterInit(acp.MethodSessionResume, func(id string, p json.RawMessage) ticket { return a.admitOpen(id, p, false) }),
+		acp.MethodSessionClose:           a.afterInit(acp.MethodSessionClose, a.admitClose),
+		acp.MethodSessionPrompt:          a.afterInit(acp.MethodSessionPrompt, a.admitPrompt),
+		acp.MethodSessionCancel:          a.admitCancel,
+		acp.MethodSessionSetMode:         a.afterInit(acp.MethodSessionSetMode, a.admitSetMode),
+		acp.MethodSessionSetConfigOption: a.afterInit(acp.MethodSessionSetConfigOption, a.admitSetConfig),
 	}
 }
 
 // handlers is the dispatch table: every ACP method acpbridge serves.
 func (a *agent) handlers() handler.Map {
 	m := handler.Map{
-		methodAuthenticate:  a.guard(a.authenticate),
-		methodSessionList:   a.guard(a.session(a.listSessions)),
-		methodSessionDelete: a.guard(a.session(a.deleteSession)),
-		methodCancelRequest: a.guard(a.cancelRequest),
+		acp.MethodAuthenticate:  a.guard(a.authenticate),
+		acp.MethodSessionList:   a.guard(a.session(a.listSessions)),
+		acp.MethodSessionDelete: a.guard(a.session(a.deleteSession)),
+		acp.MethodCancelRequest: a.guard(a.cancelRequest),
 	}
 	for method := range a.admissions() {
 		m[method] = a.guard(a.admitted)
@@ -199,7 +201,7 @@ func (a *agent) handlers() handler.Map {
 // not admitted: it has nobody to answer.
 func (a *agent) arrive(method, id string, params json.RawMessage) []byte {
 	admit, ok := a.admit[method]
-	if !ok || (id == "" && method != methodSessionCancel) {
+	if !ok || (id == "" && method != acp.MethodSessionCancel) {
 		return nil
 	}
 	t := a.safeAdmit(method, id, admit, params)
@@ -219,12 +221,12 @@ func (a *agent) arrive(method, id string, params json.RawMessage) []byte {
 func encodeResponse(id string, result any, err error) []byte {
 	b := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
 	if err != nil {
-		e, _ := json.Marshal(asRPCError(err))
+		e, _ := json.Marshal(acp.AsError(err))
 		b = append(append(b, `,"error":`...), e...)
 	} else {
 		r, merr := json.Marshal(result)
 		if merr != nil {
-			e, _ := json.Marshal(rpcError(codeInternal, "encoding the result: %v", merr))
+			e, _ := json.Marshal(acp.Errorf(acp.CodeInternal, "encoding the result: %v", merr))
 			b = append(append(b, `,"error":`...), e...)
 		} else {
 			b = append(append(b, `,"result":`...), r...)
@@ -238,7 +240,7 @@ func (a *agent) safeAdmit(method, id string, admit func(string, json.RawMessage)
 	defer func() {
 		if p := recover(); p != nil {
 			a.log.Error("admission panicked", "method", method, "panic", p, "stack", string(debug.Stack()))
-			t = fail(rpcError(codeInternal, "internal error in %s: %v (a bug in acpbridge; the process keeps serving)", method, p))
+			t = fail(acp.Errorf(acp.CodeInternal, "internal error in %s: %v (a bug in acpbridge; the process keeps serving)", method, p))
 		}
 	}()
 	return admit(id, params)
@@ -253,7 +255,7 @@ func (a *agent) admitted(ctx context.Context, req *jrpc2.Request) (any, error) {
 	a.mu.Unlock()
 	if !ok {
 		// A notification of a request method, or a step shutdown abandoned.
-		return nil, rpcError(codeRequestCancelled, "%s was not run: the agent is shutting down", req.Method())
+		return nil, acp.Errorf(acp.CodeRequestCancelled, "%s was not run: the agent is shutting down", req.Method())
 	}
 	return t.run(ctx)
 }
@@ -279,12 +281,12 @@ func (a *agent) guard(h jrpc2.Handler) jrpc2.Handler {
 		defer func() {
 			if p := recover(); p != nil {
 				a.log.Error("handler panicked", "method", req.Method(), "panic", p, "stack", string(debug.Stack()))
-				res, err = nil, rpcError(codeInternal, "internal error in %s: %v (a bug in acpbridge; the process keeps serving)", req.Method(), p)
+				res, err = nil, acp.Errorf(acp.CodeInternal, "internal error in %s: %v (a bug in acpbridge; the process keeps serving)", req.Method(), p)
 			}
 		}()
 		res, err = h(ctx, req)
 		if err != nil {
-			err = asRPCError(err)
+			err = acp.AsError(err)
 		}
 		return res, err
 	}
@@ -292,7 +294,7 @@ func (a *agent) guard(h jrpc2.Handler) jrpc2.Handler {
 
 // errNotInitialized answers a session method sent before initialize.
 func errNotInitialized(method string) error {
-	return rpcError(codeNotInitialized, "%s before initialize: send initialize first", method)
+	return acp.Errorf(acp.CodeNotInitialized, "%s before initialize: send initialize first", method)
 }
 
 // session requires initialize first.
@@ -328,7 +330,7 @@ func decodeParams(req *jrpc2.Request, v any) error {
 	}
 	var raw json.RawMessage
 	if err := req.UnmarshalParams(&raw); err != nil {
-		return rpcError(codeInvalidParams, "invalid params: %v", err)
+		return acp.Errorf(acp.CodeInvalidParams, "invalid params: %v", err)
 	}
 	return decodeRaw(raw, v)
 }
@@ -339,14 +341,14 @@ func decodeRaw(raw json.RawMessage, v any) error {
 		return nil
 	}
 	if raw[0] == '[' {
-		return invalidParams("params", "must be an object, not an array")
+		return acp.InvalidParams("params", "must be an object, not an array")
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			return invalidParams(te.Field, "must be %s, not %s", jsonKind(te.Type.Kind().String()), te.Value)
+			return acp.InvalidParams(te.Field, "must be %s, not %s", jsonKind(te.Type.Kind().String()), te.Value)
 		}
-		return rpcError(codeInvalidParams, "invalid params: %s", describeJSONError(err))
+		return acp.Errorf(acp.CodeInvalidParams, "invalid params: %s", describeJSONError(err))
 	}
 	return nil
 }
@@ -354,13 +356,13 @@ func decodeRaw(raw json.RawMessage, v any) error {
 // required returns *p or an error naming field.
 func required(field string, p *string) (string, error) {
 	if p == nil {
-		return "", invalidParams(field, "required")
+		return "", acp.InvalidParams(field, "required")
 	}
 	return *p, nil
 }
 
 func (a *agent) admitInitialize(_ string, raw json.RawMessage) ticket {
-	var p initializeParams
+	var p acp.InitializeParams
 	if err := decodeRaw(raw, &p); err != nil {
 		return fail(err)
 	}
@@ -368,22 +370,22 @@ func (a *agent) admitInitialize(_ string, raw json.RawMessage) ticket {
 	a.initialized = true
 	a.client = p.ClientCapabilities
 	a.mu.Unlock()
-	return done(initializeResult{
-		ProtocolVersion: protocolVersion,
-		AgentCapabilities: agentCapabilities{
+	return done(acp.InitializeResult{
+		ProtocolVersion: acp.ProtocolVersion,
+		AgentCapabilities: acp.AgentCapabilities{
 			LoadSession:        true,
-			PromptCapabilities: promptCapabilities{EmbeddedContext: true},
-			McpCapabilities:    mcpCapabilities{HTTP: true, SSE: true},
-			SessionCapabilities: sessionCapabilities{
-				Close:                 supported,
-				List:                  supported,
-				Resume:                supported,
-				Delete:                supported,
-				AdditionalDirectories: supported,
+			PromptCapabilities: acp.PromptCapabilities{EmbeddedContext: true},
+			McpCapabilities:    acp.McpCapabilities{HTTP: true, SSE: true},
+			SessionCapabilities: acp.SessionCapabilities{
+				Close:                 acp.Supported,
+				List:                  acp.Supported,
+				Resume:                acp.Supported,
+				Delete:                acp.Supported,
+				AdditionalDirectories: acp.Supported,
 			},
 		},
 		AuthMethods: []struct{}{},
-		AgentInfo:   implementation{Name: "acpbridge", Title: "acpbridge", Version: version},
+		AgentInfo:   acp.Implementation{Name: "acpbridge", Title: "acpbridge", Version: version},
 	})
 }
 
@@ -395,7 +397,7 @@ func (a *agent) authenticate(ctx context.Context, req *jrpc2.Request) (any, erro
 
 // errSessionLive is the one-session rule's rejection.
 func errSessionLive(id string) error {
-	return rpcError(codeSessionLive,
+	return acp.Errorf(acp.CodeSessionLive,
 		"acpbridge serves one session per process and session %s is live here; close it with session/close, or start another acpbridge process for another conversation", id).
 		WithData(map[string]string{"activeSessionId": id})
 }
@@ -486,7 +488,7 @@ func (s *SessionRecord) setRoots(roots []string) {
 // of existing directories.
 func checkRoots(cwd *string, extra []string) ([]string, error) {
 	if cwd == nil {
-		return nil, invalidParams("cwd", "required: the absolute path of the session's working directory")
+		return nil, acp.InvalidParams("cwd", "required: the absolute path of the session's working directory")
 	}
 	roots := append([]string{*cwd}, extra...)
 	for i, dir := range roots {
@@ -495,14 +497,14 @@ func checkRoots(cwd *string, extra []string) ([]string, error) {
 			field = fmt.Sprintf("additionalDirectories[%d]", i-1)
 		}
 		if !filepath.IsAbs(dir) {
-			return nil, invalidParams(field, "%q is not an absolute path", dir)
+			return nil, acp.InvalidParams(field, "%q is not an absolute path", dir)
 		}
 		fi, err := os.Stat(dir)
 		if err != nil {
-			return nil, invalidParams(field, "%q does not exist", dir)
+			return nil, acp.InvalidParams(field, "%q does not exist", dir)
 		}
 		if !fi.IsDir() {
-			return nil, invalidParams(field, "%q is not a directory", dir)
+			return nil, acp.InvalidParams(field, "%q is not a directory", dir)
 		}
 		roots[i] = filepath.Clean(dir)
 	}
@@ -511,7 +513,7 @@ func checkRoots(cwd *string, extra []string) ([]string, error) {
 
 // admitNew claims the slot for a new session; its step creates it.
 func (a *agent) admitNew(_ string, raw json.RawMessage) ticket {
-	var p sessionParams
+	var p acp.SessionParams
 	if err := decodeRaw(raw, &p); err != nil {
 		return fail(err)
 	}
@@ -531,7 +533,7 @@ func (a *agent) admitNew(_ string, raw json.RawMessage) ticket {
 		run: func(ctx context.Context) (any, error) {
 			if !a.awaitTurn(ctx, s) {
 				a.finishOpen(s, errAbandoned)
-				return nil, rpcError(codeRequestCancelled, "the client went away before the session was created")
+				return nil, acp.Errorf(acp.CodeRequestCancelled, "the client went away before the session was created")
 			}
 			return a.newSession(s, roots, specs)
 		},
@@ -559,13 +561,13 @@ func (a *agent) newSession(s *SessionRecord, roots []string, specs []mcpServerSp
 	}
 	a.log.Info("session created", "session", s.id, "cwd", s.cwd)
 	mode, model := a.settings(s)
-	return newSessionResult{SessionID: s.id, Modes: modeStateOf(mode), ConfigOptions: a.configOptions(mode, model)}, nil
+	return acp.NewSessionResult{SessionID: s.id, Modes: modeStateOf(mode), ConfigOptions: a.configOptions(mode, model)}, nil
 }
 
 // admitOpen claims the slot for session/load (replay true) or
 // session/resume; its step opens the session.
 func (a *agent) admitOpen(reqID string, raw json.RawMessage, replay bool) ticket {
-	var p sessionParams
+	var p acp.SessionParams
 	if err := decodeRaw(raw, &p); err != nil {
 		return fail(err)
 	}
@@ -596,7 +598,7 @@ func (a *agent) admitOpen(reqID string, raw json.RawMessage, replay bool) ticket
 			defer cancel()
 			if !a.awaitTurn(ctx, s) {
 				a.finishOpen(s, errAbandoned)
-				return nil, rpcError(codeRequestCancelled, "the client went away before session %s was opened", s.id)
+				return nil, acp.Errorf(acp.CodeRequestCancelled, "the client went away before session %s was opened", s.id)
 			}
 			return a.openSession(lctx, s, roots, specs, replay)
 		},
@@ -611,7 +613,7 @@ func (a *agent) openSession(ctx context.Context, s *SessionRecord, roots []strin
 		s.mcp = startMCP(specs, a.log, a.stderr)
 	}
 	if ctx.Err() != nil {
-		err = rpcError(codeRequestCancelled, "loading session %s was ended by session/close", s.id)
+		err = acp.Errorf(acp.CodeRequestCancelled, "loading session %s was ended by session/close", s.id)
 	}
 	a.finishOpen(s, err)
 	if err != nil {
@@ -619,7 +621,7 @@ func (a *agent) openSession(ctx context.Context, s *SessionRecord, roots []strin
 	}
 	a.log.Info("session opened", "session", s.id, "replay", replay, "cwd", s.cwd)
 	mode, model := a.settings(s)
-	return openSessionResult{Modes: modeStateOf(mode), ConfigOptions: a.configOptions(mode, model)}, nil
+	return acp.OpenSessionResult{Modes: modeStateOf(mode), ConfigOptions: a.configOptions(mode, model)}, nil
 }
 
 // restore reads s from the store, takes its lock, and replays its history
@@ -665,7 +667,7 @@ func (a *agent) restore(ctx context.Context, s *SessionRecord, roots []string, r
 // admitClose marks the session closing and cancels its turn or its load;
 // the step waits for them, then frees the record.
 func (a *agent) admitClose(reqID string, raw json.RawMessage) ticket {
-	var p sessionIDParams
+	var p acp.SessionIDParams
 	if err := decodeRaw(raw, &p); err != nil {
 		return fail(err)
 	}
@@ -808,10 +810,10 @@ func (a *agent) errNotLive(id string) error {
 
 func (a *agent) errNotLiveLocked(id string) error {
 	if a.sess == nil {
-		return rpcError(codeResourceNotFound, "session %s is not live in this process (no session is); open it with session/load or session/resume, or create one with session/new", id).
+		return acp.Errorf(acp.CodeResourceNotFound, "session %s is not live in this process (no session is); open it with session/load or session/resume, or create one with session/new", id).
 			WithData(map[string]string{"sessionId": id})
 	}
-	return rpcError(codeResourceNotFound, "session %s is not live in this process; the live session is %s", id, a.sess.id).
+	return acp.Errorf(acp.CodeResourceNotFound, "session %s is not live in this process; the live session is %s", id, a.sess.id).
 		WithData(map[string]string{"sessionId": id, "activeSessionId": a.sess.id})
 }
 
@@ -830,7 +832,7 @@ func (a *agent) liveLocked(id string) *SessionRecord {
 // while a cancelled turn winds down runs after it; one that arrives while
 // a turn runs is refused (1003).
 func (a *agent) admitPrompt(reqID string, raw json.RawMessage) ticket {
-	var p promptParams
+	var p acp.PromptParams
 	if err := decodeRaw(raw, &p); err != nil {
 		return fail(err)
 	}
@@ -839,7 +841,7 @@ func (a *agent) admitPrompt(reqID string, raw json.RawMessage) ticket {
 		return fail(err)
 	}
 	if p.Prompt == nil {
-		return fail(invalidParams("prompt", "required: an array of content blocks"))
+		return fail(acp.InvalidParams("prompt", "required: an array of content blocks"))
 	}
 	blocks, err := parsePrompt(p.Prompt)
 	if err != nil {
@@ -859,7 +861,7 @@ func (a *agent) admitPrompt(reqID string, raw json.RawMessage) ticket {
 	}
 	prev := s.turn
 	if prev != nil && prev.ctx.Err() == nil {
-		return fail(rpcError(codeTurnRunning,
+		return fail(acp.Errorf(acp.CodeTurnRunning,
 			"a turn is already running in session %s; wait for its response or cancel it with session/cancel before sending another prompt", id))
 	}
 	// A cancelled turn still winding down (an editor sends cancel and the
@@ -885,7 +887,7 @@ func (a *agent) admitPrompt(reqID string, raw json.RawMessage) ticket {
 			a.mu.Lock()
 			if t.abandoned {
 				a.mu.Unlock()
-				return promptResult{StopReason: stopCancelled}, nil
+				return acp.PromptResult{StopReason: acp.StopCancelled}, nil
 			}
 			t.started = true
 			a.mu.Unlock()
@@ -903,7 +905,7 @@ func (a *agent) admitPrompt(reqID string, raw json.RawMessage) ticket {
 				}
 			}
 			if !ready {
-				return nil, rpcError(codeResourceNotFound, "session %s did not open, so the prompt was not run; open it again with session/load or session/resume", id).
+				return nil, acp.Errorf(acp.CodeResourceNotFound, "session %s did not open, so the prompt was not run; open it again with session/load or session/resume", id).
 					WithData(map[string]string{"sessionId": id})
 			}
 			if prev != nil {
@@ -918,7 +920,7 @@ func (a *agent) admitPrompt(reqID string, raw json.RawMessage) ticket {
 			if err != nil {
 				return nil, err
 			}
-			return promptResult{StopReason: stop}, nil
+			return acp.PromptResult{StopReason: stop}, nil
 		},
 		abandon: func() {
 			a.mu.Lock()
@@ -936,16 +938,16 @@ func (a *agent) admitPrompt(reqID string, raw json.RawMessage) ticket {
 // not usable.
 func (a *agent) errNoModel() error {
 	if a.modelErr != nil {
-		return rpcError(codeNoModel, "acpbridge cannot use its model: %v. Fix --model (replay:PATH of an existing fixture, or openai:MODEL with an http(s) --base-url) in the agent's command and start it again", a.modelErr)
+		return acp.Errorf(acp.CodeNoModel, "acpbridge cannot use its model: %v. Fix --model (replay:PATH of an existing fixture, or openai:MODEL with an http(s) --base-url) in the agent's command and start it again", a.modelErr)
 	}
-	return rpcError(codeNoModel,
+	return acp.Errorf(acp.CodeNoModel,
 		"no model is configured: start acpbridge with --model openai:MODEL (with OPENAI_API_KEY, and --base-url for Ollama and other servers) or --model replay:FIXTURE.jsonl, or set ACPBRIDGE_MODEL")
 }
 
 // admitCancel cancels the session's turn, admitted or running. It is a
 // notification: it acts at arrival and answers nothing.
 func (a *agent) admitCancel(_ string, raw json.RawMessage) ticket {
-	var p sessionIDParams
+	var p acp.SessionIDParams
 	if err := decodeRaw(raw, &p); err != nil || p.SessionID == nil {
 		return done(nil)
 	}
@@ -964,40 +966,40 @@ func (a *agent) cancelRequest(ctx context.Context, req *jrpc2.Request) (any, err
 }
 
 // parsePrompt checks every block of a prompt.
-func parsePrompt(raw []json.RawMessage) ([]contentBlock, error) {
-	blocks := make([]contentBlock, len(raw))
+func parsePrompt(raw []json.RawMessage) ([]acp.ContentBlock, error) {
+	blocks := make([]acp.ContentBlock, len(raw))
 	for i, r := range raw {
 		field := fmt.Sprintf("prompt[%d]", i)
 		b := &blocks[i]
 		if err := json.Unmarshal(r, b); err != nil {
-			return nil, invalidParams(field, "not a content block: %v", err)
+			return nil, acp.InvalidParams(field, "not a content block: %v", err)
 		}
 		switch b.Type {
 		case "text":
 			if b.Text == nil {
-				return nil, invalidParams(field+".text", "required for a text block")
+				return nil, acp.InvalidParams(field+".text", "required for a text block")
 			}
 		case "resource_link":
 			if b.URI == "" || b.Name == "" {
-				return nil, invalidParams(field, "a resource_link needs uri and name")
+				return nil, acp.InvalidParams(field, "a resource_link needs uri and name")
 			}
 		case "resource":
 			if b.Resource == nil || b.Resource.URI == "" || (b.Resource.Text == nil && b.Resource.Blob == nil) {
-				return nil, invalidParams(field+".resource", "an embedded resource needs uri and text or blob")
+				return nil, acp.InvalidParams(field+".resource", "an embedded resource needs uri and text or blob")
 			}
 		case "image", "audio":
-			return nil, invalidParams(field, "%s content is not supported (promptCapabilities.%s is false); send text, resource_link or resource blocks", b.Type, b.Type)
+			return nil, acp.InvalidParams(field, "%s content is not supported (promptCapabilities.%s is false); send text, resource_link or resource blocks", b.Type, b.Type)
 		case "":
-			return nil, invalidParams(field+".type", "required")
+			return nil, acp.InvalidParams(field+".type", "required")
 		default:
-			return nil, invalidParams(field+".type", "unknown content block type %q", b.Type)
+			return nil, acp.InvalidParams(field+".type", "unknown content block type %q", b.Type)
 		}
 	}
 	return blocks, nil
 }
 
 // promptText renders a prompt as the text the model reads.
-func promptText(blocks []contentBlock) string {
+func promptText(blocks []acp.ContentBlock) string {
 	var sb strings.Builder
 	for i, b := range blocks {
 		if i > 0 {
@@ -1021,7 +1023,7 @@ func promptText(blocks []contentBlock) string {
 }
 
 // titleFrom makes a session title from the first prompt.
-func titleFrom(blocks []contentBlock) string {
+func titleFrom(blocks []acp.ContentBlock) string {
 	var t string
 	for _, b := range blocks {
 		switch {
@@ -1063,15 +1065,15 @@ const (
 	modeBypass      = "bypass"
 )
 
-var sessionModes = []sessionMode{
+var sessionModes = []acp.SessionMode{
 	{ID: modeAsk, Name: "Ask", Description: "Ask before every edit, command and MCP tool that changes things"},
 	{ID: modeAcceptEdits, Name: "Accept edits", Description: "Edit files without asking; ask before commands and MCP tools"},
 	{ID: modeReadOnly, Name: "Read only", Description: "Refuse edits, commands and MCP tools that change things"},
 	{ID: modeBypass, Name: "Bypass", Description: "Never ask"},
 }
 
-func modeStateOf(mode string) *modeState {
-	return &modeState{CurrentModeID: mode, AvailableModes: sessionModes}
+func modeStateOf(mode string) *acp.ModeState {
+	return &acp.ModeState{CurrentModeID: mode, AvailableModes: sessionModes}
 }
 
 // settings returns the session's mode and model.
@@ -1091,21 +1093,21 @@ func (a *agent) defaultModel() string {
 
 // configOptions lists the session's config options with current values.
 // Call it without a.mu held: the model list may be asked of the server.
-func (a *agent) configOptions(mode, model string) []configOption {
-	modes := make([]selectOption, len(sessionModes))
+func (a *agent) configOptions(mode, model string) []acp.ConfigOption {
+	modes := make([]acp.SelectOption, len(sessionModes))
 	for i, m := range sessionModes {
-		modes[i] = selectOption{Value: m.ID, Name: m.Name, Description: m.Description}
+		modes[i] = acp.SelectOption{Value: m.ID, Name: m.Name, Description: m.Description}
 	}
-	opts := []configOption{{
+	opts := []acp.ConfigOption{{
 		ID: "mode", Name: "Mode", Category: "mode", Type: "select",
 		Description: "When acpbridge asks before using a tool", CurrentValue: mode, Options: modes,
 	}}
 	if a.model != nil {
-		var models []selectOption
+		var models []acp.SelectOption
 		for _, m := range a.model.models() {
-			models = append(models, selectOption{Value: m, Name: m})
+			models = append(models, acp.SelectOption{Value: m, Name: m})
 		}
-		opts = append(opts, configOption{
+		opts = append(opts, acp.ConfigOption{
 			ID: "model", Name: "Model", Category: "model", Type: "select",
 			CurrentValue: model, Options: models,
 		})
@@ -1114,7 +1116,7 @@ func (a *agent) configOptions(mode, model string) []configOption {
 }
 
 func (a *agent) admitSetMode(_ string, raw json.RawMessage) ticket {
-	var p setModeParams
+	var p acp.SetModeParams
 	if err := decodeRaw(raw, &p); err != nil {
 		return fail(err)
 	}
@@ -1130,7 +1132,7 @@ func (a *agent) admitSetMode(_ string, raw json.RawMessage) ticket {
 }
 
 func (a *agent) admitSetConfig(_ string, raw json.RawMessage) ticket {
-	var p setConfigParams
+	var p acp.SetConfigParams
 	if err := decodeRaw(raw, &p); err != nil {
 		return fail(err)
 	}
@@ -1144,7 +1146,7 @@ func (a *agent) admitSetConfig(_ string, raw json.RawMessage) ticket {
 	}
 	var value string
 	if err := json.Unmarshal(p.Value, &value); err != nil {
-		return fail(invalidParams("value", "required: a string value id"))
+		return fail(acp.InvalidParams("value", "required: a string value id"))
 	}
 	switch cid {
 	case "mode":
@@ -1152,7 +1154,7 @@ func (a *agent) admitSetConfig(_ string, raw json.RawMessage) ticket {
 	case "model":
 		return a.changeSetting(id, "value", record{Type: recConfig, Model: value}, nil)
 	}
-	return fail(invalidParams("configId", "unknown config option %q; the options are mode and model", cid))
+	return fail(acp.InvalidParams("configId", "unknown config option %q; the options are mode and model", cid))
 }
 
 // changeSetting sets the session's mode or model (rec says which) at
@@ -1165,8 +1167,8 @@ func (a *agent) changeSetting(id, field string, rec record, result any) ticket {
 	switch {
 	case !live:
 		return fail(a.errNotLive(id))
-	case rec.Mode != "" && !slices.ContainsFunc(sessionModes, func(m sessionMode) bool { return m.ID == rec.Mode }):
-		return fail(invalidParams(field, "unknown mode %q; the modes are ask, accept_edits, read_only and bypass", rec.Mode))
+	case rec.Mode != "" && !slices.ContainsFunc(sessionModes, func(m acp.SessionMode) bool { return m.ID == rec.Mode }):
+		return fail(acp.InvalidParams(field, "unknown mode %q; the modes are ask, accept_edits, read_only and bypass", rec.Mode))
 	case rec.Mode == "" && (a.model == nil || !slices.Contains(a.model.models(), rec.Model)):
 		// A live session has its options listed, so the model list is known:
 		// models() does not wait on the server here.
@@ -1174,7 +1176,7 @@ func (a *agent) changeSetting(id, field string, rec record, result any) ticket {
 		if a.model != nil {
 			names = a.model.models()
 		}
-		return fail(invalidParams(field, "unknown model %q; the models are %s", rec.Model, strings.Join(names, ", ")))
+		return fail(acp.InvalidParams(field, "unknown model %q; the models are %s", rec.Model, strings.Join(names, ", ")))
 	}
 	a.mu.Lock()
 	s := a.liveLocked(id)
@@ -1191,31 +1193,31 @@ func (a *agent) changeSetting(id, field string, rec record, result any) ticket {
 	a.mu.Unlock()
 	opts := a.configOptions(mode, model)
 	if rec.Mode != "" {
-		a.out.notifyJSON(id, currentModeUpdate{SessionUpdate: "current_mode_update", CurrentModeID: mode})
+		a.out.notifyJSON(id, acp.CurrentModeUpdate{SessionUpdate: "current_mode_update", CurrentModeID: mode})
 	}
-	a.out.notifyJSON(id, configOptionUpdate{SessionUpdate: "config_option_update", ConfigOptions: opts})
+	a.out.notifyJSON(id, acp.ConfigOptionUpdate{SessionUpdate: "config_option_update", ConfigOptions: opts})
 	if err := s.file.appendNow(rec); err != nil {
 		return fail(err)
 	}
 	if result == nil {
-		result = configOptionsResult{ConfigOptions: opts}
+		result = acp.ConfigOptionsResult{ConfigOptions: opts}
 	}
 	return done(result)
 }
 
 func (a *agent) listSessions(ctx context.Context, req *jrpc2.Request) (any, error) {
-	var p listParams
+	var p acp.ListParams
 	if err := decodeParams(req, &p); err != nil {
 		return nil, err
 	}
 	if p.Cwd != "" && !filepath.IsAbs(p.Cwd) {
-		return nil, invalidParams("cwd", "%q is not an absolute path", p.Cwd)
+		return nil, acp.InvalidParams("cwd", "%q is not an absolute path", p.Cwd)
 	}
 	return a.store.list(p.Cwd, p.Cursor)
 }
 
 func (a *agent) deleteSession(ctx context.Context, req *jrpc2.Request) (any, error) {
-	var p sessionIDParams
+	var p acp.SessionIDParams
 	if err := decodeParams(req, &p); err != nil {
 		return nil, err
 	}
@@ -1227,7 +1229,7 @@ func (a *agent) deleteSession(ctx context.Context, req *jrpc2.Request) (any, err
 	live := a.sess != nil && a.sess.id == id
 	a.mu.Unlock()
 	if live {
-		return nil, rpcError(codeSessionLive, "session %s is live in this process and cannot be deleted; close it with session/close first", id).
+		return nil, acp.Errorf(acp.CodeSessionLive, "session %s is live in this process and cannot be deleted; close it with session/close first", id).
 			WithData(map[string]string{"activeSessionId": id})
 	}
 	if err := a.store.remove(id); err != nil {

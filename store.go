@@ -35,6 +35,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"acpbridge/internal/acp"
 )
 
 // Record types of the log.
@@ -124,7 +126,7 @@ func (st *store) path(id, ext string) string { return filepath.Join(st.dir, id+e
 
 // storeError reports a failed store operation to the client.
 func storeError(op string, err error) error {
-	return rpcError(codeStoreFailed, "%s: %v; check that the state directory (--state-dir) exists, is writable and has space", op, err)
+	return acp.Errorf(acp.CodeStoreFailed, "%s: %v; check that the state directory (--state-dir) exists, is writable and has space", op, err)
 }
 
 // validID reports whether id can name files in the store: 1 to 128
@@ -142,7 +144,7 @@ func validID(id string) bool {
 }
 
 func (st *store) errNotFound(id string) error {
-	return rpcError(codeResourceNotFound, "session %s not found in %s; session/list shows the sessions there", id, st.dir).
+	return acp.Errorf(acp.CodeResourceNotFound, "session %s not found in %s; session/list shows the sessions there", id, st.dir).
 		WithData(map[string]string{"sessionId": id})
 }
 
@@ -192,7 +194,7 @@ func (st *store) lock(id string) (*os.File, error) {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			pid := strings.TrimSpace(string(b))
-			return nil, rpcError(codeSessionLocked,
+			return nil, acp.Errorf(acp.CodeSessionLocked,
 				"session %s is open in another acpbridge process (pid %s); close it there or end that process, then try again", id, pid).
 				WithData(map[string]any{"sessionId": id, "pid": atoiOr(pid)})
 		}
@@ -297,7 +299,7 @@ func (st *store) read(ctx context.Context, path string, conv *conversation) (h *
 		var rec record
 		torn := !bytes.HasSuffix(b, []byte("\n"))
 		if jerr := json.Unmarshal(b, &rec); jerr != nil || rec.Type == "" || torn {
-			pendingErr = rpcError(codeStoreFailed,
+			pendingErr = acp.Errorf(acp.CodeStoreFailed,
 				"session log %s is corrupt at line %d (%s); the file was left untouched: repair or remove that line by hand",
 				path, line, describeBad(jerr, b))
 			if !torn {
@@ -308,7 +310,7 @@ func (st *store) read(ctx context.Context, path string, conv *conversation) (h *
 			continue
 		}
 		if line == 1 && rec.Type != recSession {
-			return nil, 0, rpcError(codeStoreFailed,
+			return nil, 0, acp.Errorf(acp.CodeStoreFailed,
 				"session log %s does not start with its session record (line 1 is a %q record); the file was left untouched: restore its first line or remove the session", path, rec.Type)
 		}
 		h.good = size
@@ -319,7 +321,7 @@ func (st *store) read(ctx context.Context, path string, conv *conversation) (h *
 		}
 	}
 	if h.good == 0 {
-		return nil, 0, rpcError(codeStoreFailed, "session log %s is empty or has no valid first record; remove it", path)
+		return nil, 0, acp.Errorf(acp.CodeStoreFailed, "session log %s is empty or has no valid first record; remove it", path)
 	}
 	feed.finish()
 	return h, size, nil
@@ -448,9 +450,9 @@ func (f *feeder) add(rec record) {
 	case recUser:
 		f.closeCalls()
 		f.mark = f.c.mark()
-		var blocks []contentBlock
+		var blocks []acp.ContentBlock
 		for _, b := range rec.Blocks {
-			var cb contentBlock
+			var cb acp.ContentBlock
 			if json.Unmarshal(b, &cb) == nil && (cb.Type != "text" || cb.Text != nil) && (cb.Type != "resource" || cb.Resource != nil) {
 				blocks = append(blocks, cb)
 			}
@@ -482,7 +484,7 @@ func (f *feeder) add(rec record) {
 		}
 	case recTurnEnd:
 		f.closeCalls()
-		if rec.StopReason == stopRefusal {
+		if rec.StopReason == acp.StopRefusal {
 			f.c.truncate(f.mark)
 		}
 	}
@@ -503,7 +505,7 @@ type sessionFile struct {
 
 // append adds one record to the buffer; a full buffer is written at once.
 func (f *sessionFile) append(r record) error {
-	b, err := marshal(r)
+	b, err := acp.Marshal(r)
 	if err != nil {
 		return storeError("encoding a record of session "+f.id, err)
 	}
@@ -612,19 +614,19 @@ type listCursor struct {
 }
 
 // list returns the stored sessions, newest first, a page at a time.
-func (st *store) list(cwd, cursor string) (listResult, error) {
+func (st *store) list(cwd, cursor string) (acp.ListResult, error) {
 	var after *listCursor
 	if cursor != "" {
 		b, err := base64.RawURLEncoding.DecodeString(cursor)
 		var c listCursor
 		if err != nil || json.Unmarshal(b, &c) != nil {
-			return listResult{}, invalidParams("cursor", "not a cursor this agent returned")
+			return acp.ListResult{}, acp.InvalidParams("cursor", "not a cursor this agent returned")
 		}
 		after = &c
 	}
 	entries, err := os.ReadDir(st.dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return listResult{}, storeError("listing "+st.dir, err)
+		return acp.ListResult{}, storeError("listing "+st.dir, err)
 	}
 	var all []infoFile
 	for _, e := range entries {
@@ -661,7 +663,7 @@ func (st *store) list(cwd, cursor string) (listResult, error) {
 		}
 		return 0
 	})
-	res := listResult{Sessions: []sessionInfo{}}
+	res := acp.ListResult{Sessions: []acp.SessionInfo{}}
 	for _, inf := range all {
 		if after != nil && !less(*after, key(inf)) {
 			continue
@@ -672,7 +674,7 @@ func (st *store) list(cwd, cursor string) (listResult, error) {
 			res.NextCursor = base64.RawURLEncoding.EncodeToString(b)
 			break
 		}
-		res.Sessions = append(res.Sessions, sessionInfo{SessionID: inf.SessionID, Cwd: inf.Cwd,
+		res.Sessions = append(res.Sessions, acp.SessionInfo{SessionID: inf.SessionID, Cwd: inf.Cwd,
 			AdditionalDirectories: inf.Dirs, Title: inf.Title, UpdatedAt: inf.UpdatedAt})
 	}
 	return res, nil
@@ -707,7 +709,7 @@ func (a *agent) replayRecord(sessionID string, rec record) error {
 	switch rec.Type {
 	case recUser:
 		for _, b := range rec.Blocks {
-			if err := a.out.notifyJSON(sessionID, userMessageChunk{SessionUpdate: "user_message_chunk", Content: b, MessageID: rec.MessageID}); err != nil {
+			if err := a.out.notifyJSON(sessionID, acp.UserMessageChunk{SessionUpdate: "user_message_chunk", Content: b, MessageID: rec.MessageID}); err != nil {
 				return err
 			}
 		}
@@ -716,9 +718,9 @@ func (a *agent) replayRecord(sessionID string, rec record) error {
 		if rec.Type == recThought {
 			kind = kindThought
 		}
-		return a.out.notify(methodSessionUpdate, appendChunkUpdate(nil, sessionID, kind, rec.MessageID, rec.Text))
+		return a.out.notify(acp.MethodSessionUpdate, acp.AppendChunkUpdate(nil, sessionID, kind, rec.MessageID, rec.Text))
 	case recToolCall:
-		return a.out.notifyJSON(sessionID, toolCallUpdate{SessionUpdate: "tool_call", ToolCallID: rec.ToolCallID,
+		return a.out.notifyJSON(sessionID, acp.ToolCallUpdate{SessionUpdate: "tool_call", ToolCallID: rec.ToolCallID,
 			Title: rec.Title, Kind: rec.Kind, Status: "pending", Locations: rec.Locations, RawInput: rawInput(rec.Call)})
 	case recPlan:
 		return a.out.notifyJSON(sessionID, struct {
@@ -730,9 +732,9 @@ func (a *agent) replayRecord(sessionID string, rec record) error {
 		if bytes.Contains(content, []byte(`"type":"terminal"`)) {
 			// The terminal was released in the process that ran the
 			// command: show its output, kept in the log, as text.
-			content = mustJSON([]toolContent{textOut(rec.Result)})
+			content = acp.MustJSON([]acp.ToolContent{acp.TextOut(rec.Result)})
 		}
-		return a.out.notifyJSON(sessionID, toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: rec.ToolCallID,
+		return a.out.notifyJSON(sessionID, acp.ToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: rec.ToolCallID,
 			Status: rec.Status, Content: content, RawOutput: rec.RawOutput})
 	}
 	return nil
@@ -747,9 +749,9 @@ func rawInput(c *toolCall) json.RawMessage {
 
 // notifyJSON writes a session/update with a struct payload, unflushed.
 func (c *wire) notifyJSON(sessionID string, u any) error {
-	b, err := marshal(sessionNotification{SessionID: sessionID, Update: u})
+	b, err := acp.Marshal(acp.SessionNotification{SessionID: sessionID, Update: u})
 	if err != nil {
 		return err
 	}
-	return c.notify(methodSessionUpdate, b)
+	return c.notify(acp.MethodSessionUpdate, b)
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"acpbridge/internal/acp"
 )
 
 // Verify that a failed load of a log with a corrupt middle record leaves the
@@ -125,7 +127,7 @@ func TestStore_listPaging(t *testing.T) {
 		}
 		r := decodeResponse(t, ta.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/list","params":%s}`, page+1, params)))
 		require.Nil(t, r.Error)
-		var res listResult
+		var res acp.ListResult
 		require.NoError(t, json.Unmarshal(r.Result, &res))
 		for _, s := range res.Sessions {
 			seen = append(seen, s.SessionID)
@@ -160,10 +162,10 @@ func TestStore_feedConversation(t *testing.T) {
 		{Type: recToolCall, Call: call},
 		{Type: recToolResult, Call: call, Result: "contents"},
 		{Type: recAgent, Text: "Done."},
-		{Type: recTurnEnd, StopReason: stopEndTurn},
+		{Type: recTurnEnd, StopReason: acp.StopEndTurn},
 		{Type: recUser, Blocks: text("bad request")},
 		{Type: recAgent, Text: "No."},
-		{Type: recTurnEnd, StopReason: stopRefusal},
+		{Type: recTurnEnd, StopReason: acp.StopRefusal},
 		{Type: recUser, Blocks: text("build it")},
 		{Type: recToolCall, Call: call2},
 	}

@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/creachadair/jrpc2"
+
+	"acpbridge/internal/acp"
 )
 
 // toolSpec is a tool as the model sees it.
@@ -55,49 +57,13 @@ const (
 	permExecute = "execute" // asks in ask and accept_edits; refused in read_only
 )
 
-// location is an ACP ToolCallLocation.
-type location struct {
-	Path string `json:"path"`
-	Line int    `json:"line,omitempty"`
-}
-
-// toolCallUpdate is the payload of tool_call and tool_call_update, and the
-// toolCall of a permission request (without sessionUpdate).
-type toolCallUpdate struct {
-	SessionUpdate string          `json:"sessionUpdate,omitempty"`
-	ToolCallID    string          `json:"toolCallId"`
-	Title         string          `json:"title,omitempty"`
-	Kind          string          `json:"kind,omitempty"`
-	Status        string          `json:"status,omitempty"`
-	Locations     json.RawMessage `json:"locations,omitempty"`
-	Content       json.RawMessage `json:"content,omitempty"`
-	RawInput      json.RawMessage `json:"rawInput,omitempty"`
-	RawOutput     json.RawMessage `json:"rawOutput,omitempty"`
-}
-
-// toolContent is an ACP ToolCallContent.
-type toolContent struct {
-	Type       string          `json:"type"`              // content, diff or terminal
-	Content    json.RawMessage `json:"content,omitempty"` // a content block`
-	Path       string          `json:"path,omitempty"`
-	OldText    *string         `json:"oldText,omitempty"`
-	NewText    *string         `json:"newText,omitempty"`
-	TerminalID string          `json:"terminalId,omitempty"`
-
-	text string // a text block's text, for capping and storing it once
-}
-
-func textOut(s string) toolContent {
-	return toolContent{Type: "content", Content: mustJSON(textBlock(s)), text: s}
-}
-
 // capOutcome cuts what a tool returns, to the model and in text content,
 // at readMaxBytes, saying so.
 func capOutcome(out *outcome) {
 	out.result = capResult(out.result)
 	for i, c := range out.content {
-		if len(c.text) > readMaxBytes {
-			out.content[i] = textOut(capResult(c.text))
+		if len(c.Text) > readMaxBytes {
+			out.content[i] = acp.TextOut(capResult(c.Text))
 		}
 	}
 }
@@ -105,7 +71,7 @@ func capOutcome(out *outcome) {
 // outcome is what running a tool produced.
 type outcome struct {
 	failed    bool
-	content   []toolContent
+	content   []acp.ToolContent
 	rawOutput any
 	result    string // what the model is told
 	after     func() // runs after the final update (releases a terminal)
@@ -113,7 +79,7 @@ type outcome struct {
 
 func failure(format string, args ...any) outcome {
 	msg := fmt.Sprintf(format, args...)
-	return outcome{failed: true, content: []toolContent{textOut(msg)}, rawOutput: map[string]string{"error": msg}, result: "Error: " + msg}
+	return outcome{failed: true, content: []acp.ToolContent{acp.TextOut(msg)}, rawOutput: map[string]string{"error": msg}, result: "Error: " + msg}
 }
 
 // prepared is a tool call ready to announce.
@@ -123,7 +89,7 @@ type prepared struct {
 	title     string
 	kind      string
 	perm      string
-	locations []location
+	locations []acp.Location
 	bad       *outcome // set when the call cannot run
 	run       func(ctx context.Context, p *prepared) outcome
 }
@@ -146,9 +112,9 @@ func (a *agent) runTool(ctx context.Context, s *SessionRecord, c toolCall) error
 	p.id = a.newID("call")
 	var locs json.RawMessage
 	if len(p.locations) > 0 {
-		locs = mustJSON(p.locations)
+		locs = acp.MustJSON(p.locations)
 	}
-	announce := toolCallUpdate{SessionUpdate: "tool_call", ToolCallID: p.id, Title: p.title, Kind: p.kind,
+	announce := acp.ToolCallUpdate{SessionUpdate: "tool_call", ToolCallID: p.id, Title: p.title, Kind: p.kind,
 		Status: "pending", Locations: locs, RawInput: c.Input}
 	// Tool updates are not flushed by themselves: the next callback, pause
 	// or response flushes them, and local work that blocks flushes first.
@@ -173,7 +139,7 @@ func (a *agent) runTool(ctx context.Context, s *SessionRecord, c toolCall) error
 			out = *allowed
 			break
 		}
-		if err := a.toolUpdate(s, &toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: p.id, Status: "in_progress"}); err != nil {
+		if err := a.toolUpdate(s, &acp.ToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: p.id, Status: "in_progress"}); err != nil {
 			return err
 		}
 		out = p.run(ctx, p)
@@ -194,9 +160,9 @@ func (a *agent) runTool(ctx context.Context, s *SessionRecord, c toolCall) error
 }
 
 // toolUpdate writes a tool_call or tool_call_update, unflushed.
-func (a *agent) toolUpdate(s *SessionRecord, u *toolCallUpdate) error {
-	s.enc = appendToolCallUpdate(s.enc[:0], s.id, u)
-	return a.out.notify(methodSessionUpdate, s.enc)
+func (a *agent) toolUpdate(s *SessionRecord, u *acp.ToolCallUpdate) error {
+	s.enc = acp.AppendToolCallUpdate(s.enc[:0], s.id, u)
+	return a.out.notify(acp.MethodSessionUpdate, s.enc)
 }
 
 // finishTool announces the final status and persists it.
@@ -207,17 +173,17 @@ func (a *agent) finishTool(s *SessionRecord, p *prepared, out outcome) error {
 	}
 	var content, raw json.RawMessage
 	if len(out.content) > 0 {
-		content = mustJSON(out.content)
+		content = acp.MustJSON(out.content)
 	}
 	if out.rawOutput != nil {
-		raw = mustJSON(out.rawOutput)
+		raw = acp.MustJSON(out.rawOutput)
 	}
-	err := a.toolUpdate(s, &toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: p.id, Status: status, Content: content, RawOutput: raw})
+	err := a.toolUpdate(s, &acp.ToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: p.id, Status: status, Content: content, RawOutput: raw})
 	if err != nil {
 		return err
 	}
 	rec := record{Type: recToolResult, ToolCallID: p.id, Call: &p.call, Status: status, Content: content, RawOutput: raw, Result: out.result}
-	if len(out.content) == 1 && out.content[0].text != "" && out.content[0].text == out.result {
+	if len(out.content) == 1 && out.content[0].Text != "" && out.content[0].Text == out.result {
 		// The text is stored once: the result is the content's text.
 		rec.Result, rec.ResultIsContent = "", true
 	}
@@ -250,7 +216,7 @@ func (a *agent) permit(ctx context.Context, s *SessionRecord, p *prepared) (*out
 	}
 	req := map[string]any{
 		"sessionId": s.id,
-		"toolCall":  toolCallUpdate{ToolCallID: p.id, Title: p.title, Kind: p.kind, Status: "pending", RawInput: p.call.Input},
+		"toolCall":  acp.ToolCallUpdate{ToolCallID: p.id, Title: p.title, Kind: p.kind, Status: "pending", RawInput: p.call.Input},
 		"options": []map[string]string{
 			{"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
 			{"optionId": "allow_always", "name": "Always allow " + p.call.Name, "kind": "allow_always"},
@@ -264,7 +230,7 @@ func (a *agent) permit(ctx context.Context, s *SessionRecord, p *prepared) (*out
 			OptionID string `json:"optionId"`
 		} `json:"outcome"`
 	}
-	if err := a.call(ctx, s, methodRequestPermit, req, &res); err != nil {
+	if err := a.call(ctx, s, acp.MethodRequestPermission, req, &res); err != nil {
 		if a.stopped(ctx) {
 			return nil, errTurnCancelled
 		}
@@ -316,7 +282,7 @@ func unusablePermission(outcome, optionID string) string {
 // wait that may be long (a person deciding, a command running) the session
 // log is written; a quick fs or terminal call leaves it for the next pause.
 func (a *agent) call(ctx context.Context, s *SessionRecord, method string, params, res any) error {
-	if method == methodRequestPermit || method == methodTerminalWait {
+	if method == acp.MethodRequestPermission || method == acp.MethodTerminalWait {
 		if err := s.file.flush(); err != nil {
 			return err
 		}
@@ -392,7 +358,7 @@ func (a *agent) prepare(s *SessionRecord, c toolCall) *prepared {
 		if in.Line != nil {
 			line = w.first
 		}
-		p.locations = []location{{Path: path, Line: line}}
+		p.locations = []acp.Location{{Path: path, Line: line}}
 		p.run = func(ctx context.Context, p *prepared) outcome { return a.readFile(ctx, s, path, w) }
 	case "write_file":
 		var in struct {
@@ -408,7 +374,7 @@ func (a *agent) prepare(s *SessionRecord, c toolCall) *prepared {
 		if err != nil {
 			return fail("%v", err)
 		}
-		p.locations = []location{{Path: path}}
+		p.locations = []acp.Location{{Path: path}}
 		p.run = func(ctx context.Context, p *prepared) outcome { return a.writeFile(ctx, s, path, in.Content) }
 	case "edit_file":
 		var in struct {
@@ -428,7 +394,7 @@ func (a *agent) prepare(s *SessionRecord, c toolCall) *prepared {
 		if in.OldText == "" {
 			return fail("edit_file needs a non-empty old_text")
 		}
-		p.locations = []location{{Path: path}}
+		p.locations = []acp.Location{{Path: path}}
 		p.run = func(ctx context.Context, p *prepared) outcome {
 			return a.editFile(ctx, s, path, in.OldText, in.NewText)
 		}
@@ -583,7 +549,7 @@ func within(path, root string) bool {
 
 // --- files ---
 
-func (a *agent) clientCaps() clientCapabilities {
+func (a *agent) clientCaps() acp.ClientCapabilities {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.client
@@ -600,7 +566,7 @@ func (a *agent) askClientRead(ctx context.Context, s *SessionRecord, path string
 	var res struct {
 		Content string `json:"content"`
 	}
-	if err := a.call(ctx, s, methodFSRead, params, &res); err != nil {
+	if err := a.call(ctx, s, acp.MethodFSRead, params, &res); err != nil {
 		return "", fmt.Errorf("the editor could not read %s: %v", path, err)
 	}
 	return res.Content, nil
@@ -637,7 +603,7 @@ func (a *agent) writeText(ctx context.Context, s *SessionRecord, path, content s
 			Path      string `json:"path"`
 			Content   string `json:"content"`
 		}{s.id, path, content}
-		if err := a.call(ctx, s, methodFSWrite, params, nil); err != nil {
+		if err := a.call(ctx, s, acp.MethodFSWrite, params, nil); err != nil {
 			return fmt.Errorf("the editor could not write %s: %v", path, err)
 		}
 		return nil
@@ -679,7 +645,7 @@ func (a *agent) readFile(ctx context.Context, s *SessionRecord, path string, w w
 	if result == "" {
 		result = "(empty)"
 	}
-	return outcome{content: []toolContent{textOut(text)}, rawOutput: map[string]any{"path": path, "bytes": len(text)}, result: result}
+	return outcome{content: []acp.ToolContent{acp.TextOut(text)}, rawOutput: map[string]any{"path": path, "bytes": len(text)}, result: result}
 }
 
 func (a *agent) writeFile(ctx context.Context, s *SessionRecord, path, content string) outcome {
@@ -704,7 +670,7 @@ func (a *agent) writeFile(ctx context.Context, s *SessionRecord, path, content s
 		return failure("%v", err)
 	}
 	return outcome{
-		content:   []toolContent{{Type: "diff", Path: path, OldText: old, NewText: &content}},
+		content:   []acp.ToolContent{{Type: "diff", Path: path, OldText: old, NewText: &content}},
 		rawOutput: map[string]any{"path": path, "bytes": len(content)},
 		result:    fmt.Sprintf("Wrote %d bytes to %s.", len(content), path),
 	}
@@ -730,7 +696,7 @@ func (a *agent) editFile(ctx context.Context, s *SessionRecord, path, oldText, n
 		return failure("%v", err)
 	}
 	return outcome{
-		content:   []toolContent{{Type: "diff", Path: path, OldText: &prev, NewText: &next}},
+		content:   []acp.ToolContent{{Type: "diff", Path: path, OldText: &prev, NewText: &next}},
 		rawOutput: map[string]any{"path": path},
 		result:    fmt.Sprintf("Edited %s: replaced 1 occurrence.", path),
 	}

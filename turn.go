@@ -22,6 +22,8 @@ import (
 	"sync"
 
 	"github.com/creachadair/jrpc2"
+
+	"acpbridge/internal/acp"
 )
 
 // model is a source of model responses: the replay fixture or an
@@ -178,8 +180,8 @@ func (st *modelStream) chunk(kind, s string) error {
 		}
 		st.rec.Chunks = append(st.rec.Chunks, c)
 	}
-	st.enc = appendChunkUpdate(st.enc[:0], st.s.id, kind, st.msgID, s)
-	return st.a.out.notify(methodSessionUpdate, st.enc)
+	st.enc = acp.AppendChunkUpdate(st.enc[:0], st.s.id, kind, st.msgID, s)
+	return st.a.out.notify(acp.MethodSessionUpdate, st.enc)
 }
 
 // toolCall records a tool call the model made; the loop runs it after the
@@ -194,7 +196,7 @@ func (st *modelStream) toolCall(tc toolCall) {
 	} else if json.Compact(&buf, tc.Input) == nil {
 		tc.Input = buf.Bytes()
 	} else {
-		tc.Input = mustJSON(string(tc.Input))
+		tc.Input = acp.MustJSON(string(tc.Input))
 	}
 	st.calls = append(st.calls, tc)
 	if st.rec != nil {
@@ -244,7 +246,7 @@ func (st *modelStream) endMessage() {
 }
 
 // runTurn runs one prompt turn and returns its stop reason.
-func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []contentBlock, raw []json.RawMessage) (string, error) {
+func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []acp.ContentBlock, raw []json.RawMessage) (string, error) {
 	// Written at once: whatever happens to the turn, what was asked is kept.
 	user := record{Type: recUser, MessageID: a.newID("msg"), Blocks: raw}
 	if err := s.file.appendNow(user); err != nil {
@@ -261,13 +263,13 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []contentB
 
 	stop, usage, turnErr := a.loop(ctx, s)
 	if a.stopped(ctx) {
-		stop, turnErr = stopCancelled, nil
+		stop, turnErr = acp.StopCancelled, nil
 	}
-	if stop == stopRefusal {
+	if stop == acp.StopRefusal {
 		s.conv.truncate(mark)
 	}
 
-	end := record{Type: recTurnEnd, StopReason: stop, Interrupted: stop == stopCancelled && a.out.gone()}
+	end := record{Type: recTurnEnd, StopReason: stop, Interrupted: stop == acp.StopCancelled && a.out.gone()}
 	if usage != nil && (usage.InputTokens != 0 || usage.OutputTokens != 0) {
 		end.Usage = usage
 	}
@@ -292,7 +294,7 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []contentB
 		storeErr = err
 	}
 	if first && title != "" {
-		a.update(s.id, sessionInfoUpdate{SessionUpdate: "session_info_update", Title: title, UpdatedAt: stamp(updated)})
+		a.update(s.id, acp.SessionInfoUpdate{SessionUpdate: "session_info_update", Title: title, UpdatedAt: stamp(updated)})
 	}
 	if turnErr != nil {
 		return "", turnErr
@@ -331,7 +333,7 @@ func (a *agent) fitContext(s *SessionRecord, req *modelRequest) error {
 // message of its own; it is persisted but not sent to the model.
 func (a *agent) notice(s *SessionRecord, text string) error {
 	id := a.newID("msg")
-	if err := a.out.notify(methodSessionUpdate, appendChunkUpdate(nil, s.id, kindMessage, id, text)); err != nil {
+	if err := a.out.notify(acp.MethodSessionUpdate, acp.AppendChunkUpdate(nil, s.id, kindMessage, id, text)); err != nil {
 		return err
 	}
 	return s.file.append(record{Type: recAgent, MessageID: id, Text: text, Notice: true})
@@ -342,7 +344,7 @@ func (a *agent) loop(ctx context.Context, s *SessionRecord) (string, *usage, err
 	var total usage
 	for calls := 0; ; calls++ {
 		if calls == a.cfg.maxTurnRequests {
-			return stopMaxTurnRequests, &total, nil
+			return acp.StopMaxTurnRequests, &total, nil
 		}
 		a.mu.Lock()
 		req := &modelRequest{model: s.model, conv: s.conv, cwd: s.cwd, roots: s.roots, mode: s.mode, tools: a.tools(s)}
@@ -386,7 +388,7 @@ func (a *agent) loop(ctx context.Context, s *SessionRecord) (string, *usage, err
 		}
 		if a.stopped(ctx) {
 			s.conv.answerUnrun(st.calls, "the turn was cancelled")
-			return stopCancelled, &total, nil
+			return acp.StopCancelled, &total, nil
 		}
 		if err == nil {
 			err = st.err
@@ -396,14 +398,14 @@ func (a *agent) loop(ctx context.Context, s *SessionRecord) (string, *usage, err
 			return "", &total, err
 		}
 		if len(st.calls) == 0 {
-			if stop == stopToolUse {
-				stop = stopEndTurn
+			if stop == acp.StopToolUse {
+				stop = acp.StopEndTurn
 			}
 			return stop, &total, nil
 		}
 		if err := a.runTools(ctx, s, st.calls); err != nil {
 			if a.stopped(ctx) || errors.Is(err, errTurnCancelled) {
-				return stopCancelled, &total, nil
+				return acp.StopCancelled, &total, nil
 			}
 			return "", &total, err
 		}
@@ -448,7 +450,7 @@ func (r *recorder) write(e *replayEntry, stop string, err error, cancelled bool)
 	default:
 		e.Stop = stop
 	}
-	b, merr := marshal(e)
+	b, merr := acp.Marshal(e)
 	if merr != nil {
 		r.log.Error("recording a model response failed", "err", merr)
 		return
@@ -486,5 +488,5 @@ var errTurnCancelled = errors.New("turn cancelled")
 
 // modelError makes a failed model call a JSON-RPC error.
 func modelError(format string, args ...any) error {
-	return rpcError(codeModelFailed, "%s", fmt.Sprintf(format, args...))
+	return acp.Errorf(acp.CodeModelFailed, "%s", fmt.Sprintf(format, args...))
 }

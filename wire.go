@@ -43,6 +43,8 @@ import (
 	"time"
 
 	"github.com/creachadair/jrpc2"
+
+	"acpbridge/internal/acp"
 )
 
 // wire implements jrpc2's channel.Channel over a reader and a writer.
@@ -110,7 +112,7 @@ var errConnClosed = errors.New("the client closed the connection")
 // call sends a request to the client, flushes, and waits for its response
 // or for ctx to end.
 func (c *wire) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	p, err := marshal(params)
+	p, err := acp.Marshal(params)
 	if err != nil {
 		return nil, err
 	}
@@ -535,7 +537,7 @@ func (c *wire) reject(id string, code jrpc2.Code, message string) {
 		Code    jrpc2.Code `json:"code"`
 		Message string     `json:"message"`
 	}
-	msg, _ := marshal(struct {
+	msg, _ := acp.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Error   errObj          `json:"error"`

@@ -3,7 +3,7 @@
 //
 // Inbound types are decoded leniently (unknown fields and _meta are ignored).
 // Outbound types mirror schema.json: required fields carry no omitempty.
-package main
+package acp
 
 import (
 	"bytes"
@@ -12,52 +12,52 @@ import (
 	"unicode/utf8"
 )
 
-const protocolVersion = 1
+const ProtocolVersion = 1
 
 // Methods served (client → agent).
 const (
-	methodInitialize      = "initialize"
-	methodAuthenticate    = "authenticate"
-	methodSessionNew      = "session/new"
-	methodSessionLoad     = "session/load"
-	methodSessionResume   = "session/resume"
-	methodSessionList     = "session/list"
-	methodSessionDelete   = "session/delete"
-	methodSessionClose    = "session/close"
-	methodSessionPrompt   = "session/prompt"
-	methodSessionCancel   = "session/cancel"
-	methodSessionSetMode  = "session/set_mode"
-	methodSessionSetConf  = "session/set_config_option"
-	methodCancelRequest   = "$/cancel_request"
-	methodSessionUpdate   = "session/update"
-	methodRequestPermit   = "session/request_permission"
-	methodFSRead          = "fs/read_text_file"
-	methodFSWrite         = "fs/write_text_file"
-	methodTerminalCreate  = "terminal/create"
-	methodTerminalOutput  = "terminal/output"
-	methodTerminalWait    = "terminal/wait_for_exit"
-	methodTerminalKill    = "terminal/kill"
-	methodTerminalRelease = "terminal/release"
+	MethodInitialize             = "initialize"
+	MethodAuthenticate           = "authenticate"
+	MethodSessionNew             = "session/new"
+	MethodSessionLoad            = "session/load"
+	MethodSessionResume          = "session/resume"
+	MethodSessionList            = "session/list"
+	MethodSessionDelete          = "session/delete"
+	MethodSessionClose           = "session/close"
+	MethodSessionPrompt          = "session/prompt"
+	MethodSessionCancel          = "session/cancel"
+	MethodSessionSetMode         = "session/set_mode"
+	MethodSessionSetConfigOption = "session/set_config_option"
+	MethodCancelRequest          = "$/cancel_request"
+	MethodSessionUpdate          = "session/update"
+	MethodRequestPermission      = "session/request_permission"
+	MethodFSRead                 = "fs/read_text_file"
+	MethodFSWrite                = "fs/write_text_file"
+	MethodTerminalCreate         = "terminal/create"
+	MethodTerminalOutput         = "terminal/output"
+	MethodTerminalWait           = "terminal/wait_for_exit"
+	MethodTerminalKill           = "terminal/kill"
+	MethodTerminalRelease        = "terminal/release"
 )
 
 // Stop reasons.
 const (
-	stopEndTurn         = "end_turn"
-	stopMaxTokens       = "max_tokens"
-	stopMaxTurnRequests = "max_turn_requests"
-	stopRefusal         = "refusal"
-	stopCancelled       = "cancelled"
-	stopToolUse         = "tool_use" // the model's, never sent to the client
+	StopEndTurn         = "end_turn"
+	StopMaxTokens       = "max_tokens"
+	StopMaxTurnRequests = "max_turn_requests"
+	StopRefusal         = "refusal"
+	StopCancelled       = "cancelled"
+	StopToolUse         = "tool_use" // the model's, never sent to the client
 )
 
 // --- initialize ---
 
-type initializeParams struct {
+type InitializeParams struct {
 	ProtocolVersion    json.RawMessage    `json:"protocolVersion"`
-	ClientCapabilities clientCapabilities `json:"clientCapabilities"`
+	ClientCapabilities ClientCapabilities `json:"clientCapabilities"`
 }
 
-type clientCapabilities struct {
+type ClientCapabilities struct {
 	FS struct {
 		ReadTextFile  bool `json:"readTextFile"`
 		WriteTextFile bool `json:"writeTextFile"`
@@ -68,27 +68,27 @@ type clientCapabilities struct {
 	} `json:"_meta"`
 }
 
-type initializeResult struct {
+type InitializeResult struct {
 	ProtocolVersion   int               `json:"protocolVersion"`
-	AgentCapabilities agentCapabilities `json:"agentCapabilities"`
+	AgentCapabilities AgentCapabilities `json:"agentCapabilities"`
 	AuthMethods       []struct{}        `json:"authMethods"`
-	AgentInfo         implementation    `json:"agentInfo"`
+	AgentInfo         Implementation    `json:"agentInfo"`
 }
 
-type agentCapabilities struct {
+type AgentCapabilities struct {
 	LoadSession         bool                `json:"loadSession"`
-	PromptCapabilities  promptCapabilities  `json:"promptCapabilities"`
-	McpCapabilities     mcpCapabilities     `json:"mcpCapabilities"`
-	SessionCapabilities sessionCapabilities `json:"sessionCapabilities"`
+	PromptCapabilities  PromptCapabilities  `json:"promptCapabilities"`
+	McpCapabilities     McpCapabilities     `json:"mcpCapabilities"`
+	SessionCapabilities SessionCapabilities `json:"sessionCapabilities"`
 }
 
-type promptCapabilities struct {
+type PromptCapabilities struct {
 	Image           bool `json:"image"`
 	Audio           bool `json:"audio"`
 	EmbeddedContext bool `json:"embeddedContext"`
 }
 
-type mcpCapabilities struct {
+type McpCapabilities struct {
 	HTTP bool `json:"http"`
 	SSE  bool `json:"sse"`
 }
@@ -96,9 +96,9 @@ type mcpCapabilities struct {
 // marker is a capability marker object: {} when supported, absent when not.
 type marker *struct{}
 
-var supported marker = &struct{}{}
+var Supported marker = &struct{}{}
 
-type sessionCapabilities struct {
+type SessionCapabilities struct {
 	Close                 marker `json:"close,omitempty"`
 	List                  marker `json:"list,omitempty"`
 	Resume                marker `json:"resume,omitempty"`
@@ -106,7 +106,7 @@ type sessionCapabilities struct {
 	AdditionalDirectories marker `json:"additionalDirectories,omitempty"`
 }
 
-type implementation struct {
+type Implementation struct {
 	Name    string `json:"name"`
 	Title   string `json:"title,omitempty"`
 	Version string `json:"version"`
@@ -115,81 +115,81 @@ type implementation struct {
 // --- sessions ---
 
 // sessionParams covers session/new, load and resume.
-type sessionParams struct {
+type SessionParams struct {
 	SessionID             *string         `json:"sessionId"`
 	Cwd                   *string         `json:"cwd"`
 	McpServers            json.RawMessage `json:"mcpServers"`
 	AdditionalDirectories []string        `json:"additionalDirectories"`
 }
 
-type sessionIDParams struct {
+type SessionIDParams struct {
 	SessionID *string `json:"sessionId"`
 }
 
-type newSessionResult struct {
+type NewSessionResult struct {
 	SessionID     string         `json:"sessionId"`
-	Modes         *modeState     `json:"modes,omitempty"`
-	ConfigOptions []configOption `json:"configOptions,omitempty"`
+	Modes         *ModeState     `json:"modes,omitempty"`
+	ConfigOptions []ConfigOption `json:"configOptions,omitempty"`
 }
 
-type openSessionResult struct {
-	Modes         *modeState     `json:"modes,omitempty"`
-	ConfigOptions []configOption `json:"configOptions,omitempty"`
+type OpenSessionResult struct {
+	Modes         *ModeState     `json:"modes,omitempty"`
+	ConfigOptions []ConfigOption `json:"configOptions,omitempty"`
 }
 
-type modeState struct {
+type ModeState struct {
 	CurrentModeID  string        `json:"currentModeId"`
-	AvailableModes []sessionMode `json:"availableModes"`
+	AvailableModes []SessionMode `json:"availableModes"`
 }
 
-type sessionMode struct {
+type SessionMode struct {
 	ID          string `json:"id"`
 	Name        string `json:"name"`
 	Description string `json:"description,omitempty"`
 }
 
-type configOption struct {
+type ConfigOption struct {
 	ID           string         `json:"id"`
 	Name         string         `json:"name"`
 	Description  string         `json:"description,omitempty"`
 	Category     string         `json:"category,omitempty"`
 	Type         string         `json:"type"`
 	CurrentValue string         `json:"currentValue"`
-	Options      []selectOption `json:"options"`
+	Options      []SelectOption `json:"options"`
 }
 
-type selectOption struct {
+type SelectOption struct {
 	Value       string `json:"value"`
 	Name        string `json:"name"`
 	Description string `json:"description,omitempty"`
 }
 
-type setModeParams struct {
+type SetModeParams struct {
 	SessionID *string `json:"sessionId"`
 	ModeID    *string `json:"modeId"`
 }
 
-type setConfigParams struct {
+type SetConfigParams struct {
 	SessionID *string         `json:"sessionId"`
 	ConfigID  *string         `json:"configId"`
 	Value     json.RawMessage `json:"value"`
 }
 
-type configOptionsResult struct {
-	ConfigOptions []configOption `json:"configOptions"`
+type ConfigOptionsResult struct {
+	ConfigOptions []ConfigOption `json:"configOptions"`
 }
 
-type listParams struct {
+type ListParams struct {
 	Cwd    string `json:"cwd"`
 	Cursor string `json:"cursor"`
 }
 
-type listResult struct {
-	Sessions   []sessionInfo `json:"sessions"`
+type ListResult struct {
+	Sessions   []SessionInfo `json:"sessions"`
 	NextCursor string        `json:"nextCursor,omitempty"`
 }
 
-type sessionInfo struct {
+type SessionInfo struct {
 	SessionID             string   `json:"sessionId"`
 	Cwd                   string   `json:"cwd"`
 	AdditionalDirectories []string `json:"additionalDirectories,omitempty"`
@@ -199,17 +199,17 @@ type sessionInfo struct {
 
 // --- prompt turns ---
 
-type promptParams struct {
+type PromptParams struct {
 	SessionID *string           `json:"sessionId"`
 	Prompt    []json.RawMessage `json:"prompt"`
 }
 
-type promptResult struct {
+type PromptResult struct {
 	StopReason string `json:"stopReason"`
 }
 
 // contentBlock is an ACP (= MCP) content block as received.
-type contentBlock struct {
+type ContentBlock struct {
 	Type        string            `json:"type"`
 	Text        *string           `json:"text,omitempty"`
 	Data        string            `json:"data,omitempty"`
@@ -235,39 +235,77 @@ type textContent struct {
 
 func textBlock(s string) textContent { return textContent{Type: "text", Text: s} }
 
+// --- tool calls ---
+
+// location is an ACP ToolCallLocation.
+type Location struct {
+	Path string `json:"path"`
+	Line int    `json:"line,omitempty"`
+}
+
+// toolCallUpdate is the payload of tool_call and tool_call_update, and the
+// toolCall of a permission request (without sessionUpdate).
+type ToolCallUpdate struct {
+	SessionUpdate string          `json:"sessionUpdate,omitempty"`
+	ToolCallID    string          `json:"toolCallId"`
+	Title         string          `json:"title,omitempty"`
+	Kind          string          `json:"kind,omitempty"`
+	Status        string          `json:"status,omitempty"`
+	Locations     json.RawMessage `json:"locations,omitempty"`
+	Content       json.RawMessage `json:"content,omitempty"`
+	RawInput      json.RawMessage `json:"rawInput,omitempty"`
+	RawOutput     json.RawMessage `json:"rawOutput,omitempty"`
+}
+
+// toolContent is an ACP ToolCallContent.
+type ToolContent struct {
+	Type       string          `json:"type"`              // content, diff or terminal
+	Content    json.RawMessage `json:"content,omitempty"` // a content block`
+	Path       string          `json:"path,omitempty"`
+	OldText    *string         `json:"oldText,omitempty"`
+	NewText    *string         `json:"newText,omitempty"`
+	TerminalID string          `json:"terminalId,omitempty"`
+
+	Text string `json:"-"` // a text block's text, for capping and storing it once
+}
+
+func TextOut(s string) ToolContent {
+	return ToolContent{Type: "content", Content: MustJSON(textBlock(s)), Text: s}
+}
+
 // --- session/update payloads other than the streamed chunks ---
 
-type sessionNotification struct {
+type SessionNotification struct {
 	SessionID string `json:"sessionId"`
 	Update    any    `json:"update"`
 }
 
-type sessionInfoUpdate struct {
+type SessionInfoUpdate struct {
 	SessionUpdate string `json:"sessionUpdate"` // "session_info_update"
 	Title         string `json:"title,omitempty"`
 	UpdatedAt     string `json:"updatedAt,omitempty"`
 }
 
-type userMessageChunk struct {
+type UserMessageChunk struct {
 	SessionUpdate string          `json:"sessionUpdate"` // "user_message_chunk"
 	Content       json.RawMessage `json:"content"`
 	MessageID     string          `json:"messageId,omitempty"`
 }
 
-type currentModeUpdate struct {
+type CurrentModeUpdate struct {
 	SessionUpdate string `json:"sessionUpdate"` // "current_mode_update"
 	CurrentModeID string `json:"currentModeId"`
 }
 
-type configOptionUpdate struct {
+type ConfigOptionUpdate struct {
 	SessionUpdate string         `json:"sessionUpdate"` // "config_option_update"
-	ConfigOptions []configOption `json:"configOptions"`
+	ConfigOptions []ConfigOption `json:"configOptions"`
 }
 
 // appendChunkUpdate appends the session/update params of one streamed
 // message or thought chunk. It is the hot path of a turn, so it is written by
 // hand rather than through reflection.
-func appendChunkUpdate(b []byte, sessionID, kind, messageID, text string) []byte {
+func AppendChunkUpdate(b []byte, sessionID, kind, messageID, text string) []byte {
 	b = append(b, `{"sessionId":`...)
 	b = appendJSONString(b, sessionID)
 	b = append(b, `,"update":{"sessionUpdate":"`...)
@@ -283,7 +321,7 @@ func appendChunkUpdate(b []byte, sessionID, kind, messageID, text string) []byte
 // tool_call_update. Its raw fields hold compact JSON made by acpbridge (or
 // compacted on arrival, see modelStream.toolCall), so they are spliced in
 // as they are rather than scanned again as encoding/json would.
-func appendToolCallUpdate(b []byte, sessionID string, u *toolCallUpdate) []byte {
+func AppendToolCallUpdate(b []byte, sessionID string, u *ToolCallUpdate) []byte {
 	b = append(b, `{"sessionId":`...)
 	b = appendJSONString(b, sessionID)
 	b = append(b, `,"update":{"sessionUpdate":`...)
@@ -366,7 +404,7 @@ func appendJSONString(b []byte, s string) []byte {
 
 // marshal encodes v as compact JSON without escaping <, > and &, which
 // encoding/json does by default for HTML's sake.
-func marshal(v any) ([]byte, error) {
+func Marshal(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -377,8 +415,8 @@ func marshal(v any) ([]byte, error) {
 }
 
 // mustJSON encodes v, which is known to encode.
-func mustJSON(v any) json.RawMessage {
-	b, err := marshal(v)
+func MustJSON(v any) json.RawMessage {
+	b, err := Marshal(v)
 	if err != nil {
 		panic(err)
 	}
