@@ -27,6 +27,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"acpbridge/internal/clip"
 	"acpbridge/internal/scenario"
 )
 
@@ -430,7 +431,7 @@ func TestSchemaChecker_rejects(t *testing.T) {
 func (ta *testAgent) tail() string {
 	var sb strings.Builder
 	for _, l := range ta.got[max(0, len(ta.got)-6):] {
-		sb.WriteString(clip(string(l), 300))
+		sb.WriteString(clip.Marked(string(l), 300))
 		sb.WriteByte('\n')
 	}
 	return sb.String()

@@ -32,6 +32,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/clip"
 )
 
 const (
@@ -94,7 +95,7 @@ func (a *agent) prepareExplore(s *SessionRecord, p *prepared, decode func(any) b
 		}
 		p.run = func(ctx context.Context, p *prepared) outcome { return s.findFiles(ctx, base, in.Pattern) }
 	case "search_text":
-		p.kind, p.title = "search", "Search "+clip(in.Pattern, 60)
+		p.kind, p.title = "search", "Search "+clip.Marked(in.Pattern, 60)
 		expr := in.Pattern
 		if in.IgnoreCase {
 			expr = "(?i)" + expr
@@ -407,7 +408,7 @@ func (s *SessionRecord) searchText(ctx context.Context, base string, re *regexp.
 				}
 				matches++
 				if len(text) > searchLineBytes || more > 0 {
-					text = cutBytes(text, searchLineBytes) + " …"
+					text = clip.Cut(text, searchLineBytes) + " …"
 				}
 				fmt.Fprintf(&sb, "%s:%d:%s\n", p, n, text)
 			}

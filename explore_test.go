@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"acpbridge/internal/clip"
 )
 
 // makeTree writes files (path → content) below dir.
@@ -177,7 +179,7 @@ func BenchmarkExplore_search100k(b *testing.B) {
 		for b.Loop() {
 			o := s.findFiles(context.Background(), dir, "**/*.txt")
 			if !strings.Contains(o.result, "stopped at 1000 files") {
-				b.Fatalf("not capped: %s", clip(o.result, 200))
+				b.Fatalf("not capped: %s", clip.Marked(o.result, 200))
 			}
 		}
 	})

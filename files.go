@@ -31,6 +31,7 @@ import (
 	"unicode/utf8"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/clip"
 )
 
 const (
@@ -293,19 +294,8 @@ func capResult(s string) string {
 	if len(s) <= readMaxBytes {
 		return s
 	}
-	kept := cutBytes(s, readMaxBytes)
+	kept := clip.Cut(s, readMaxBytes)
 	return kept + fmt.Sprintf("\n[output cut: %d more bytes not shown]", len(s)-len(kept))
-}
-
-// cutBytes cuts s to at most n bytes, on a rune boundary.
-func cutBytes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // textResult is a tool's outcome whose content and result are one text.

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/clip"
 )
 
 const (
@@ -389,7 +390,7 @@ func (m *openaiModel) errorMessage(resp *http.Response) string {
 	if msg == "" {
 		msg = "(no message)"
 	}
-	return m.redact(clip(msg, 500))
+	return m.redact(clip.Marked(msg, 500))
 }
 
 func stringOf(raw json.RawMessage) (string, bool) {
@@ -533,7 +534,7 @@ func (t *toolDeltas) slot(index *int, id string) *pendingCall {
 func (m *openaiModel) event(data []byte, out *modelStream, calls *toolDeltas, finish *string) error {
 	var c chatChunk
 	if err := json.Unmarshal(data, &c); err != nil {
-		return fmt.Errorf("an event is not JSON: %s", clip(string(data), 200))
+		return fmt.Errorf("an event is not JSON: %s", clip.Marked(string(data), 200))
 	}
 	if len(c.Error) > 0 && string(c.Error) != "null" {
 		var detail struct {

@@ -26,6 +26,7 @@ import (
 	"github.com/creachadair/jrpc2"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/clip"
 )
 
 type replayModel struct {
@@ -194,7 +195,7 @@ func (m *replayModel) entry(ctx context.Context, dec *json.Decoder, req *modelRe
 			if got := req.conv.newest(); !strings.Contains(got, want) {
 				return "", modelError(
 					"replay fixture %s line %d (entry %d) expected the newest message to contain %q, but it was %q; the conversation has diverged from the recording",
-					m.path, m.line, m.served, want, clip(got, 400))
+					m.path, m.line, m.served, want, clip.Marked(got, 400))
 			}
 		case "chunks":
 			n, call, err := m.chunks(ctx, dec, out)
@@ -341,13 +342,6 @@ func plural(n int, one, many string) string {
 	return fmt.Sprintf("%d %s", n, many)
 }
 
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
-
 // A recording holds no absolute path of the session's roots, so that it
 // replays from any directory: --record writes them as placeholders, {cwd}
 // for the cwd and {dir1}, {dir2}... for the additional directories, and
@@ -385,7 +379,7 @@ func fromPlaceholders(text string, roots []string) string {
 // recordedExpect is what --record writes as an entry's expect: the newest
 // message's start, roots as placeholders, never a placeholder cut in two.
 func recordedExpect(newest string, roots []string) string {
-	e := prefix(toPlaceholders(newest, roots), 200)
+	e := clip.Cut(toPlaceholders(newest, roots), 200)
 	if i := strings.LastIndexByte(e, '{'); i >= 0 && !strings.Contains(e[i:], "}") {
 		e = e[:i]
 	}

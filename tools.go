@@ -27,6 +27,7 @@ import (
 	"github.com/creachadair/jrpc2"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/clip"
 )
 
 // toolSpec is a tool as the model sees it.
@@ -408,7 +409,7 @@ func (a *agent) prepare(s *SessionRecord, c toolCall) *prepared {
 		if !decode(&in) {
 			return p
 		}
-		p.title = "Run " + clip(in.Command, 80)
+		p.title = "Run " + clip.Marked(in.Command, 80)
 		if strings.TrimSpace(in.Command) == "" {
 			return fail("run_command needs a command")
 		}

@@ -464,18 +464,6 @@ func (r *recorder) write(e *replayEntry, stop string, err error, cancelled bool)
 
 func (r *recorder) close() error { return r.f.Close() }
 
-// prefix is s cut to at most n runes, on a rune boundary, so that it is
-// still a substring of s (an expect must match).
-func prefix(s string, n int) string {
-	for i := range s {
-		if n == 0 {
-			return s[:i]
-		}
-		n--
-	}
-	return s
-}
-
 // stopped reports whether the turn must end as cancelled: session/cancel
 // or close, or the client has gone (stdin ended, stdout broke).
 func (a *agent) stopped(ctx context.Context) bool {

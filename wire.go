@@ -45,6 +45,7 @@ import (
 	"github.com/creachadair/jrpc2"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/clip"
 )
 
 // wire implements jrpc2's channel.Channel over a reader and a writer.
@@ -168,7 +169,7 @@ func (c *wire) take(line []byte) bool {
 			if hasID && isValidID(id) {
 				rid = string(id)
 			}
-			c.reject(rid, jrpc2.InvalidRequest, "invalid request: method must be a string, not "+clip(string(method), 40))
+			c.reject(rid, jrpc2.InvalidRequest, "invalid request: method must be a string, not "+clip.Marked(string(method), 40))
 			return true
 		}
 		if !wellFormed(m) {
