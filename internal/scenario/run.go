@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"acpbridge/internal/clip"
 )
 
 // Agent is a running agent under test.
@@ -267,7 +269,7 @@ func (r *run) close() {
 
 // next reads the agent's next line for the expect step st.
 func (r *run) next(st Step) ([]byte, error) {
-	waiting := "< " + clip(st.Text, 300)
+	waiting := "< " + clip.Marked(st.Text, 300)
 	line, ok, err := r.read(st.Line, waiting)
 	if err == nil && !ok {
 		err = r.fail(st.Line, fmt.Sprintf("the agent ended its output (exit status %d) while the scenario waited for %s", r.agent.Wait(), waiting))
@@ -284,10 +286,10 @@ func (r *run) read(at int, waiting string) (line []byte, ok bool, err error) {
 		}
 		r.n++
 		if _, err := decode(line); err != nil {
-			return nil, false, r.fail(at, fmt.Sprintf("the agent's line %d is not JSON (%v): %s", r.n, err, clip(string(line), 300)))
+			return nil, false, r.fail(at, fmt.Sprintf("the agent's line %d is not JSON (%v): %s", r.n, err, clip.Marked(string(line), 300)))
 		}
 		if msg := r.vet(true, line); msg != "" {
-			return nil, false, r.fail(at, fmt.Sprintf("the agent's line %d is not a valid ACP message: %s\n  %s", r.n, msg, clip(string(line), 300)))
+			return nil, false, r.fail(at, fmt.Sprintf("the agent's line %d is not a valid ACP message: %s\n  %s", r.n, msg, clip.Marked(string(line), 300)))
 		}
 		r.answered(line)
 		return line, true, nil
@@ -324,7 +326,7 @@ func (r *run) compare(st Step, line []byte) error {
 		at = "the top"
 	}
 	return r.fail(st.Line, fmt.Sprintf("the agent's line %d differs at %s\n  want: %s\n  got:  %s\n  expected: < %s\n  the agent sent: %s",
-		r.n, at, clip(m.want, 400), clip(m.got, 400), clip(st.Text, 1000), clip(string(line), 1000)))
+		r.n, at, clip.Marked(m.want, 400), clip.Marked(m.got, 400), clip.Marked(st.Text, 1000), clip.Marked(string(line), 1000)))
 }
 
 // finish closes stdin, checks that nothing more comes, that the agent
@@ -346,7 +348,7 @@ func (r *run) finish(extra func([]byte) error) error {
 			}
 			continue
 		}
-		return r.fail(0, fmt.Sprintf("the agent sent line %d after the transcript's last line: %s", r.n, clip(string(line), 400)))
+		return r.fail(0, fmt.Sprintf("the agent sent line %d after the transcript's last line: %s", r.n, clip.Marked(string(line), 400)))
 	}
 	exited := make(chan int, 1)
 	go func() { exited <- r.agent.Wait() }()
@@ -368,7 +370,7 @@ func (r *run) finish(extra func([]byte) error) error {
 			return &Failure{r.sc.Path, s.Line, fmt.Sprintf("the workspace has no %s after the run: %v", name, err)}
 		}
 		if string(b) != s.Data {
-			return &Failure{r.sc.Path, s.Line, fmt.Sprintf("%s after the run differs\n  want: %q\n  got:  %q", name, clip(s.Data, 400), clip(string(b), 400))}
+			return &Failure{r.sc.Path, s.Line, fmt.Sprintf("%s after the run differs\n  want: %q\n  got:  %q", name, clip.Marked(s.Data, 400), clip.Marked(string(b), 400))}
 		}
 	}
 	return nil

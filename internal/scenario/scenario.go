@@ -41,6 +41,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"acpbridge/internal/clip"
 )
 
 // Step kinds.
@@ -177,7 +179,7 @@ func parseSteps(path string, s *Section) ([]Step, error) {
 			}
 			steps = append(steps, st)
 		default:
-			return nil, &Error{path, n, fmt.Sprintf("a transcript line starts with > (send), < (expect), >! (send as it is), close or #, not %q", clip(t, 40))}
+			return nil, &Error{path, n, fmt.Sprintf("a transcript line starts with > (send), < (expect), >! (send as it is), close or #, not %q", clip.Marked(t, 40))}
 		}
 	}
 	return steps, nil
@@ -197,13 +199,3 @@ func decode(b []byte) (any, error) {
 	return v, nil
 }
 
-// clip shortens s to at most n bytes (on a rune boundary), marking the cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
-}

@@ -10,6 +10,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"acpbridge/internal/clip"
 )
 
 // vars are the bindings of one run, in the order they were made.
@@ -54,7 +56,7 @@ func (v *vars) drop() { clear(v.pending) }
 func (v *vars) String() string {
 	var sb strings.Builder
 	for _, name := range v.order {
-		fmt.Fprintf(&sb, " $%s=%s", name, clip(string(encode(v.vals[name])), 80))
+		fmt.Fprintf(&sb, " $%s=%s", name, clip.Marked(string(encode(v.vals[name])), 80))
 	}
 	if sb.Len() == 0 {
 		return " (none)"
@@ -93,7 +95,7 @@ func checkVariables(v any) error {
 				continue
 			}
 			if i+1 >= len(x) || !isNameByte(x[i+1], true) {
-				return fmt.Errorf("%q: a $ starts a variable ($NAME, capital letters); write $$ for a $ itself", clip(x, 60))
+				return fmt.Errorf("%q: a $ starts a variable ($NAME, capital letters); write $$ for a $ itself", clip.Marked(x, 60))
 			}
 		}
 	case map[string]any:
@@ -140,7 +142,7 @@ func (v *vars) interpolate(s string) (string, error) {
 		name := s[i+1 : j]
 		x, ok := v.get(name)
 		if !ok || name == "ANY" {
-			return "", fmt.Errorf("the variable $%s is used in %q before any < line bound it", name, clip(s, 60))
+			return "", fmt.Errorf("the variable $%s is used in %q before any < line bound it", name, clip.Marked(s, 60))
 		}
 		if str, isStr := x.(string); isStr {
 			sb.WriteString(str)
