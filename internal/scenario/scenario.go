@@ -198,4 +198,3 @@ func decode(b []byte) (any, error) {
 	}
 	return v, nil
 }
-
