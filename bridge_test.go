@@ -27,6 +27,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"acpbridge/internal/channel"
 	"acpbridge/internal/clip"
 	"acpbridge/internal/scenario"
 )
@@ -49,9 +50,9 @@ type testAgent struct {
 	state   string
 	stderr  *syncBuffer
 	closed  bool
-	fixture string  // the replay fixture's path, or ""
-	agent   *agent  // the in-process agent, or nil for a process
-	trace   *tracer // its --trace, or nil
+	fixture string          // the replay fixture's path, or ""
+	agent   *agent          // the in-process agent, or nil for a process
+	trace   *channel.Tracer // its --trace, or nil
 
 	responsesOnly bool // await is waiting for a response
 }
@@ -147,7 +148,7 @@ func (ta *testAgent) attachAgent() {
 	ta.attach(func(stdin io.Reader, stdout io.WriteCloser) {
 		code := serve(context.Background(), ta.agent, stdin, stdout, ta.trace)
 		if ta.trace != nil {
-			ta.trace.close()
+			ta.trace.Close()
 		}
 		stdout.Close()
 		ta.exit <- code
@@ -389,7 +390,7 @@ func scenarioInProcess(flags []string, env scenario.Env) (*scenario.Agent, error
 	go func() {
 		code := serve(context.Background(), a, inR, outW, trace)
 		if trace != nil {
-			trace.close()
+			trace.Close()
 		}
 		outW.Close()
 		exit <- code

@@ -54,7 +54,7 @@ func (a *agent) runInTerminal(ctx context.Context, s *SessionRecord, p *prepared
 		}
 	}
 	embed := []acp.ToolContent{{Type: "terminal", TerminalID: created.TerminalID}}
-	a.out.notifyJSON(s.id, acp.ToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: p.id, Status: "in_progress", Content: acp.MustJSON(embed)})
+	a.out.NotifyJSON(s.id, acp.ToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: p.id, Status: "in_progress", Content: acp.MustJSON(embed)})
 
 	waited := make(chan error, 1)
 	go func() { waited <- a.call(bg, s, acp.MethodTerminalWait, ids, nil) }()

@@ -152,7 +152,7 @@ func planEntries(raw json.RawMessage) ([]planEntry, error) {
 // updatePlan sends the plan to the client and persists it.
 func (a *agent) updatePlan(s *SessionRecord, entries []planEntry) outcome {
 	u := planUpdate{SessionUpdate: "plan", Entries: entries}
-	if err := a.out.notifyJSON(s.id, u); err != nil {
+	if err := a.out.NotifyJSON(s.id, u); err != nil {
 		return failure("%v", err)
 	}
 	if err := s.file.append(record{Type: recPlan, Plan: acp.MustJSON(entries)}); err != nil {

@@ -45,11 +45,12 @@ import (
 	"github.com/creachadair/jrpc2"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/channel"
 )
 
 // router serves one connection by fanning sessions out to child processes.
 type router struct {
-	out  *wire
+	out  *channel.Wire
 	log  *slog.Logger
 	exe  string
 	args []string // the children's flags: ours less --fanout
@@ -86,7 +87,7 @@ type forwarded struct {
 }
 
 // serveFanout serves stdin/stdout as the router until EOF or a signal.
-func serveFanout(ctx context.Context, a *agent, args []string, stdin io.Reader, stdout, stderr io.Writer, trace *tracer) int {
+func serveFanout(ctx context.Context, a *agent, args []string, stdin io.Reader, stdout, stderr io.Writer, trace *channel.Tracer) int {
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(stderr, "acpbridge: --fanout: cannot find this program to start its children: %v\n", err)
@@ -94,8 +95,8 @@ func serveFanout(ctx context.Context, a *agent, args []string, stdin io.Reader, 
 	}
 	r := &router{log: a.log, exe: exe, args: withoutFanout(args), errw: stderr,
 		sessions: map[string]*child{}, children: map[*child]bool{}, inflight: map[string]bool{}}
-	r.out = newWire(stdin, stdout, a.cfg.maxLineBytes, trace)
-	r.out.onEOF = func() { r.endChildren() } // their answers come before the router stops
+	r.out = channel.NewWire(stdin, stdout, a.cfg.maxLineBytes, trace)
+	r.out.OnEOF = func() { r.endChildren() } // their answers come before the router stops
 	r.warmUp()
 	lines := make(chan []byte)
 	go func() {
@@ -118,7 +119,7 @@ func serveFanout(ctx context.Context, a *agent, args []string, stdin io.Reader, 
 			r.route(line)
 		case <-ctx.Done():
 			r.log.Info("ending as at stdin EOF", "why", context.Cause(ctx))
-			r.out.closeCalls()
+			r.out.CloseCalls()
 			r.shutdown()
 			return 0
 		}
@@ -224,7 +225,7 @@ func (r *router) route(line []byte) {
 	id, hasID := m["id"]
 	if msg := envelopeError(m); msg != "" {
 		rid := "null"
-		if hasID && isValidID(id) {
+		if hasID && channel.IsValidID(id) {
 			rid = string(id)
 		}
 		r.answerErr(rid, jrpc2.InvalidRequest, msg)
@@ -299,7 +300,7 @@ func (r *router) route(line []byte) {
 
 // envelopeError is what jrpc2 would answer a malformed request with, or "".
 func envelopeError(m map[string]json.RawMessage) string {
-	if wellFormed(m) {
+	if channel.WellFormed(m) {
 		return ""
 	}
 	if string(m["jsonrpc"]) != `"2.0"` {
@@ -308,7 +309,7 @@ func envelopeError(m map[string]json.RawMessage) string {
 	if p, ok := m["params"]; ok && string(p) != "null" && (len(p) == 0 || (p[0] != '{' && p[0] != '[')) {
 		return "parameters must be array or object"
 	}
-	if id, ok := m["id"]; ok && !isValidID(id) {
+	if id, ok := m["id"]; ok && !channel.IsValidID(id) {
 		return "invalid request ID"
 	}
 	return "extra fields in request"
@@ -405,14 +406,14 @@ func (c *child) read(out io.Reader) {
 		if len(line) > 0 {
 			c.handle(line)
 			if br.Buffered() == 0 {
-				c.r.out.flush()
+				c.r.out.Flush()
 			}
 		}
 		if err != nil {
 			break
 		}
 	}
-	c.r.out.flush()
+	c.r.out.Flush()
 	c.cmd.Wait()
 	close(c.exited)
 	c.died()
@@ -443,7 +444,7 @@ var notificationPrefix = []byte(`{"jsonrpc":"2.0","method":"`)
 // handle passes one line of the child's on.
 func (c *child) handle(line []byte) {
 	if bytes.HasPrefix(line, notificationPrefix) {
-		c.r.out.forward(line) // session/update: unchanged, in order, not decoded
+		c.r.out.Forward(line) // session/update: unchanged, in order, not decoded
 		return
 	}
 	var e envelope
@@ -453,7 +454,7 @@ func (c *child) handle(line []byte) {
 	}
 	switch {
 	case e.Method != "" && len(e.ID) == 0:
-		c.r.out.forward(line) // session/update: unchanged, in order
+		c.r.out.Forward(line) // session/update: unchanged, in order
 	case e.Method != "":
 		go c.callClient(e) // it waits for the client
 	default:
@@ -525,7 +526,7 @@ func (c *child) callClient(e envelope) {
 	if len(e.Params) == 0 {
 		params = struct{}{}
 	}
-	raw, err := c.r.out.call(ctx, e.Method, params)
+	raw, err := c.r.out.Call(ctx, e.Method, params)
 	b := append([]byte(`{"jsonrpc":"2.0","id":`), e.ID...)
 	switch {
 	case err != nil:
@@ -604,9 +605,9 @@ func (r *router) shutdown() {
 			for _, c := range all {
 				c.cmd.Process.Kill()
 			}
-			r.out.flush()
+			r.out.Flush()
 			return
 		}
 	}
-	r.out.flush()
+	r.out.Flush()
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/channel"
 	"acpbridge/internal/scenario"
 )
 
@@ -113,7 +114,7 @@ func FuzzInbound(f *testing.F) {
 // replayHarness is the least of an agent the replay model needs.
 func replayHarness(t *testing.T, out io.Writer) (*agent, *SessionRecord) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a := &agent{out: newWire(strings.NewReader(""), out, 1<<20, nil), newID: counterIDs(), now: time.Now, log: log}
+	a := &agent{out: channel.NewWire(strings.NewReader(""), out, 1<<20, nil), newID: counterIDs(), now: time.Now, log: log}
 	st := &store{dir: t.TempDir(), log: log}
 	s := &SessionRecord{id: "s", created: time.Now(), conv: &conversation{}}
 	s.setRoots([]string{"/"})
@@ -157,7 +158,7 @@ func FuzzReplay(f *testing.F) {
 				assert.True(t, errors.As(err, &rerr) && rerr.Code == acp.CodeModelFailed, "error %v", err)
 			}
 		}
-		a.out.flush()
+		a.out.Flush()
 		for _, l := range bytes.Split(bytes.TrimSuffix(out.Bytes(), []byte("\n")), []byte("\n")) {
 			if len(l) > 0 {
 				assert.True(t, json.Valid(l), "written line is not JSON: %s", l)

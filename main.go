@@ -31,6 +31,7 @@ import (
 
 	"github.com/creachadair/jrpc2"
 
+	"acpbridge/internal/channel"
 	"acpbridge/internal/scenario"
 )
 
@@ -108,7 +109,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return code
 	}
 	if trace != nil {
-		defer trace.close()
+		defer trace.Close()
 	}
 	if a.cfg.fanout {
 		return serveFanout(ctx, a, args, stdin, stdout, stderr, trace)
@@ -118,7 +119,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // setup parses the command line and builds the agent, or returns nil and
 // an exit status.
-func setup(args []string, stdout, stderr io.Writer) (*agent, *tracer, int) {
+func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, int) {
 	a, cfg, logLevel, code := parseFlags(args, stdout, stderr)
 	if a == nil {
 		return nil, nil, code
@@ -151,9 +152,9 @@ func setup(args []string, stdout, stderr io.Writer) (*agent, *tracer, int) {
 		}
 		a.recorder = r
 	}
-	var trace *tracer
+	var trace *channel.Tracer
 	if cfg.trace != "" {
-		t, err := openTrace(cfg.trace)
+		t, err := channel.OpenTrace(cfg.trace)
 		if err != nil {
 			fmt.Fprintf(stderr, "acpbridge: --trace: %v\n", err)
 			return nil, nil, 2
@@ -164,12 +165,12 @@ func setup(args []string, stdout, stderr io.Writer) (*agent, *tracer, int) {
 }
 
 // serve runs the agent on one connection until it ends.
-func serve(ctx context.Context, a *agent, stdin io.Reader, stdout io.Writer, trace *tracer) int {
-	a.out = newWire(stdin, stdout, a.cfg.maxLineBytes, trace)
+func serve(ctx context.Context, a *agent, stdin io.Reader, stdout io.Writer, trace *channel.Tracer) int {
+	a.out = channel.NewWire(stdin, stdout, a.cfg.maxLineBytes, trace)
 	a.admit = a.admissions()
 	a.tickets = map[string]ticket{}
-	a.out.arrive = a.arrive
-	a.out.onEOF = a.hangup
+	a.out.Arrive = a.arrive
+	a.out.OnEOF = a.hangup
 	if a.newID == nil {
 		a.newID = randomID
 	}
@@ -189,16 +190,16 @@ func serve(ctx context.Context, a *agent, stdin io.Reader, stdout io.Writer, tra
 		if st.Err != nil && !errors.Is(st.Err, io.EOF) {
 			a.log.Warn("connection ended", "err", st.Err)
 		}
-	case <-a.out.ended:
+	case <-a.out.Ended:
 		// stdin has ended: jrpc2 is stopping, but a handler stuck in a tool
 		// must not keep the process alive, so shutdown does not wait for it.
-	case <-a.out.broken:
+	case <-a.out.Broken:
 		a.log.Info("stdout is closed; shutting down")
 	case <-ctx.Done():
 		a.log.Info("ending as at stdin EOF", "why", context.Cause(ctx))
 	}
 	a.shutdown()
-	a.out.flush()
+	a.out.Flush()
 	if a.recorder != nil {
 		a.recorder.close()
 	}

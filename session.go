@@ -46,6 +46,7 @@ import (
 	"github.com/creachadair/jrpc2/handler"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/channel"
 )
 
 // config is the parsed command line.
@@ -65,7 +66,7 @@ type config struct {
 // agent serves one connection.
 type agent struct {
 	cfg      config
-	out      *wire
+	out      *channel.Wire
 	model    model     // nil when no model is configured or it is not usable
 	modelErr error     // why --model's model is not usable, or nil
 	recorder *recorder // --record, or nil
@@ -444,10 +445,10 @@ func (a *agent) awaitTurn(ctx context.Context, s *SessionRecord) bool {
 	}
 	<-s.after
 	select { // the close answers first
-	case <-a.out.whenAnswered(s.afterReq):
+	case <-a.out.WhenAnswered(s.afterReq):
 	case <-ctx.Done():
 	}
-	return !a.out.gone()
+	return !a.out.Gone()
 }
 
 // finishOpen makes s ready, or frees the slot when err is set.
@@ -697,7 +698,7 @@ func (a *agent) admitClose(reqID string, raw json.RawMessage) ticket {
 			// The prompt answers (cancelled) before the close does.
 			<-t.done
 			select {
-			case <-a.out.whenAnswered(t.reqID):
+			case <-a.out.WhenAnswered(t.reqID):
 			case <-ctx.Done():
 			}
 		}
@@ -738,7 +739,7 @@ const shutdownWait = 600 * time.Millisecond
 // stdout broke, or a signal): the turn is cancelled and persisted, a load in
 // progress is ended, and the record is released.
 func (a *agent) shutdown() {
-	a.out.closeCalls() // no answer will come from the client now
+	a.out.CloseCalls() // no answer will come from the client now
 	a.abandonTickets()
 	a.mu.Lock()
 	s := a.sess
@@ -900,7 +901,7 @@ func (a *agent) admitPrompt(reqID string, raw json.RawMessage) ticket {
 			if behind != "" {
 				// The load answers before the prompt behind it does.
 				select {
-				case <-a.out.whenAnswered(behind):
+				case <-a.out.WhenAnswered(behind):
 				case <-ctx.Done():
 				}
 			}
@@ -912,7 +913,7 @@ func (a *agent) admitPrompt(reqID string, raw json.RawMessage) ticket {
 				// The cancelled turn ends, and answers, first.
 				<-prev.done
 				select {
-				case <-a.out.whenAnswered(prev.reqID):
+				case <-a.out.WhenAnswered(prev.reqID):
 				case <-ctx.Done():
 				}
 			}
@@ -1050,10 +1051,10 @@ func titleFrom(blocks []acp.ContentBlock) string {
 
 // update sends a session/update with a struct payload and flushes.
 func (a *agent) update(sessionID string, u any) error {
-	if err := a.out.notifyJSON(sessionID, u); err != nil {
+	if err := a.out.NotifyJSON(sessionID, u); err != nil {
 		return err
 	}
-	return a.out.flush()
+	return a.out.Flush()
 }
 
 // --- modes and config options ---
@@ -1193,9 +1194,9 @@ func (a *agent) changeSetting(id, field string, rec record, result any) ticket {
 	a.mu.Unlock()
 	opts := a.configOptions(mode, model)
 	if rec.Mode != "" {
-		a.out.notifyJSON(id, acp.CurrentModeUpdate{SessionUpdate: "current_mode_update", CurrentModeID: mode})
+		a.out.NotifyJSON(id, acp.CurrentModeUpdate{SessionUpdate: "current_mode_update", CurrentModeID: mode})
 	}
-	a.out.notifyJSON(id, acp.ConfigOptionUpdate{SessionUpdate: "config_option_update", ConfigOptions: opts})
+	a.out.NotifyJSON(id, acp.ConfigOptionUpdate{SessionUpdate: "config_option_update", ConfigOptions: opts})
 	if err := s.file.appendNow(rec); err != nil {
 		return fail(err)
 	}

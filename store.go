@@ -709,7 +709,7 @@ func (a *agent) replayRecord(sessionID string, rec record) error {
 	switch rec.Type {
 	case recUser:
 		for _, b := range rec.Blocks {
-			if err := a.out.notifyJSON(sessionID, acp.UserMessageChunk{SessionUpdate: "user_message_chunk", Content: b, MessageID: rec.MessageID}); err != nil {
+			if err := a.out.NotifyJSON(sessionID, acp.UserMessageChunk{SessionUpdate: "user_message_chunk", Content: b, MessageID: rec.MessageID}); err != nil {
 				return err
 			}
 		}
@@ -718,12 +718,12 @@ func (a *agent) replayRecord(sessionID string, rec record) error {
 		if rec.Type == recThought {
 			kind = kindThought
 		}
-		return a.out.notify(acp.MethodSessionUpdate, acp.AppendChunkUpdate(nil, sessionID, kind, rec.MessageID, rec.Text))
+		return a.out.Notify(acp.MethodSessionUpdate, acp.AppendChunkUpdate(nil, sessionID, kind, rec.MessageID, rec.Text))
 	case recToolCall:
-		return a.out.notifyJSON(sessionID, acp.ToolCallUpdate{SessionUpdate: "tool_call", ToolCallID: rec.ToolCallID,
+		return a.out.NotifyJSON(sessionID, acp.ToolCallUpdate{SessionUpdate: "tool_call", ToolCallID: rec.ToolCallID,
 			Title: rec.Title, Kind: rec.Kind, Status: "pending", Locations: rec.Locations, RawInput: rawInput(rec.Call)})
 	case recPlan:
-		return a.out.notifyJSON(sessionID, struct {
+		return a.out.NotifyJSON(sessionID, struct {
 			SessionUpdate string          `json:"sessionUpdate"`
 			Entries       json.RawMessage `json:"entries"`
 		}{"plan", rec.Plan})
@@ -734,7 +734,7 @@ func (a *agent) replayRecord(sessionID string, rec record) error {
 			// command: show its output, kept in the log, as text.
 			content = acp.MustJSON([]acp.ToolContent{acp.TextOut(rec.Result)})
 		}
-		return a.out.notifyJSON(sessionID, acp.ToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: rec.ToolCallID,
+		return a.out.NotifyJSON(sessionID, acp.ToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: rec.ToolCallID,
 			Status: rec.Status, Content: content, RawOutput: rec.RawOutput})
 	}
 	return nil
@@ -745,13 +745,4 @@ func rawInput(c *toolCall) json.RawMessage {
 		return nil
 	}
 	return c.Input
-}
-
-// notifyJSON writes a session/update with a struct payload, unflushed.
-func (c *wire) notifyJSON(sessionID string, u any) error {
-	b, err := acp.Marshal(acp.SessionNotification{SessionID: sessionID, Update: u})
-	if err != nil {
-		return err
-	}
-	return c.notify(acp.MethodSessionUpdate, b)
 }

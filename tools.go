@@ -163,7 +163,7 @@ func (a *agent) runTool(ctx context.Context, s *SessionRecord, c toolCall) error
 // toolUpdate writes a tool_call or tool_call_update, unflushed.
 func (a *agent) toolUpdate(s *SessionRecord, u *acp.ToolCallUpdate) error {
 	s.enc = acp.AppendToolCallUpdate(s.enc[:0], s.id, u)
-	return a.out.notify(acp.MethodSessionUpdate, s.enc)
+	return a.out.Notify(acp.MethodSessionUpdate, s.enc)
 }
 
 // finishTool announces the final status and persists it.
@@ -288,7 +288,7 @@ func (a *agent) call(ctx context.Context, s *SessionRecord, method string, param
 			return err
 		}
 	}
-	raw, err := a.out.call(ctx, method, params)
+	raw, err := a.out.Call(ctx, method, params)
 	var rerr *jrpc2.Error
 	if errors.As(err, &rerr) {
 		return fmt.Errorf("%s (error %d)", rerr.Message, rerr.Code)

@@ -181,7 +181,7 @@ func (st *modelStream) chunk(kind, s string) error {
 		st.rec.Chunks = append(st.rec.Chunks, c)
 	}
 	st.enc = acp.AppendChunkUpdate(st.enc[:0], st.s.id, kind, st.msgID, s)
-	return st.a.out.notify(acp.MethodSessionUpdate, st.enc)
+	return st.a.out.Notify(acp.MethodSessionUpdate, st.enc)
 }
 
 // toolCall records a tool call the model made; the loop runs it after the
@@ -219,7 +219,7 @@ func (st *modelStream) pause() error { return st.a.pause(st.s) }
 // is about to wait.
 func (a *agent) pause(s *SessionRecord) error {
 	err := s.file.flush()
-	if werr := a.out.flush(); err == nil {
+	if werr := a.out.Flush(); err == nil {
 		err = werr
 	}
 	return err
@@ -269,7 +269,7 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []acp.Cont
 		s.conv.truncate(mark)
 	}
 
-	end := record{Type: recTurnEnd, StopReason: stop, Interrupted: stop == acp.StopCancelled && a.out.gone()}
+	end := record{Type: recTurnEnd, StopReason: stop, Interrupted: stop == acp.StopCancelled && a.out.Gone()}
 	if usage != nil && (usage.InputTokens != 0 || usage.OutputTokens != 0) {
 		end.Usage = usage
 	}
@@ -333,7 +333,7 @@ func (a *agent) fitContext(s *SessionRecord, req *modelRequest) error {
 // message of its own; it is persisted but not sent to the model.
 func (a *agent) notice(s *SessionRecord, text string) error {
 	id := a.newID("msg")
-	if err := a.out.notify(acp.MethodSessionUpdate, acp.AppendChunkUpdate(nil, s.id, kindMessage, id, text)); err != nil {
+	if err := a.out.Notify(acp.MethodSessionUpdate, acp.AppendChunkUpdate(nil, s.id, kindMessage, id, text)); err != nil {
 		return err
 	}
 	return s.file.append(record{Type: recAgent, MessageID: id, Text: text, Notice: true})
@@ -467,7 +467,7 @@ func (r *recorder) close() error { return r.f.Close() }
 // stopped reports whether the turn must end as cancelled: session/cancel
 // or close, or the client has gone (stdin ended, stdout broke).
 func (a *agent) stopped(ctx context.Context) bool {
-	return ctx.Err() != nil || a.out.gone()
+	return ctx.Err() != nil || a.out.Gone()
 }
 
 // errTurnCancelled ends a turn as cancelled (a permission request answered

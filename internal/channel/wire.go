@@ -26,7 +26,7 @@
 // call. A response nobody waits for any more (the turn was cancelled) is
 // dropped quietly; jrpc2 would answer it with a spurious error that a
 // client can mistake for the answer to its own request.
-package main
+package channel
 
 import (
 	"bufio"
@@ -49,7 +49,7 @@ import (
 )
 
 // wire implements jrpc2's channel.Channel over a reader and a writer.
-type wire struct {
+type Wire struct {
 	in      *bufio.Reader
 	maxLine int
 	ahead   [][]byte // lines read and admitted, not yet handed to jrpc2 (Recv's own)
@@ -57,8 +57,8 @@ type wire struct {
 	mu     sync.Mutex // protects the fields below
 	w      *bufio.Writer
 	err    error         // first write error
-	broken chan struct{} // closed when err is set
-	trace  *tracer
+	Broken chan struct{} // closed when err is set
+	trace  *Tracer
 	calls  map[int64]chan reply // our requests awaiting the client's response
 	nextID int64
 	eof    bool // stdin has ended: no response will come
@@ -76,9 +76,9 @@ type wire struct {
 	// absent or null). It runs on the reading goroutine and must not wait
 	// on the client or the model. When it returns a response, that is
 	// written at once and jrpc2 never sees the request.
-	arrive func(method, id string, params json.RawMessage) []byte
-	ended  chan struct{} // closed when stdin has ended and Recv has returned its error
-	onEOF  func()        // called when stdin ends, before Recv waits for answers (--fanout)
+	Arrive func(method, id string, params json.RawMessage) []byte
+	Ended  chan struct{} // closed when stdin has ended and Recv has returned its error
+	OnEOF  func()        // called when stdin ends, before Recv waits for answers (--fanout)
 }
 
 // eofGrace is how long requests received before stdin's EOF may still take
@@ -91,19 +91,19 @@ type reply struct {
 	err    error
 }
 
-func newWire(r io.Reader, w io.Writer, maxLine int, trace *tracer) *wire {
-	return &wire{
+func NewWire(r io.Reader, w io.Writer, maxLine int, trace *Tracer) *Wire {
+	return &Wire{
 		in:      bufio.NewReaderSize(r, 64<<10),
 		maxLine: maxLine,
 		w:       bufio.NewWriterSize(w, 64<<10),
-		broken:  make(chan struct{}),
+		Broken:  make(chan struct{}),
 		trace:   trace,
 		calls:   map[int64]chan reply{},
 
 		unanswered: map[string]int{},
 		waiters:    map[string]chan struct{}{},
 		answered:   make(chan struct{}, 1),
-		ended:      make(chan struct{}),
+		Ended:      make(chan struct{}),
 	}
 }
 
@@ -112,7 +112,7 @@ var errConnClosed = errors.New("the client closed the connection")
 
 // call sends a request to the client, flushes, and waits for its response
 // or for ctx to end.
-func (c *wire) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+func (c *Wire) Call(ctx context.Context, method string, params any) (json.RawMessage, error) {
 	p, err := acp.Marshal(params)
 	if err != nil {
 		return nil, err
@@ -153,7 +153,7 @@ func (c *wire) call(ctx context.Context, method string, params any) (json.RawMes
 // answered with an error here. Every other well-formed request or
 // notification is told to arrive, in the order lines are read, before
 // jrpc2 sees it (see the Order section of session.go).
-func (c *wire) take(line []byte) bool {
+func (c *Wire) take(line []byte) bool {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(line, &m) != nil {
 		return false
@@ -161,18 +161,18 @@ func (c *wire) take(line []byte) bool {
 	if method, hasMethod := m["method"]; hasMethod {
 		id, hasID := m["id"]
 		switch {
-		case hasID && (string(id) == "null" || (isValidID(id) && id[0] != '"' && bytes.ContainsAny(id, ".eE"))):
+		case hasID && (string(id) == "null" || (IsValidID(id) && id[0] != '"' && bytes.ContainsAny(id, ".eE"))):
 			c.reject("null", jrpc2.InvalidRequest, "invalid request id "+string(id)+": ACP request ids are integers or strings")
 			return true
 		case len(method) == 0 || method[0] != '"':
 			rid := "null"
-			if hasID && isValidID(id) {
+			if hasID && IsValidID(id) {
 				rid = string(id)
 			}
 			c.reject(rid, jrpc2.InvalidRequest, "invalid request: method must be a string, not "+clip.Marked(string(method), 40))
 			return true
 		}
-		if !wellFormed(m) {
+		if !WellFormed(m) {
 			return false // jrpc2 answers it with the error it finds
 		}
 		var name string
@@ -186,12 +186,12 @@ func (c *wire) take(line []byte) bool {
 				return false // jrpc2 answers "duplicate request ID"
 			}
 		}
-		if c.arrive != nil && name != "" {
+		if c.Arrive != nil && name != "" {
 			params := m["params"]
 			if string(params) == "null" {
 				params = nil
 			}
-			if answer := c.arrive(name, string(id), params); answer != nil {
+			if answer := c.Arrive(name, string(id), params); answer != nil {
 				c.Send(answer)
 				return true
 			}
@@ -237,7 +237,7 @@ func (c *wire) take(line []byte) bool {
 // version, a valid id, object or array params, no other members). Only
 // such a message arrives; one jrpc2 refuses never reaches its handler, so
 // it must change no state.
-func wellFormed(m map[string]json.RawMessage) bool {
+func WellFormed(m map[string]json.RawMessage) bool {
 	for k, v := range m {
 		switch k {
 		case "jsonrpc":
@@ -245,7 +245,7 @@ func wellFormed(m map[string]json.RawMessage) bool {
 				return false
 			}
 		case "id":
-			if !isValidID(v) {
+			if !IsValidID(v) {
 				return false
 			}
 		case "params":
@@ -263,7 +263,7 @@ func wellFormed(m map[string]json.RawMessage) bool {
 
 // closeCalls fails every waiting request and every later one: stdin has
 // ended, or a signal asked the process to end as if it had.
-func (c *wire) closeCalls() {
+func (c *Wire) CloseCalls() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.eof = true
@@ -274,7 +274,7 @@ func (c *wire) closeCalls() {
 }
 
 // Send writes one message from jrpc2 (a response) and flushes.
-func (c *wire) Send(msg []byte) error {
+func (c *Wire) Send(msg []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.writeLocked(msg)
@@ -297,7 +297,7 @@ func (c *wire) Send(msg []byte) error {
 
 // whenAnswered returns a channel closed once the client's request id has
 // been answered (at once if it has been).
-func (c *wire) whenAnswered(id string) <-chan struct{} {
+func (c *Wire) WhenAnswered(id string) <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w := c.waiters[id]
@@ -314,7 +314,7 @@ func (c *wire) whenAnswered(id string) <-chan struct{} {
 
 // notify writes a notification of method with pre-encoded params. It does not
 // flush: callers flush when they pause.
-func (c *wire) notify(method string, params []byte) error {
+func (c *Wire) Notify(method string, params []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
@@ -339,30 +339,39 @@ func (c *wire) notify(method string, params []byte) error {
 	return c.err
 }
 
+// notifyJSON writes a session/update with a struct payload, unflushed.
+func (c *Wire) NotifyJSON(sessionID string, u any) error {
+	b, err := acp.Marshal(acp.SessionNotification{SessionID: sessionID, Update: u})
+	if err != nil {
+		return err
+	}
+	return c.Notify(acp.MethodSessionUpdate, b)
+}
+
 // forward writes a whole message line as it is (--fanout passes its
 // children's notifications on). It does not flush.
-func (c *wire) forward(line []byte) {
+func (c *Wire) Forward(line []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.writeLocked(line)
 }
 
 // gone reports whether the client has gone: stdin ended or stdout broke.
-func (c *wire) gone() bool {
+func (c *Wire) Gone() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.eof || c.err != nil
 }
 
 // flush writes out whatever notifications are buffered.
-func (c *wire) flush() error {
+func (c *Wire) Flush() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.flushLocked()
 	return c.err
 }
 
-func (c *wire) writeLocked(msg []byte) {
+func (c *Wire) writeLocked(msg []byte) {
 	if c.err != nil {
 		return
 	}
@@ -374,37 +383,37 @@ func (c *wire) writeLocked(msg []byte) {
 	}
 }
 
-func (c *wire) flushLocked() {
+func (c *Wire) flushLocked() {
 	if c.err == nil && c.w.Buffered() > 0 {
 		c.failLocked(c.w.Flush())
 	}
 }
 
-func (c *wire) failLocked(err error) {
+func (c *Wire) failLocked(err error) {
 	if err != nil && c.err == nil {
 		c.err = err
-		close(c.broken)
+		close(c.Broken)
 	}
 }
 
 // Close flushes; the writer itself (stdout) is left to the process.
-func (c *wire) Close() error { return c.flush() }
+func (c *Wire) Close() error { return c.Flush() }
 
 // Recv returns the next line without its newline, for jrpc2. Responses to
 // the agent's own requests are taken out on the way (see call). A last line
 // without a newline at EOF is returned whole. A line longer than maxLine is
 // skipped and answered here with an error carrying the id found at the
 // line's start (if any); the next line is served.
-func (c *wire) Recv() ([]byte, error) {
+func (c *Wire) Recv() ([]byte, error) {
 	for len(c.ahead) == 0 {
 		line, err := c.recvLine()
 		if err != nil {
-			c.closeCalls()
-			if c.onEOF != nil {
-				c.onEOF()
+			c.CloseCalls()
+			if c.OnEOF != nil {
+				c.OnEOF()
 			}
 			c.awaitAnswers()
-			close(c.ended)
+			close(c.Ended)
 			return nil, err
 		}
 		c.accept(line)
@@ -426,13 +435,13 @@ func (c *wire) Recv() ([]byte, error) {
 }
 
 // lineBuffered reports whether a whole line is waiting in the read buffer.
-func (c *wire) lineBuffered() bool {
+func (c *Wire) lineBuffered() bool {
 	b, _ := c.in.Peek(c.in.Buffered())
 	return bytes.IndexByte(b, '\n') >= 0
 }
 
 // accept answers or takes one line, or queues it for jrpc2.
-func (c *wire) accept(line []byte) {
+func (c *Wire) accept(line []byte) {
 	switch t := bytes.TrimSpace(line); {
 	case len(t) == 0:
 		// A blank line (or a skipped one) is no message.
@@ -452,7 +461,7 @@ func (c *wire) accept(line []byte) {
 
 // awaitAnswers waits, up to eofGrace, until every request received has
 // been answered.
-func (c *wire) awaitAnswers() {
+func (c *Wire) awaitAnswers() {
 	deadline := time.NewTimer(eofGrace)
 	defer deadline.Stop()
 	for {
@@ -474,7 +483,7 @@ func (c *wire) awaitAnswers() {
 // fragments and put together once, at its end: a line is held at most once
 // (twice only while it is put together), and one over the limit is dropped
 // as soon as it is known to be, never held past maxLine bytes.
-func (c *wire) recvLine() ([]byte, error) {
+func (c *Wire) recvLine() ([]byte, error) {
 	var frags [][]byte
 	n := 0
 	for {
@@ -512,7 +521,7 @@ func (c *wire) recvLine() ([]byte, error) {
 }
 
 // skipLong discards the rest of an oversized line whose first bytes are head.
-func (c *wire) skipLong(head []byte, n int, err error) ([]byte, error) {
+func (c *Wire) skipLong(head []byte, n int, err error) ([]byte, error) {
 	for errors.Is(err, bufio.ErrBufferFull) {
 		var frag []byte
 		frag, err = c.in.ReadSlice('\n')
@@ -533,7 +542,7 @@ func (c *wire) skipLong(head []byte, n int, err error) ([]byte, error) {
 }
 
 // reject answers a message that never reaches jrpc2.
-func (c *wire) reject(id string, code jrpc2.Code, message string) {
+func (c *Wire) reject(id string, code jrpc2.Code, message string) {
 	type errObj struct {
 		Code    jrpc2.Code `json:"code"`
 		Message string     `json:"message"`
@@ -550,7 +559,7 @@ func (c *wire) reject(id string, code jrpc2.Code, message string) {
 // reports whether the line was such an answer: "result" or "error" before
 // any "method", or no "method" in what could be read and an id we wait on.
 // The agent never answers a response; the turn learns what was wrong.
-func (c *wire) failCall(head []byte, what string) bool {
+func (c *Wire) failCall(head []byte, what string) bool {
 	id, kind := leadingKind(head)
 	if kind == isRequest {
 		return false
@@ -605,7 +614,7 @@ func leadingKind(head []byte) (id string, kind int) {
 		if err := dec.Decode(&v); err != nil {
 			return id, kind
 		}
-		if key == "id" && isValidID(v) {
+		if key == "id" && IsValidID(v) {
 			id = string(v)
 		}
 	}
@@ -638,7 +647,7 @@ func leadingID(head []byte) string {
 }
 
 // isValidID reports whether v is a JSON-RPC id: a string, a number or null.
-func isValidID(v json.RawMessage) bool {
+func IsValidID(v json.RawMessage) bool {
 	if len(v) == 0 {
 		return false
 	}
@@ -652,7 +661,7 @@ func isValidID(v json.RawMessage) bool {
 // tracer writes every protocol message, in and out, to a JSON Lines file:
 // {"time":..., "pid":..., "dir":"in"|"out", "msg":<the message>}. The pid
 // tells apart the processes that share one file (acpx runs several).
-type tracer struct {
+type Tracer struct {
 	pid int
 	mu  sync.Mutex
 	f   *os.File
@@ -660,21 +669,21 @@ type tracer struct {
 	buf []byte
 }
 
-func openTrace(path string) (*tracer, error) {
+func OpenTrace(path string) (*Tracer, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("opening trace file: %w", err)
 	}
-	return &tracer{pid: os.Getpid(), f: f, w: bufio.NewWriter(f)}, nil
+	return &Tracer{pid: os.Getpid(), f: f, w: bufio.NewWriter(f)}, nil
 }
 
-func (t *tracer) in(msg []byte) {
+func (t *Tracer) in(msg []byte) {
 	t.write("in", func(b []byte) []byte { return append(b, msg...) })
 }
 
-func (t *tracer) out(appendMsg func([]byte) []byte) { t.write("out", appendMsg) }
+func (t *Tracer) out(appendMsg func([]byte) []byte) { t.write("out", appendMsg) }
 
-func (t *tracer) write(dir string, appendMsg func([]byte) []byte) {
+func (t *Tracer) write(dir string, appendMsg func([]byte) []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	b := append(t.buf[:0], `{"time":"`...)
@@ -697,7 +706,7 @@ func (t *tracer) write(dir string, appendMsg func([]byte) []byte) {
 	t.w.Flush()
 }
 
-func (t *tracer) close() error {
+func (t *Tracer) Close() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.w.Flush()
