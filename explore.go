@@ -33,6 +33,7 @@ import (
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/clip"
+	"acpbridge/internal/store"
 )
 
 const (
@@ -155,7 +156,7 @@ func (a *agent) updatePlan(s *SessionRecord, entries []planEntry) outcome {
 	if err := a.out.NotifyJSON(s.id, u); err != nil {
 		return failure("%v", err)
 	}
-	if err := s.file.append(record{Type: recPlan, Plan: acp.MustJSON(entries)}); err != nil {
+	if err := s.file.Append(store.Record{Type: store.RecPlan, Plan: acp.MustJSON(entries)}); err != nil {
 		return failure("%v", err)
 	}
 	n := map[string]int{}

@@ -24,6 +24,7 @@ import (
 	"acpbridge/internal/acp"
 	"acpbridge/internal/channel"
 	"acpbridge/internal/scenario"
+	"acpbridge/internal/store"
 )
 
 // fixtureSections returns the named section of every fixtures/*.txtar.
@@ -115,12 +116,12 @@ func FuzzInbound(f *testing.F) {
 func replayHarness(t *testing.T, out io.Writer) (*agent, *SessionRecord) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	a := &agent{out: channel.NewWire(strings.NewReader(""), out, 1<<20, nil), newID: counterIDs(), now: time.Now, log: log}
-	st := &store{dir: t.TempDir(), log: log}
+	st := &store.Store{Dir: t.TempDir(), Log: log}
 	s := &SessionRecord{id: "s", created: time.Now(), conv: &conversation{}}
 	s.setRoots([]string{"/"})
-	f, err := st.create(s)
+	f, err := st.Create(infoOf(s))
 	require.NoError(t, err)
-	t.Cleanup(func() { f.close() })
+	t.Cleanup(func() { f.Close() })
 	s.file = f
 	return a, s
 }
@@ -180,21 +181,21 @@ func FuzzStoreLoad(f *testing.F) {
 		`{"type":"turn_end","stopReason":"refusal"}` + "\n" + `{"type":"rule","tool":"x","allow":true}` + "\n" + `{"type":"agent","text":"to`))
 	f.Fuzz(func(t *testing.T, log []byte) {
 		log = bytes.ReplaceAll(log, []byte("$CWD"), []byte("/"))
-		st := &store{dir: t.TempDir(), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-		require.NoError(t, os.WriteFile(st.path("sess_f", ".jsonl"), log, 0o600))
+		st := &store.Store{Dir: t.TempDir(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		require.NoError(t, os.WriteFile(st.Path("sess_f", ".jsonl"), log, 0o600))
 		conv := &conversation{full: true}
-		h, file, err := st.open(context.Background(), "sess_f", conv)
+		h, file, err := st.Open(context.Background(), "sess_f", newFeeder(conv).add)
 		if err != nil {
 			var rerr *jrpc2.Error
 			require.True(t, errors.As(err, &rerr), "a store error is a JSON-RPC error: %v", err)
 			assert.Equal(t, acp.CodeStoreFailed, rerr.Code, rerr.Message)
 			return
 		}
-		defer file.close()
-		require.NoError(t, file.replay(h.good, func(record) error { return nil }))
-		fi, err := os.Stat(st.path("sess_f", ".jsonl"))
+		defer file.Close()
+		require.NoError(t, file.Replay(h.Good, func(store.Record) error { return nil }))
+		fi, err := os.Stat(st.Path("sess_f", ".jsonl"))
 		require.NoError(t, err)
-		assert.Equal(t, h.good, fi.Size(), "the log was cut to its valid part")
+		assert.Equal(t, h.Good, fi.Size(), "the log was cut to its valid part")
 	})
 }
 

@@ -33,6 +33,7 @@ import (
 
 	"acpbridge/internal/channel"
 	"acpbridge/internal/scenario"
+	"acpbridge/internal/store"
 )
 
 const version = "0.1.0"
@@ -131,7 +132,7 @@ func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, in
 	}
 	a.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	a.stderr = stderr
-	a.store = &store{dir: filepath.Join(cfg.stateDir, "sessions"), log: a.log}
+	a.store = &store.Store{Dir: filepath.Join(cfg.stateDir, "sessions"), Log: a.log}
 	if cfg.modelSpec != "" {
 		m, err := newModel(cfg, a.log)
 		if err != nil {

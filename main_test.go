@@ -76,7 +76,7 @@ func TestMain_environment(t *testing.T) {
 	t.Setenv("OPENAI_BASE_URL", "http://localhost:1/v1")
 	a, _, code := setup(nil, &bytes.Buffer{}, &bytes.Buffer{})
 	require.NotNil(t, a, "status %d", code)
-	assert.Equal(t, filepath.Join(state, "sessions"), a.store.dir)
+	assert.Equal(t, filepath.Join(state, "sessions"), a.store.Dir)
 	assert.Equal(t, "replay:hello.jsonl", a.model.defaultName())
 	assert.Equal(t, "http://localhost:1/v1", a.cfg.baseURL)
 }

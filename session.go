@@ -27,6 +27,8 @@
 package main
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -47,6 +49,7 @@ import (
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/channel"
+	"acpbridge/internal/store"
 )
 
 // config is the parsed command line.
@@ -70,7 +73,7 @@ type agent struct {
 	model    model     // nil when no model is configured or it is not usable
 	modelErr error     // why --model's model is not usable, or nil
 	recorder *recorder // --record, or nil
-	store    *store
+	store    *store.Store
 	log      *slog.Logger
 	stderr   io.Writer // where child processes' stderr goes
 	newID    func(prefix string) string
@@ -125,7 +128,7 @@ type SessionRecord struct {
 	updated time.Time       // a.mu
 
 	mcp  *mcpHub       // opener sets; self-locked
-	file *sessionFile  // opener sets; self-locked; nil only while opening
+	file *store.File   // opener sets; self-locked; nil only while opening
 	conv *conversation // turn: what the model is sent
 
 	budget      int    // turn: a context budget lower than --max-context-tokens, learnt from the provider, or 0
@@ -466,7 +469,7 @@ func (a *agent) finishOpen(s *SessionRecord, err error) {
 		s.closeRoots()
 		s.mcp.close()
 		if s.file != nil {
-			s.file.close()
+			s.file.Close()
 		}
 		s.releaseOnce.Do(func() { close(s.released) })
 	}
@@ -552,7 +555,7 @@ func (a *agent) newSession(s *SessionRecord, roots []string, specs []mcpServerSp
 	a.mu.Unlock()
 	s.conv = newConversation(a.model)
 	var err error
-	s.file, err = a.store.create(s)
+	s.file, err = a.store.Create(infoOf(s))
 	if err == nil {
 		s.mcp = startMCP(specs, a.log, a.stderr)
 	}
@@ -629,35 +632,37 @@ func (a *agent) openSession(ctx context.Context, s *SessionRecord, roots []strin
 // when asked. The roots of the request replace the stored ones.
 func (a *agent) restore(ctx context.Context, s *SessionRecord, roots []string, replay bool) error {
 	conv := newConversation(a.model)
-	hist, f, err := a.store.open(ctx, s.id, conv)
+	feed := newFeeder(conv)
+	hist, f, err := a.store.Open(ctx, s.id, feed.add)
 	if err != nil {
 		return err
 	}
+	feed.finish()
 	s.conv = conv
 	s.file = f
 	s.setRoots(roots)
-	s.created = hist.created
+	s.created = hist.Created
 	if rm, ok := a.model.(*replayModel); ok {
 		// Replay is positional per session: continue where it stopped.
-		if err := rm.advanceTo(hist.replayPos); err != nil {
-			a.log.Warn("the replay fixture cannot continue where the session stopped", "session", s.id, "entry", hist.replayPos+1, "err", err)
+		if err := rm.advanceTo(hist.ReplayPos); err != nil {
+			a.log.Warn("the replay fixture cannot continue where the session stopped", "session", s.id, "entry", hist.ReplayPos+1, "err", err)
 		}
 	}
 	model := a.defaultModel()
-	if hist.model != "" && a.model != nil && slices.Contains(a.model.models(), hist.model) {
-		model = hist.model
+	if hist.Model != "" && a.model != nil && slices.Contains(a.model.models(), hist.Model) {
+		model = hist.Model
 	}
 	a.mu.Lock()
-	s.title, s.mode, s.updated, s.model = hist.title, hist.mode, hist.updated, model
-	maps.Copy(s.rules, hist.rules)
+	s.title, s.mode, s.updated, s.model = hist.Title, cmp.Or(hist.Mode, modeAsk), hist.Updated, model
+	maps.Copy(s.rules, hist.Rules)
 	a.mu.Unlock()
-	if err := f.writeInfo(a.store.info(s)); err != nil {
+	if err := f.WriteInfo(infoOf(s)); err != nil {
 		return err
 	}
 	if !replay {
 		return nil
 	}
-	return f.replay(hist.good, func(rec record) error {
+	return f.Replay(hist.Good, func(rec store.Record) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -722,7 +727,7 @@ func (a *agent) release(s *SessionRecord) {
 	s.mcp.close()
 	s.closeRoots()
 	if s.file != nil {
-		if err := s.file.close(); err != nil {
+		if err := s.file.Close(); err != nil {
 			a.log.Error("closing session file", "session", s.id, "err", err)
 		}
 	}
@@ -1129,7 +1134,7 @@ func (a *agent) admitSetMode(_ string, raw json.RawMessage) ticket {
 	if err != nil {
 		return fail(err)
 	}
-	return a.changeSetting(id, "modeId", record{Type: recConfig, Mode: mode}, struct{}{})
+	return a.changeSetting(id, "modeId", store.Record{Type: store.RecConfig, Mode: mode}, struct{}{})
 }
 
 func (a *agent) admitSetConfig(_ string, raw json.RawMessage) ticket {
@@ -1151,9 +1156,9 @@ func (a *agent) admitSetConfig(_ string, raw json.RawMessage) ticket {
 	}
 	switch cid {
 	case "mode":
-		return a.changeSetting(id, "value", record{Type: recConfig, Mode: value}, nil)
+		return a.changeSetting(id, "value", store.Record{Type: store.RecConfig, Mode: value}, nil)
 	case "model":
-		return a.changeSetting(id, "value", record{Type: recConfig, Model: value}, nil)
+		return a.changeSetting(id, "value", store.Record{Type: store.RecConfig, Model: value}, nil)
 	}
 	return fail(acp.InvalidParams("configId", "unknown config option %q; the options are mode and model", cid))
 }
@@ -1161,7 +1166,7 @@ func (a *agent) admitSetConfig(_ string, raw json.RawMessage) ticket {
 // changeSetting sets the session's mode or model (rec says which) at
 // arrival, so that a prompt behind it runs with it, announces it, writes it
 // to the log, and answers result, or the options when result is nil.
-func (a *agent) changeSetting(id, field string, rec record, result any) ticket {
+func (a *agent) changeSetting(id, field string, rec store.Record, result any) ticket {
 	a.mu.Lock()
 	live := a.liveLocked(id) != nil
 	a.mu.Unlock()
@@ -1197,7 +1202,7 @@ func (a *agent) changeSetting(id, field string, rec record, result any) ticket {
 		a.out.NotifyJSON(id, acp.CurrentModeUpdate{SessionUpdate: "current_mode_update", CurrentModeID: mode})
 	}
 	a.out.NotifyJSON(id, acp.ConfigOptionUpdate{SessionUpdate: "config_option_update", ConfigOptions: opts})
-	if err := s.file.appendNow(rec); err != nil {
+	if err := s.file.AppendNow(rec); err != nil {
 		return fail(err)
 	}
 	if result == nil {
@@ -1214,7 +1219,7 @@ func (a *agent) listSessions(ctx context.Context, req *jrpc2.Request) (any, erro
 	if p.Cwd != "" && !filepath.IsAbs(p.Cwd) {
 		return nil, acp.InvalidParams("cwd", "%q is not an absolute path", p.Cwd)
 	}
-	return a.store.list(p.Cwd, p.Cursor)
+	return a.store.List(p.Cwd, p.Cursor)
 }
 
 func (a *agent) deleteSession(ctx context.Context, req *jrpc2.Request) (any, error) {
@@ -1233,8 +1238,58 @@ func (a *agent) deleteSession(ctx context.Context, req *jrpc2.Request) (any, err
 		return nil, acp.Errorf(acp.CodeSessionLive, "session %s is live in this process and cannot be deleted; close it with session/close first", id).
 			WithData(map[string]string{"activeSessionId": id})
 	}
-	if err := a.store.remove(id); err != nil {
+	if err := a.store.Remove(id); err != nil {
 		return nil, err
 	}
 	return struct{}{}, nil
+}
+
+// replayRecord sends one stored record as the session/update a client saw
+// when it happened.
+func (a *agent) replayRecord(sessionID string, rec store.Record) error {
+	switch rec.Type {
+	case store.RecUser:
+		for _, b := range rec.Blocks {
+			if err := a.out.NotifyJSON(sessionID, acp.UserMessageChunk{SessionUpdate: "user_message_chunk", Content: b, MessageID: rec.MessageID}); err != nil {
+				return err
+			}
+		}
+	case store.RecAgent, store.RecThought:
+		kind := kindMessage
+		if rec.Type == store.RecThought {
+			kind = kindThought
+		}
+		return a.out.Notify(acp.MethodSessionUpdate, acp.AppendChunkUpdate(nil, sessionID, kind, rec.MessageID, rec.Text))
+	case store.RecToolCall:
+		return a.out.NotifyJSON(sessionID, acp.ToolCallUpdate{SessionUpdate: "tool_call", ToolCallID: rec.ToolCallID,
+			Title: rec.Title, Kind: rec.Kind, Status: "pending", Locations: rec.Locations, RawInput: rawInput(rec.Call)})
+	case store.RecPlan:
+		return a.out.NotifyJSON(sessionID, struct {
+			SessionUpdate string          `json:"sessionUpdate"`
+			Entries       json.RawMessage `json:"entries"`
+		}{"plan", rec.Plan})
+	case store.RecToolResult:
+		content := rec.Content
+		if bytes.Contains(content, []byte(`"type":"terminal"`)) {
+			// The terminal was released in the process that ran the
+			// command: show its output, kept in the log, as text.
+			content = acp.MustJSON([]acp.ToolContent{acp.TextOut(rec.Result)})
+		}
+		return a.out.NotifyJSON(sessionID, acp.ToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: rec.ToolCallID,
+			Status: rec.Status, Content: content, RawOutput: rec.RawOutput})
+	}
+	return nil
+}
+
+func rawInput(c *store.Call) json.RawMessage {
+	if c == nil {
+		return nil
+	}
+	return c.Input
+}
+
+// info is what <id>.json holds for s.
+func infoOf(s *SessionRecord) store.Info {
+	return store.Info{SessionID: s.id, Cwd: s.cwd, Dirs: s.roots[1:], Title: s.title,
+		CreatedAt: store.Stamp(s.created), UpdatedAt: store.Stamp(s.updated)}
 }

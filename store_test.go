@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/store"
 )
 
 // Verify that a failed load of a log with a corrupt middle record leaves the
@@ -110,9 +111,9 @@ func TestStore_listPaging(t *testing.T) {
 	ta := startAgent(t)
 	dir := filepath.Join(ta.state, "sessions")
 	require.NoError(t, os.MkdirAll(dir, 0o700))
-	const n = 2*listPage + 7
+	const n = 2*store.ListPage + 7
 	for i := range n {
-		inf := infoFile{SessionID: fmt.Sprintf("s%03d", i), Cwd: "/w", CreatedAt: "2026-01-01T00:00:00Z",
+		inf := store.Info{SessionID: fmt.Sprintf("s%03d", i), Cwd: "/w", CreatedAt: "2026-01-01T00:00:00Z",
 			UpdatedAt: fmt.Sprintf("2026-01-01T00:%02d:%02dZ", i/60, i%60)}
 		b, _ := json.Marshal(inf)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, inf.SessionID+".json"), b, 0o600))
@@ -149,25 +150,25 @@ func TestStore_listPaging(t *testing.T) {
 // one message, and a tool call with no recorded result (a crash) is
 // answered so that the history stays well formed.
 func TestStore_feedConversation(t *testing.T) {
-	call := &toolCall{ID: "c1", Name: "read_file", Input: json.RawMessage(`{"path":"a"}`)}
-	call2 := &toolCall{ID: "c2", Name: "run_command", Input: json.RawMessage(`{"command":"make"}`)}
+	call := &store.Call{ID: "c1", Name: "read_file", Input: json.RawMessage(`{"path":"a"}`)}
+	call2 := &store.Call{ID: "c2", Name: "run_command", Input: json.RawMessage(`{"command":"make"}`)}
 	text := func(s string) []json.RawMessage {
 		return []json.RawMessage{json.RawMessage(fmt.Sprintf(`{"type":"text","text":%q}`, s))}
 	}
-	records := []record{
-		{Type: recUser, Blocks: text("one")},
-		{Type: recThought, Text: "not sent to the model"},
-		{Type: recAgent, Text: "Let me "},
-		{Type: recAgent, Text: "look."},
-		{Type: recToolCall, Call: call},
-		{Type: recToolResult, Call: call, Result: "contents"},
-		{Type: recAgent, Text: "Done."},
-		{Type: recTurnEnd, StopReason: acp.StopEndTurn},
-		{Type: recUser, Blocks: text("bad request")},
-		{Type: recAgent, Text: "No."},
-		{Type: recTurnEnd, StopReason: acp.StopRefusal},
-		{Type: recUser, Blocks: text("build it")},
-		{Type: recToolCall, Call: call2},
+	records := []store.Record{
+		{Type: store.RecUser, Blocks: text("one")},
+		{Type: store.RecThought, Text: "not sent to the model"},
+		{Type: store.RecAgent, Text: "Let me "},
+		{Type: store.RecAgent, Text: "look."},
+		{Type: store.RecToolCall, Call: call},
+		{Type: store.RecToolResult, Call: call, Result: "contents"},
+		{Type: store.RecAgent, Text: "Done."},
+		{Type: store.RecTurnEnd, StopReason: acp.StopEndTurn},
+		{Type: store.RecUser, Blocks: text("bad request")},
+		{Type: store.RecAgent, Text: "No."},
+		{Type: store.RecTurnEnd, StopReason: acp.StopRefusal},
+		{Type: store.RecUser, Blocks: text("build it")},
+		{Type: store.RecToolCall, Call: call2},
 	}
 	c := &conversation{full: true}
 	f := newFeeder(c)
@@ -218,18 +219,13 @@ func TestStore_writeFailureLosesNothing(t *testing.T) {
 
 	ta.send(prompt(2, sid, "first"))
 	ta.await(`{"method":"session/request_permission"}`)
-	f.mu.Lock() // the turn waits for the answer: its writes fail from here
-	good := f.log
-	f.log = ro
-	f.mu.Unlock()
+	good := f.SwapLog(ro) // the turn waits for the answer: its writes fail from here
 	ta.send(`{"jsonrpc":"2.0","id":1,"result":{"outcome":{"outcome":"selected","optionId":"allow_once"}}}`)
 	_, r := ta.updatesUntil(2)
 	require.NotNil(t, r.Error, "the turn whose writes failed")
 	assert.Equal(t, 1006, r.Error.Code)
 
-	f.mu.Lock()
-	f.log = good
-	f.mu.Unlock()
+	f.SwapLog(good)
 	ta.send(prompt(3, sid, "second"))
 	_, r = ta.updatesUntil(3)
 	require.Nil(t, r.Error, "the turn after writes work again")
@@ -239,7 +235,7 @@ func TestStore_writeFailureLosesNothing(t *testing.T) {
 	require.NoError(t, err)
 	var order []string
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var rec record
+		var rec store.Record
 		require.NoError(t, json.Unmarshal([]byte(l), &rec), "a torn or broken record: %s", l)
 		order = append(order, rec.Type+":"+rec.Text)
 	}

@@ -28,6 +28,7 @@ import (
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/clip"
+	"acpbridge/internal/store"
 )
 
 // toolSpec is a tool as the model sees it.
@@ -122,7 +123,7 @@ func (a *agent) runTool(ctx context.Context, s *SessionRecord, c toolCall) error
 	if err := a.toolUpdate(s, &announce); err != nil {
 		return err
 	}
-	if err := s.file.append(record{Type: recToolCall, ToolCallID: p.id, Call: &c, Title: p.title, Kind: p.kind, Locations: locs}); err != nil {
+	if err := s.file.Append(store.Record{Type: store.RecToolCall, ToolCallID: p.id, Call: (*store.Call)(&c), Title: p.title, Kind: p.kind, Locations: locs}); err != nil {
 		return err
 	}
 
@@ -183,12 +184,12 @@ func (a *agent) finishTool(s *SessionRecord, p *prepared, out outcome) error {
 	if err != nil {
 		return err
 	}
-	rec := record{Type: recToolResult, ToolCallID: p.id, Call: &p.call, Status: status, Content: content, RawOutput: raw, Result: out.result}
+	rec := store.Record{Type: store.RecToolResult, ToolCallID: p.id, Call: (*store.Call)(&p.call), Status: status, Content: content, RawOutput: raw, Result: out.result}
 	if len(out.content) == 1 && out.content[0].Text != "" && out.content[0].Text == out.result {
 		// The text is stored once: the result is the content's text.
 		rec.Result, rec.ResultIsContent = "", true
 	}
-	return s.file.append(rec)
+	return s.file.Append(rec)
 }
 
 // permit decides whether p may run. It returns nil to run it, an outcome
@@ -253,7 +254,7 @@ func (a *agent) permit(ctx context.Context, s *SessionRecord, p *prepared) (*out
 		a.mu.Lock()
 		s.rules[p.call.Name] = allow
 		a.mu.Unlock()
-		if err := s.file.append(record{Type: recRule, Tool: p.call.Name, Allow: &allow}); err != nil {
+		if err := s.file.Append(store.Record{Type: store.RecRule, Tool: p.call.Name, Allow: &allow}); err != nil {
 			return nil, err
 		}
 		if allow {
@@ -284,7 +285,7 @@ func unusablePermission(outcome, optionID string) string {
 // log is written; a quick fs or terminal call leaves it for the next pause.
 func (a *agent) call(ctx context.Context, s *SessionRecord, method string, params, res any) error {
 	if method == acp.MethodRequestPermission || method == acp.MethodTerminalWait {
-		if err := s.file.flush(); err != nil {
+		if err := s.file.Flush(); err != nil {
 			return err
 		}
 	}

@@ -19,11 +19,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/creachadair/jrpc2"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/store"
 )
 
 // model is a source of model responses: the replay fixture or an
@@ -218,7 +220,7 @@ func (st *modelStream) pause() error { return st.a.pause(st.s) }
 // pause writes what the client and the session log have buffered: the agent
 // is about to wait.
 func (a *agent) pause(s *SessionRecord) error {
-	err := s.file.flush()
+	err := s.file.Flush()
 	if werr := a.out.Flush(); err == nil {
 		err = werr
 	}
@@ -229,11 +231,11 @@ func (st *modelStream) persistPart() {
 	if len(st.part) == 0 {
 		return
 	}
-	typ := recAgent
+	typ := store.RecAgent
 	if st.kind == kindThought {
-		typ = recThought
+		typ = store.RecThought
 	}
-	err := st.s.file.append(record{Type: typ, MessageID: st.msgID, Text: string(st.part)})
+	err := st.s.file.Append(store.Record{Type: typ, MessageID: st.msgID, Text: string(st.part)})
 	if err != nil && st.err == nil {
 		st.err = err
 	}
@@ -248,9 +250,9 @@ func (st *modelStream) endMessage() {
 // runTurn runs one prompt turn and returns its stop reason.
 func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []acp.ContentBlock, raw []json.RawMessage) (string, error) {
 	// Written at once: whatever happens to the turn, what was asked is kept.
-	user := record{Type: recUser, MessageID: a.newID("msg"), Blocks: raw}
-	if err := s.file.appendNow(user); err != nil {
-		s.file.takeFailure() // reported now; the record stays buffered
+	user := store.Record{Type: store.RecUser, MessageID: a.newID("msg"), Blocks: raw}
+	if err := s.file.AppendNow(user); err != nil {
+		s.file.TakeFailure() // reported now; the record stays buffered
 		return "", err
 	}
 	mark := s.conv.mark()
@@ -269,9 +271,9 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []acp.Cont
 		s.conv.truncate(mark)
 	}
 
-	end := record{Type: recTurnEnd, StopReason: stop, Interrupted: stop == acp.StopCancelled && a.out.Gone()}
+	end := store.Record{Type: store.RecTurnEnd, StopReason: stop, Interrupted: stop == acp.StopCancelled && a.out.Gone()}
 	if usage != nil && (usage.InputTokens != 0 || usage.OutputTokens != 0) {
-		end.Usage = usage
+		end.Usage = (*store.Usage)(usage)
 	}
 	if turnErr != nil {
 		end.Error = turnErr.Error()
@@ -287,14 +289,14 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []acp.Cont
 	if first && title != "" {
 		end.Title = title
 	}
-	storeErr := s.file.endTurn(end, a.store.info(s))
-	if err := s.file.takeFailure(); storeErr == nil && err != nil {
+	storeErr := s.file.EndTurn(end, infoOf(s))
+	if err := s.file.TakeFailure(); storeErr == nil && err != nil {
 		// A write failed during the turn; what it held was written later,
 		// but the client must learn that the store is in trouble.
 		storeErr = err
 	}
 	if first && title != "" {
-		a.update(s.id, acp.SessionInfoUpdate{SessionUpdate: "session_info_update", Title: title, UpdatedAt: stamp(updated)})
+		a.update(s.id, acp.SessionInfoUpdate{SessionUpdate: "session_info_update", Title: title, UpdatedAt: store.Stamp(updated)})
 	}
 	if turnErr != nil {
 		return "", turnErr
@@ -336,7 +338,7 @@ func (a *agent) notice(s *SessionRecord, text string) error {
 	if err := a.out.Notify(acp.MethodSessionUpdate, acp.AppendChunkUpdate(nil, s.id, kindMessage, id, text)); err != nil {
 		return err
 	}
-	return s.file.append(record{Type: recAgent, MessageID: id, Text: text, Notice: true})
+	return s.file.Append(store.Record{Type: store.RecAgent, MessageID: id, Text: text, Notice: true})
 }
 
 // loop makes model calls until the model stops, the cap is reached, or ctx ends.
@@ -360,7 +362,7 @@ func (a *agent) loop(ctx context.Context, s *SessionRecord) (string, *usage, err
 			// Replay is positional per session: a new process that opens it
 			// continues after this call's entry, even if it is killed in it
 			// (the stream's first pause writes this).
-			s.file.append(record{Type: recReplay, ReplayPos: rm.position() + 1})
+			s.file.Append(store.Record{Type: store.RecReplay, ReplayPos: rm.position() + 1})
 		}
 		stop, err := a.model.complete(ctx, req, st)
 		if contextTooLong(err) && st.kind == "" && len(st.calls) == 0 && len(st.text) == 0 && s.budget == 0 {
@@ -477,4 +479,106 @@ var errTurnCancelled = errors.New("turn cancelled")
 // modelError makes a failed model call a JSON-RPC error.
 func modelError(format string, args ...any) error {
 	return acp.Errorf(acp.CodeModelFailed, "%s", fmt.Sprintf(format, args...))
+}
+
+// feeder rebuilds the model-side conversation from records in order:
+// turns that ended in refusal are left out, and a tool call with no
+// recorded result gets one saying so.
+type feeder struct {
+	c       *conversation
+	mark    int             // where the current turn began
+	asst    *message        // the assistant message being built
+	text    strings.Builder // its text: appended in parts, made a string once
+	pending map[string]bool
+	order   []string // model call ids of the current step, in order
+}
+
+func newFeeder(c *conversation) *feeder { return &feeder{c: c, pending: map[string]bool{}} }
+
+func (f *feeder) flushAsst() {
+	if f.asst != nil {
+		f.asst.text = f.text.String()
+		f.text.Reset()
+		f.c.add(*f.asst)
+		f.asst = nil
+	}
+}
+
+// closeCalls answers the calls of the last step that have no result.
+func (f *feeder) closeCalls() {
+	f.flushAsst()
+	for _, id := range f.order {
+		if f.pending[id] {
+			f.c.add(message{role: "tool", toolCallID: id, text: "The tool call was interrupted: acpbridge stopped before it finished. Its effects are unknown."})
+		}
+	}
+	clear(f.pending)
+	f.order = f.order[:0]
+}
+
+func (f *feeder) assistant() *message {
+	if f.asst == nil {
+		f.asst = &message{role: "assistant"}
+	}
+	return f.asst
+}
+
+func (f *feeder) add(rec store.Record) {
+	switch rec.Type {
+	case store.RecUser:
+		f.closeCalls()
+		f.mark = f.c.mark()
+		var blocks []acp.ContentBlock
+		for _, b := range rec.Blocks {
+			var cb acp.ContentBlock
+			if json.Unmarshal(b, &cb) == nil && (cb.Type != "text" || cb.Text != nil) && (cb.Type != "resource" || cb.Resource != nil) {
+				blocks = append(blocks, cb)
+			}
+		}
+		f.c.add(message{role: "user", text: promptText(blocks)})
+	case store.RecAgent:
+		if !rec.Notice {
+			f.assistant()
+			if f.c.full {
+				f.text.WriteString(rec.Text)
+			}
+		}
+	case store.RecToolCall:
+		if rec.Call != nil {
+			m := f.assistant()
+			m.toolCalls = append(m.toolCalls, toolCall(*rec.Call))
+			f.pending[rec.Call.ID] = true
+			f.order = append(f.order, rec.Call.ID)
+		}
+	case store.RecToolResult:
+		f.flushAsst()
+		if rec.Call != nil && f.pending[rec.Call.ID] {
+			f.pending[rec.Call.ID] = false
+			text := rec.Result
+			if rec.ResultIsContent {
+				text = contentText(rec.Content)
+			}
+			f.c.add(message{role: "tool", toolCallID: rec.Call.ID, text: text})
+		}
+	case store.RecTurnEnd:
+		f.closeCalls()
+		if rec.StopReason == acp.StopRefusal {
+			f.c.truncate(f.mark)
+		}
+	}
+}
+
+func (f *feeder) finish() { f.closeCalls() }
+
+// contentText is the text of the one text block of stored tool content.
+func contentText(content json.RawMessage) string {
+	var c []struct {
+		Content struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if json.Unmarshal(content, &c) != nil || len(c) != 1 {
+		return ""
+	}
+	return c[0].Content.Text
 }

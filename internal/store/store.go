@@ -16,7 +16,7 @@
 // the load with the file and line, and the file is left untouched. A load reads the log
 // twice: once to check it and rebuild the session's state, then to replay
 // it, so no history is held in memory.
-package main
+package store
 
 import (
 	"bufio"
@@ -42,22 +42,25 @@ import (
 // Record types of the log.
 const (
 	recSession    = "session"     // the first line
-	recConfig     = "config"      // mode or model changed
-	recRule       = "rule"        // an "always" permission answer
-	recUser       = "user"        // a prompt
-	recAgent      = "agent"       // (part of) an agent message
-	recThought    = "thought"     // (part of) a thought
-	recToolCall   = "tool_call"   // a tool call the model made, as announced
-	recToolResult = "tool_result" // its final status, content and result
-	recTurnEnd    = "turn_end"    // a turn ended
-	recReplay     = "replay"      // with --model replay: the fixture entries used so far
-	recPlan       = "plan"        // the plan's entries, as update_plan set them
+	RecConfig     = "config"      // mode or model changed
+	RecRule       = "rule"        // an "always" permission answer
+	RecUser       = "user"        // a prompt
+	RecAgent      = "agent"       // (part of) an agent message
+	RecThought    = "thought"     // (part of) a thought
+	RecToolCall   = "tool_call"   // a tool call the model made, as announced
+	RecToolResult = "tool_result" // its final status, content and result
+	RecTurnEnd    = "turn_end"    // a turn ended
+	RecReplay     = "replay"      // with --model replay: the fixture entries used so far
+	RecPlan       = "plan"        // the plan's entries, as update_plan set them
 )
 
 const storeVersion = 1
 
+// flushBytes is how much the log buffers before it writes without a pause.
+const flushBytes = 64 << 10
+
 // record is one line of a session log. Each type uses some of the fields.
-type record struct {
+type Record struct {
 	Type string `json:"type"`
 
 	V         int      `json:"v,omitempty"`
@@ -78,7 +81,7 @@ type record struct {
 	Notice    bool              `json:"notice,omitempty"` // an agent message for the user only
 
 	ToolCallID string          `json:"toolCallId,omitempty"`
-	Call       *toolCall       `json:"call,omitempty"`
+	Call       *Call           `json:"call,omitempty"`
 	Title      string          `json:"title,omitempty"`
 	Kind       string          `json:"kind,omitempty"`
 	Locations  json.RawMessage `json:"locations,omitempty"`
@@ -91,7 +94,7 @@ type record struct {
 	ResultIsContent bool `json:"resultIsContent,omitempty"`
 
 	StopReason  string `json:"stopReason,omitempty"`
-	Usage       *usage `json:"usage,omitempty"`
+	Usage       *Usage `json:"usage,omitempty"`
 	Error       string `json:"error,omitempty"`
 	Interrupted bool   `json:"interrupted,omitempty"`
 	ReplayPos   int    `json:"replayPos,omitempty"` // replay fixture entries used so far
@@ -99,8 +102,22 @@ type record struct {
 	Plan json.RawMessage `json:"plan,omitempty"` // the plan's entries
 }
 
+// Call is a tool call as the model made it; the root's model.ToolCall has
+// the same shape.
+type Call struct {
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+// Usage is a turn's token use.
+type Usage struct {
+	InputTokens  int64 `json:"inputTokens"`
+	OutputTokens int64 `json:"outputTokens"`
+}
+
 // infoFile is <id>.json.
-type infoFile struct {
+type Info struct {
 	SessionID string   `json:"sessionId"`
 	Cwd       string   `json:"cwd"`
 	Dirs      []string `json:"additionalDirectories,omitempty"`
@@ -109,20 +126,20 @@ type infoFile struct {
 	UpdatedAt string   `json:"updatedAt"`
 }
 
-type store struct {
-	dir string // <state-dir>/sessions
-	log *slog.Logger
+type Store struct {
+	Dir string // <state-dir>/sessions
+	Log *slog.Logger
 }
 
 // stamp formats a time for the wire and the store.
-func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+func Stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 func parseStamp(s string) time.Time {
 	t, _ := time.Parse(time.RFC3339Nano, s)
 	return t
 }
 
-func (st *store) path(id, ext string) string { return filepath.Join(st.dir, id+ext) }
+func (st *Store) Path(id, ext string) string { return filepath.Join(st.Dir, id+ext) }
 
 // storeError reports a failed store operation to the client.
 func storeError(op string, err error) error {
@@ -143,49 +160,44 @@ func validID(id string) bool {
 	return true
 }
 
-func (st *store) errNotFound(id string) error {
-	return acp.Errorf(acp.CodeResourceNotFound, "session %s not found in %s; session/list shows the sessions there", id, st.dir).
+func (st *Store) errNotFound(id string) error {
+	return acp.Errorf(acp.CodeResourceNotFound, "session %s not found in %s; session/list shows the sessions there", id, st.Dir).
 		WithData(map[string]string{"sessionId": id})
 }
 
-// info is what <id>.json holds for s.
-func (st *store) info(s *SessionRecord) infoFile {
-	return infoFile{SessionID: s.id, Cwd: s.cwd, Dirs: s.roots[1:], Title: s.title,
-		CreatedAt: stamp(s.created), UpdatedAt: stamp(s.updated)}
-}
-
 // create makes the files of a new session and locks it.
-func (st *store) create(s *SessionRecord) (*sessionFile, error) {
-	if err := os.MkdirAll(st.dir, 0o700); err != nil {
-		return nil, storeError("creating the state directory "+st.dir, err)
+func (st *Store) Create(info Info) (*File, error) {
+	if err := os.MkdirAll(st.Dir, 0o700); err != nil {
+		return nil, storeError("creating the state directory "+st.Dir, err)
 	}
-	lock, err := st.lock(s.id)
+	id := info.SessionID
+	lock, err := st.lock(id)
 	if err != nil {
 		return nil, err
 	}
-	log, err := os.OpenFile(st.path(s.id, ".jsonl"), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	log, err := os.OpenFile(st.Path(id, ".jsonl"), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
 	if err != nil {
 		unlock(lock)
-		return nil, storeError("creating session "+s.id, err)
+		return nil, storeError("creating session "+id, err)
 	}
-	f := &sessionFile{st: st, id: s.id, log: log, lock: lock}
-	head := record{Type: recSession, V: storeVersion, SessionID: s.id, Cwd: s.cwd, Dirs: s.roots[1:], CreatedAt: stamp(s.created)}
-	if err := f.appendNow(head); err != nil {
-		f.close()
-		os.Remove(st.path(s.id, ".jsonl"))
+	f := &File{st: st, id: id, log: log, lock: lock}
+	head := Record{Type: recSession, V: storeVersion, SessionID: id, Cwd: info.Cwd, Dirs: info.Dirs, CreatedAt: info.CreatedAt}
+	if err := f.AppendNow(head); err != nil {
+		f.Close()
+		os.Remove(st.Path(id, ".jsonl"))
 		return nil, err
 	}
-	if err := f.writeInfo(st.info(s)); err != nil {
-		f.close()
-		os.Remove(st.path(s.id, ".jsonl"))
+	if err := f.WriteInfo(info); err != nil {
+		f.Close()
+		os.Remove(st.Path(id, ".jsonl"))
 		return nil, err
 	}
 	return f, nil
 }
 
 // lock takes the session's lock or says which process holds it.
-func (st *store) lock(id string) (*os.File, error) {
-	f, err := os.OpenFile(st.path(id, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+func (st *Store) lock(id string) (*os.File, error) {
+	f, err := os.OpenFile(st.Path(id, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, storeError("opening the lock of session "+id, err)
 	}
@@ -216,22 +228,22 @@ func unlock(f *os.File) {
 }
 
 // history is the state of a session read back from its log.
-type history struct {
-	title, mode, model string
-	rules              map[string]bool
-	created, updated   time.Time
-	good               int64 // the length of the log's valid part
-	replayPos          int   // replay fixture entries the session had used
+type History struct {
+	Title, Mode, Model string
+	Rules              map[string]bool
+	Created, Updated   time.Time
+	Good               int64 // the length of the log's valid part
+	ReplayPos          int   // replay fixture entries the session had used
 }
 
-// open locks a stored session, checks its log, rebuilds its state and feeds
-// its conversation to conv. It gives up, unlocked, when ctx ends while it
-// reads.
-func (st *store) open(ctx context.Context, id string, conv *conversation) (*history, *sessionFile, error) {
+// open locks a stored session, checks its log, rebuilds its state and
+// hands every good record to feed, in order. It gives up, unlocked, when
+// ctx ends while it reads.
+func (st *Store) Open(ctx context.Context, id string, feed func(Record)) (*History, *File, error) {
 	if !validID(id) {
 		return nil, nil, st.errNotFound(id)
 	}
-	path := st.path(id, ".jsonl")
+	path := st.Path(id, ".jsonl")
 	if _, err := os.Stat(path); err != nil {
 		return nil, nil, st.errNotFound(id)
 	}
@@ -239,7 +251,7 @@ func (st *store) open(ctx context.Context, id string, conv *conversation) (*hist
 	if err != nil {
 		return nil, nil, err
 	}
-	h, size, err := st.read(ctx, path, conv)
+	h, size, err := st.read(ctx, path, feed)
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
@@ -247,10 +259,10 @@ func (st *store) open(ctx context.Context, id string, conv *conversation) (*hist
 		unlock(lock)
 		return nil, nil, err
 	}
-	if h.good < size {
-		st.log.Warn("dropping a torn record at the end of the session log (the process was killed mid-write)",
-			"file", path, "bytes", size-h.good)
-		if err := os.Truncate(path, h.good); err != nil {
+	if h.Good < size {
+		st.Log.Warn("dropping a torn record at the end of the session log (the process was killed mid-write)",
+			"file", path, "bytes", size-h.Good)
+		if err := os.Truncate(path, h.Good); err != nil {
 			unlock(lock)
 			return nil, nil, storeError("truncating the torn end of "+path, err)
 		}
@@ -260,28 +272,27 @@ func (st *store) open(ctx context.Context, id string, conv *conversation) (*hist
 		unlock(lock)
 		return nil, nil, storeError("opening session "+id, err)
 	}
-	if fi, err := os.Stat(st.path(id, ".json")); err == nil {
-		h.updated = fi.ModTime()
-		var inf infoFile
-		if b, err := os.ReadFile(st.path(id, ".json")); err == nil && json.Unmarshal(b, &inf) == nil && inf.UpdatedAt != "" {
-			h.updated = parseStamp(inf.UpdatedAt)
+	if fi, err := os.Stat(st.Path(id, ".json")); err == nil {
+		h.Updated = fi.ModTime()
+		var inf Info
+		if b, err := os.ReadFile(st.Path(id, ".json")); err == nil && json.Unmarshal(b, &inf) == nil && inf.UpdatedAt != "" {
+			h.Updated = parseStamp(inf.UpdatedAt)
 		}
 	}
-	return h, &sessionFile{st: st, id: id, log: log, lock: lock}, nil
+	return h, &File{st: st, id: id, log: log, lock: lock}, nil
 }
 
 // read parses a log; h.good is the length of its valid prefix, size the
 // length read.
 // It stops with ctx's error when ctx ends, checking every 64 lines, so that
 // close or EOF ends a long load at once.
-func (st *store) read(ctx context.Context, path string, conv *conversation) (h *history, size int64, err error) {
+func (st *Store) read(ctx context.Context, path string, feed func(Record)) (h *History, size int64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, 0, storeError("reading "+path, err)
 	}
 	defer f.Close()
-	h = &history{rules: map[string]bool{}, mode: modeAsk}
-	feed := newFeeder(conv)
+	h = &History{Rules: map[string]bool{}}
 	r := bufio.NewReaderSize(f, 64<<10)
 	var pendingErr error // a bad line: fatal unless it is the last
 	for line := 1; ; line++ {
@@ -296,7 +307,7 @@ func (st *store) read(ctx context.Context, path string, conv *conversation) (h *
 		if pendingErr != nil {
 			return nil, 0, pendingErr
 		}
-		var rec record
+		var rec Record
 		torn := !bytes.HasSuffix(b, []byte("\n"))
 		if jerr := json.Unmarshal(b, &rec); jerr != nil || rec.Type == "" || torn {
 			pendingErr = acp.Errorf(acp.CodeStoreFailed,
@@ -313,24 +324,23 @@ func (st *store) read(ctx context.Context, path string, conv *conversation) (h *
 			return nil, 0, acp.Errorf(acp.CodeStoreFailed,
 				"session log %s does not start with its session record (line 1 is a %q record); the file was left untouched: restore its first line or remove the session", path, rec.Type)
 		}
-		h.good = size
+		h.Good = size
 		h.apply(rec)
-		feed.add(rec)
+		feed(rec)
 		if rerr != nil {
 			break
 		}
 	}
-	if h.good == 0 {
+	if h.Good == 0 {
 		return nil, 0, acp.Errorf(acp.CodeStoreFailed, "session log %s is empty or has no valid first record; remove it", path)
 	}
-	feed.finish()
 	return h, size, nil
 }
 
 // replay calls fn with every record of the first good bytes of the log,
 // in order.
-func (f *sessionFile) replay(good int64, fn func(record) error) error {
-	path := f.st.path(f.id, ".jsonl")
+func (f *File) Replay(good int64, fn func(Record) error) error {
+	path := f.st.Path(f.id, ".jsonl")
 	file, err := os.Open(path)
 	if err != nil {
 		return storeError("reading "+path, err)
@@ -340,7 +350,7 @@ func (f *sessionFile) replay(good int64, fn func(record) error) error {
 	for {
 		b, err := r.ReadBytes('\n')
 		if len(b) > 0 {
-			var rec record
+			var rec Record
 			if jerr := json.Unmarshal(b, &rec); jerr != nil {
 				return storeError("reading "+path, jerr)
 			}
@@ -354,19 +364,6 @@ func (f *sessionFile) replay(good int64, fn func(record) error) error {
 	}
 }
 
-// contentText is the text of the one text block of stored tool content.
-func contentText(content json.RawMessage) string {
-	var c []struct {
-		Content struct {
-			Text string `json:"text"`
-		} `json:"content"`
-	}
-	if json.Unmarshal(content, &c) != nil || len(c) != 1 {
-		return ""
-	}
-	return c[0].Content.Text
-}
-
 func describeBad(err error, b []byte) string {
 	if err != nil {
 		return "not a JSON record"
@@ -378,123 +375,34 @@ func describeBad(err error, b []byte) string {
 }
 
 // apply folds one record into h.
-func (h *history) apply(rec record) {
+func (h *History) apply(rec Record) {
 	switch rec.Type {
 	case recSession:
-		h.created = parseStamp(rec.CreatedAt)
-		h.updated = h.created
-	case recConfig:
+		h.Created = parseStamp(rec.CreatedAt)
+		h.Updated = h.Created
+	case RecConfig:
 		if rec.Mode != "" {
-			h.mode = rec.Mode
+			h.Mode = rec.Mode
 		}
 		if rec.Model != "" {
-			h.model = rec.Model
+			h.Model = rec.Model
 		}
-	case recRule:
+	case RecRule:
 		if rec.Allow != nil {
-			h.rules[rec.Tool] = *rec.Allow
+			h.Rules[rec.Tool] = *rec.Allow
 		}
-	case recTurnEnd:
+	case RecTurnEnd:
 		if rec.Title != "" {
-			h.title = rec.Title
+			h.Title = rec.Title
 		}
-	case recReplay:
-		h.replayPos = rec.ReplayPos
+	case RecReplay:
+		h.ReplayPos = rec.ReplayPos
 	}
 }
-
-// feeder rebuilds the model-side conversation from records in order:
-// turns that ended in refusal are left out, and a tool call with no
-// recorded result gets one saying so.
-type feeder struct {
-	c       *conversation
-	mark    int             // where the current turn began
-	asst    *message        // the assistant message being built
-	text    strings.Builder // its text: appended in parts, made a string once
-	pending map[string]bool
-	order   []string // model call ids of the current step, in order
-}
-
-func newFeeder(c *conversation) *feeder { return &feeder{c: c, pending: map[string]bool{}} }
-
-func (f *feeder) flushAsst() {
-	if f.asst != nil {
-		f.asst.text = f.text.String()
-		f.text.Reset()
-		f.c.add(*f.asst)
-		f.asst = nil
-	}
-}
-
-// closeCalls answers the calls of the last step that have no result.
-func (f *feeder) closeCalls() {
-	f.flushAsst()
-	for _, id := range f.order {
-		if f.pending[id] {
-			f.c.add(message{role: "tool", toolCallID: id, text: "The tool call was interrupted: acpbridge stopped before it finished. Its effects are unknown."})
-		}
-	}
-	clear(f.pending)
-	f.order = f.order[:0]
-}
-
-func (f *feeder) assistant() *message {
-	if f.asst == nil {
-		f.asst = &message{role: "assistant"}
-	}
-	return f.asst
-}
-
-func (f *feeder) add(rec record) {
-	switch rec.Type {
-	case recUser:
-		f.closeCalls()
-		f.mark = f.c.mark()
-		var blocks []acp.ContentBlock
-		for _, b := range rec.Blocks {
-			var cb acp.ContentBlock
-			if json.Unmarshal(b, &cb) == nil && (cb.Type != "text" || cb.Text != nil) && (cb.Type != "resource" || cb.Resource != nil) {
-				blocks = append(blocks, cb)
-			}
-		}
-		f.c.add(message{role: "user", text: promptText(blocks)})
-	case recAgent:
-		if !rec.Notice {
-			f.assistant()
-			if f.c.full {
-				f.text.WriteString(rec.Text)
-			}
-		}
-	case recToolCall:
-		if rec.Call != nil {
-			m := f.assistant()
-			m.toolCalls = append(m.toolCalls, *rec.Call)
-			f.pending[rec.Call.ID] = true
-			f.order = append(f.order, rec.Call.ID)
-		}
-	case recToolResult:
-		f.flushAsst()
-		if rec.Call != nil && f.pending[rec.Call.ID] {
-			f.pending[rec.Call.ID] = false
-			text := rec.Result
-			if rec.ResultIsContent {
-				text = contentText(rec.Content)
-			}
-			f.c.add(message{role: "tool", toolCallID: rec.Call.ID, text: text})
-		}
-	case recTurnEnd:
-		f.closeCalls()
-		if rec.StopReason == acp.StopRefusal {
-			f.c.truncate(f.mark)
-		}
-	}
-}
-
-func (f *feeder) finish() { f.closeCalls() }
 
 // sessionFile is an open, locked session log.
-type sessionFile struct {
-	st     *store
+type File struct {
+	st     *Store
 	id     string
 	mu     sync.Mutex // protects buf and the writes
 	log    *os.File
@@ -504,7 +412,7 @@ type sessionFile struct {
 }
 
 // append adds one record to the buffer; a full buffer is written at once.
-func (f *sessionFile) append(r record) error {
+func (f *File) Append(r Record) error {
 	b, err := acp.Marshal(r)
 	if err != nil {
 		return storeError("encoding a record of session "+f.id, err)
@@ -512,22 +420,22 @@ func (f *sessionFile) append(r record) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.buf = append(append(f.buf, b...), '\n')
-	if len(f.buf) >= partBytes {
+	if len(f.buf) >= flushBytes {
 		return f.flushLocked()
 	}
 	return nil
 }
 
 // appendNow adds a record and writes it.
-func (f *sessionFile) appendNow(r record) error {
-	if err := f.append(r); err != nil {
+func (f *File) AppendNow(r Record) error {
+	if err := f.Append(r); err != nil {
 		return err
 	}
-	return f.flush()
+	return f.Flush()
 }
 
 // flush writes the buffered records with one write(2).
-func (f *sessionFile) flush() error {
+func (f *File) Flush() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.flushLocked()
@@ -537,7 +445,7 @@ func (f *sessionFile) flush() error {
 // write stays buffered, to be written by the next flush that succeeds
 // (a full disk that frees up loses nothing); a record never stands in the
 // file half written unless the process dies meanwhile.
-func (f *sessionFile) flushLocked() error {
+func (f *File) flushLocked() error {
 	if len(f.buf) == 0 {
 		return nil
 	}
@@ -553,9 +461,19 @@ func (f *sessionFile) flushLocked() error {
 	return nil
 }
 
+// swapLog replaces the file the log writes to and returns the one it
+// replaced: tests make writes fail with it, as a full disk would.
+func (f *File) SwapLog(w *os.File) *os.File {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	old := f.log
+	f.log = w
+	return old
+}
+
 // takeFailure returns the first write failure since the last call, even
 // when a later write caught up: the turn it happened in reports it.
-func (f *sessionFile) takeFailure() error {
+func (f *File) TakeFailure() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	err := f.failed
@@ -565,20 +483,20 @@ func (f *sessionFile) takeFailure() error {
 
 // endTurn appends the turn's last record, writes, syncs, and updates the
 // info file.
-func (f *sessionFile) endTurn(r record, info infoFile) error {
-	if err := f.appendNow(r); err != nil {
+func (f *File) EndTurn(r Record, info Info) error {
+	if err := f.AppendNow(r); err != nil {
 		return err
 	}
 	if err := f.log.Sync(); err != nil {
 		return storeError("syncing session "+f.id, err)
 	}
-	return f.writeInfo(info)
+	return f.WriteInfo(info)
 }
 
 // writeInfo replaces <id>.json atomically.
-func (f *sessionFile) writeInfo(info infoFile) error {
+func (f *File) WriteInfo(info Info) error {
 	b, _ := json.Marshal(info)
-	path := f.st.path(f.id, ".json")
+	path := f.st.Path(f.id, ".json")
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
 		return storeError("writing "+path, err)
@@ -590,7 +508,7 @@ func (f *sessionFile) writeInfo(info infoFile) error {
 }
 
 // close writes and syncs the log and releases the lock.
-func (f *sessionFile) close() error {
+func (f *File) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	err := f.flushLocked()
@@ -605,7 +523,7 @@ func (f *sessionFile) close() error {
 }
 
 // listPage is how many sessions session/list returns at a time.
-const listPage = 50
+const ListPage = 50
 
 // listCursor marks the last session of a page.
 type listCursor struct {
@@ -614,7 +532,7 @@ type listCursor struct {
 }
 
 // list returns the stored sessions, newest first, a page at a time.
-func (st *store) list(cwd, cursor string) (acp.ListResult, error) {
+func (st *Store) List(cwd, cursor string) (acp.ListResult, error) {
 	var after *listCursor
 	if cursor != "" {
 		b, err := base64.RawURLEncoding.DecodeString(cursor)
@@ -624,20 +542,20 @@ func (st *store) list(cwd, cursor string) (acp.ListResult, error) {
 		}
 		after = &c
 	}
-	entries, err := os.ReadDir(st.dir)
+	entries, err := os.ReadDir(st.Dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return acp.ListResult{}, storeError("listing "+st.dir, err)
+		return acp.ListResult{}, storeError("listing "+st.Dir, err)
 	}
-	var all []infoFile
+	var all []Info
 	for _, e := range entries {
 		name := e.Name()
 		if !strings.HasSuffix(name, ".json") {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(st.dir, name))
-		var inf infoFile
+		b, err := os.ReadFile(filepath.Join(st.Dir, name))
+		var inf Info
 		if err != nil || json.Unmarshal(b, &inf) != nil || inf.SessionID == "" {
-			st.log.Warn("skipping an unreadable session info file", "file", name, "err", err)
+			st.Log.Warn("skipping an unreadable session info file", "file", name, "err", err)
 			continue
 		}
 		if cwd != "" && filepath.Clean(cwd) != inf.Cwd {
@@ -653,8 +571,8 @@ func (st *store) list(cwd, cursor string) (acp.ListResult, error) {
 		}
 		return a.SessionID < b.SessionID
 	}
-	key := func(i infoFile) listCursor { return listCursor{i.UpdatedAt, i.SessionID} }
-	slices.SortFunc(all, func(a, b infoFile) int {
+	key := func(i Info) listCursor { return listCursor{i.UpdatedAt, i.SessionID} }
+	slices.SortFunc(all, func(a, b Info) int {
 		switch {
 		case less(key(a), key(b)):
 			return -1
@@ -668,7 +586,7 @@ func (st *store) list(cwd, cursor string) (acp.ListResult, error) {
 		if after != nil && !less(*after, key(inf)) {
 			continue
 		}
-		if len(res.Sessions) == listPage {
+		if len(res.Sessions) == ListPage {
 			last := res.Sessions[len(res.Sessions)-1]
 			b, _ := json.Marshal(listCursor{last.UpdatedAt, last.SessionID})
 			res.NextCursor = base64.RawURLEncoding.EncodeToString(b)
@@ -682,11 +600,11 @@ func (st *store) list(cwd, cursor string) (acp.ListResult, error) {
 
 // remove deletes a stored session that no process holds. An unknown id is
 // not an error.
-func (st *store) remove(id string) error {
+func (st *Store) Remove(id string) error {
 	if !validID(id) {
 		return nil
 	}
-	if _, err := os.Stat(st.path(id, ".jsonl")); err != nil {
+	if _, err := os.Stat(st.Path(id, ".jsonl")); err != nil {
 		return nil
 	}
 	lock, err := st.lock(id)
@@ -695,54 +613,10 @@ func (st *store) remove(id string) error {
 	}
 	defer unlock(lock)
 	for _, ext := range []string{".json", ".jsonl"} {
-		if err := os.Remove(st.path(id, ext)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := os.Remove(st.Path(id, ext)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return storeError("deleting session "+id, err)
 		}
 	}
-	os.Remove(st.path(id, ".lock"))
+	os.Remove(st.Path(id, ".lock"))
 	return nil
-}
-
-// replayRecord sends one stored record as the session/update a client saw
-// when it happened.
-func (a *agent) replayRecord(sessionID string, rec record) error {
-	switch rec.Type {
-	case recUser:
-		for _, b := range rec.Blocks {
-			if err := a.out.NotifyJSON(sessionID, acp.UserMessageChunk{SessionUpdate: "user_message_chunk", Content: b, MessageID: rec.MessageID}); err != nil {
-				return err
-			}
-		}
-	case recAgent, recThought:
-		kind := kindMessage
-		if rec.Type == recThought {
-			kind = kindThought
-		}
-		return a.out.Notify(acp.MethodSessionUpdate, acp.AppendChunkUpdate(nil, sessionID, kind, rec.MessageID, rec.Text))
-	case recToolCall:
-		return a.out.NotifyJSON(sessionID, acp.ToolCallUpdate{SessionUpdate: "tool_call", ToolCallID: rec.ToolCallID,
-			Title: rec.Title, Kind: rec.Kind, Status: "pending", Locations: rec.Locations, RawInput: rawInput(rec.Call)})
-	case recPlan:
-		return a.out.NotifyJSON(sessionID, struct {
-			SessionUpdate string          `json:"sessionUpdate"`
-			Entries       json.RawMessage `json:"entries"`
-		}{"plan", rec.Plan})
-	case recToolResult:
-		content := rec.Content
-		if bytes.Contains(content, []byte(`"type":"terminal"`)) {
-			// The terminal was released in the process that ran the
-			// command: show its output, kept in the log, as text.
-			content = acp.MustJSON([]acp.ToolContent{acp.TextOut(rec.Result)})
-		}
-		return a.out.NotifyJSON(sessionID, acp.ToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: rec.ToolCallID,
-			Status: rec.Status, Content: content, RawOutput: rec.RawOutput})
-	}
-	return nil
-}
-
-func rawInput(c *toolCall) json.RawMessage {
-	if c == nil {
-		return nil
-	}
-	return c.Input
 }
