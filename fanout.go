@@ -530,7 +530,7 @@ func (c *child) callClient(e envelope) {
 	b := append([]byte(`{"jsonrpc":"2.0","id":`), e.ID...)
 	switch {
 	case err != nil:
-		je, _ := json.Marshal(acp.AsError(err))
+		je, _ := json.Marshal(wireError(err))
 		b = append(append(b, `,"error":`...), je...)
 	case len(raw) == 0:
 		b = append(b, `,"result":null`...)

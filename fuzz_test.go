@@ -186,9 +186,9 @@ func FuzzStoreLoad(f *testing.F) {
 		conv := &conversation{full: true}
 		h, file, err := st.Open(context.Background(), "sess_f", newFeeder(conv).add)
 		if err != nil {
-			var rerr *jrpc2.Error
-			require.True(t, errors.As(err, &rerr), "a store error is a JSON-RPC error: %v", err)
-			assert.Equal(t, acp.CodeStoreFailed, rerr.Code, rerr.Message)
+			var serr *store.Error
+			require.True(t, errors.As(err, &serr), "a store error: %v", err)
+			assert.Equal(t, acp.CodeStoreFailed, wireError(err).Code, err.Error())
 			return
 		}
 		defer file.Close()

@@ -225,7 +225,7 @@ func (a *agent) arrive(method, id string, params json.RawMessage) []byte {
 func encodeResponse(id string, result any, err error) []byte {
 	b := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
 	if err != nil {
-		e, _ := json.Marshal(acp.AsError(err))
+		e, _ := json.Marshal(wireError(err))
 		b = append(append(b, `,"error":`...), e...)
 	} else {
 		r, merr := json.Marshal(result)
@@ -290,10 +290,31 @@ func (a *agent) guard(h jrpc2.Handler) jrpc2.Handler {
 		}()
 		res, err = h(ctx, req)
 		if err != nil {
-			err = acp.AsError(err)
+			err = wireError(err)
 		}
 		return res, err
 	}
+}
+
+// wireError is err as the client gets it: the store's errors get their
+// codes, an error that already has one keeps it, any other is internal.
+func wireError(err error) *jrpc2.Error {
+	var (
+		notFound *store.NotFoundError
+		locked   *store.LockedError
+		failed   *store.Error
+	)
+	switch {
+	case errors.As(err, &notFound):
+		return acp.Errorf(acp.CodeResourceNotFound, "%v", notFound).WithData(map[string]string{"sessionId": notFound.ID})
+	case errors.As(err, &locked):
+		return acp.Errorf(acp.CodeSessionLocked, "%v", locked).WithData(map[string]any{"sessionId": locked.ID, "pid": locked.PID})
+	case errors.As(err, &failed):
+		return acp.Errorf(acp.CodeStoreFailed, "%v", failed)
+	case errors.Is(err, store.ErrBadCursor):
+		return acp.InvalidParams("cursor", "%v", store.ErrBadCursor)
+	}
+	return acp.AsError(err)
 }
 
 // errNotInitialized answers a session method sent before initialize.
@@ -1219,7 +1240,16 @@ func (a *agent) listSessions(ctx context.Context, req *jrpc2.Request) (any, erro
 	if p.Cwd != "" && !filepath.IsAbs(p.Cwd) {
 		return nil, acp.InvalidParams("cwd", "%q is not an absolute path", p.Cwd)
 	}
-	return a.store.List(p.Cwd, p.Cursor)
+	page, next, err := a.store.List(p.Cwd, p.Cursor)
+	if err != nil {
+		return nil, err
+	}
+	res := acp.ListResult{Sessions: make([]acp.SessionInfo, 0, len(page)), NextCursor: next}
+	for _, inf := range page {
+		res.Sessions = append(res.Sessions, acp.SessionInfo{SessionID: inf.SessionID, Cwd: inf.Cwd,
+			AdditionalDirectories: inf.Dirs, Title: inf.Title, UpdatedAt: inf.UpdatedAt})
+	}
+	return res, nil
 }
 
 func (a *agent) deleteSession(ctx context.Context, req *jrpc2.Request) (any, error) {

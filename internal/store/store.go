@@ -25,6 +25,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -35,8 +36,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"acpbridge/internal/acp"
 )
 
 // Record types of the log.
@@ -141,10 +140,49 @@ func parseStamp(s string) time.Time {
 
 func (st *Store) Path(id, ext string) string { return filepath.Join(st.Dir, id+ext) }
 
-// storeError reports a failed store operation to the client.
-func storeError(op string, err error) error {
-	return acp.Errorf(acp.CodeStoreFailed, "%s: %v; check that the state directory (--state-dir) exists, is writable and has space", op, err)
+// Errors. The store knows no protocol: the root gives each its code.
+
+// Error is a store that could not be read or written, or a log that cannot
+// be loaded as it is.
+type Error struct {
+	Msg string
+	Err error // the cause, when there is one
 }
+
+func (e *Error) Error() string { return e.Msg }
+func (e *Error) Unwrap() error { return e.Err }
+
+// NotFoundError is a session the store does not hold.
+type NotFoundError struct{ ID, Dir string }
+
+func (e *NotFoundError) Error() string {
+	return fmt.Sprintf("session %s not found in %s; session/list shows the sessions there", e.ID, e.Dir)
+}
+
+// LockedError is a session another process holds.
+type LockedError struct {
+	ID  string
+	PID int // 0 when the lock file does not say
+}
+
+func (e *LockedError) Error() string {
+	pid := "unknown"
+	if e.PID != 0 {
+		pid = strconv.Itoa(e.PID)
+	}
+	return fmt.Sprintf("session %s is open in another acpbridge process (pid %s); close it there or end that process, then try again", e.ID, pid)
+}
+
+// ErrBadCursor is a list cursor this store did not make.
+var ErrBadCursor = errors.New("not a cursor this agent returned")
+
+// storeError reports a failed store operation.
+func storeError(op string, err error) error {
+	return &Error{Msg: fmt.Sprintf("%s: %v; check that the state directory (--state-dir) exists, is writable and has space", op, err), Err: err}
+}
+
+// corrupt reports a log that cannot be loaded as it is.
+func corrupt(format string, args ...any) error { return &Error{Msg: fmt.Sprintf(format, args...)} }
 
 // validID reports whether id can name files in the store: 1 to 128
 // letters, digits, '_', '-' and '.', not starting with '.'.
@@ -160,10 +198,7 @@ func validID(id string) bool {
 	return true
 }
 
-func (st *Store) errNotFound(id string) error {
-	return acp.Errorf(acp.CodeResourceNotFound, "session %s not found in %s; session/list shows the sessions there", id, st.Dir).
-		WithData(map[string]string{"sessionId": id})
-}
+func (st *Store) errNotFound(id string) error { return &NotFoundError{ID: id, Dir: st.Dir} }
 
 // create makes the files of a new session and locks it.
 func (st *Store) Create(info Info) (*File, error) {
@@ -205,10 +240,7 @@ func (st *Store) lock(id string) (*os.File, error) {
 		b, _ := io.ReadAll(io.LimitReader(f, 32))
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			pid := strings.TrimSpace(string(b))
-			return nil, acp.Errorf(acp.CodeSessionLocked,
-				"session %s is open in another acpbridge process (pid %s); close it there or end that process, then try again", id, pid).
-				WithData(map[string]any{"sessionId": id, "pid": atoiOr(pid)})
+			return nil, &LockedError{ID: id, PID: atoiOr(strings.TrimSpace(string(b)))}
 		}
 		return nil, storeError("locking session "+id, err)
 	}
@@ -310,7 +342,7 @@ func (st *Store) read(ctx context.Context, path string, feed func(Record)) (h *H
 		var rec Record
 		torn := !bytes.HasSuffix(b, []byte("\n"))
 		if jerr := json.Unmarshal(b, &rec); jerr != nil || rec.Type == "" || torn {
-			pendingErr = acp.Errorf(acp.CodeStoreFailed,
+			pendingErr = corrupt(
 				"session log %s is corrupt at line %d (%s); the file was left untouched: repair or remove that line by hand",
 				path, line, describeBad(jerr, b))
 			if !torn {
@@ -321,7 +353,7 @@ func (st *Store) read(ctx context.Context, path string, feed func(Record)) (h *H
 			continue
 		}
 		if line == 1 && rec.Type != recSession {
-			return nil, 0, acp.Errorf(acp.CodeStoreFailed,
+			return nil, 0, corrupt(
 				"session log %s does not start with its session record (line 1 is a %q record); the file was left untouched: restore its first line or remove the session", path, rec.Type)
 		}
 		h.Good = size
@@ -332,7 +364,7 @@ func (st *Store) read(ctx context.Context, path string, feed func(Record)) (h *H
 		}
 	}
 	if h.Good == 0 {
-		return nil, 0, acp.Errorf(acp.CodeStoreFailed, "session log %s is empty or has no valid first record; remove it", path)
+		return nil, 0, corrupt("session log %s is empty or has no valid first record; remove it", path)
 	}
 	return h, size, nil
 }
@@ -413,7 +445,7 @@ type File struct {
 
 // append adds one record to the buffer; a full buffer is written at once.
 func (f *File) Append(r Record) error {
-	b, err := acp.Marshal(r)
+	b, err := marshal(r)
 	if err != nil {
 		return storeError("encoding a record of session "+f.id, err)
 	}
@@ -522,6 +554,17 @@ func (f *File) Close() error {
 	return err
 }
 
+// marshal encodes a record as compact JSON, <, > and & unescaped.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
 // listPage is how many sessions session/list returns at a time.
 const ListPage = 50
 
@@ -532,19 +575,20 @@ type listCursor struct {
 }
 
 // list returns the stored sessions, newest first, a page at a time.
-func (st *Store) List(cwd, cursor string) (acp.ListResult, error) {
+// It returns the page and the cursor of the next one ("" at the end).
+func (st *Store) List(cwd, cursor string) ([]Info, string, error) {
 	var after *listCursor
 	if cursor != "" {
 		b, err := base64.RawURLEncoding.DecodeString(cursor)
 		var c listCursor
 		if err != nil || json.Unmarshal(b, &c) != nil {
-			return acp.ListResult{}, acp.InvalidParams("cursor", "not a cursor this agent returned")
+			return nil, "", ErrBadCursor
 		}
 		after = &c
 	}
 	entries, err := os.ReadDir(st.Dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return acp.ListResult{}, storeError("listing "+st.Dir, err)
+		return nil, "", storeError("listing "+st.Dir, err)
 	}
 	var all []Info
 	for _, e := range entries {
@@ -581,21 +625,19 @@ func (st *Store) List(cwd, cursor string) (acp.ListResult, error) {
 		}
 		return 0
 	})
-	res := acp.ListResult{Sessions: []acp.SessionInfo{}}
+	page := []Info{}
 	for _, inf := range all {
 		if after != nil && !less(*after, key(inf)) {
 			continue
 		}
-		if len(res.Sessions) == ListPage {
-			last := res.Sessions[len(res.Sessions)-1]
+		if len(page) == ListPage {
+			last := page[len(page)-1]
 			b, _ := json.Marshal(listCursor{last.UpdatedAt, last.SessionID})
-			res.NextCursor = base64.RawURLEncoding.EncodeToString(b)
-			break
+			return page, base64.RawURLEncoding.EncodeToString(b), nil
 		}
-		res.Sessions = append(res.Sessions, acp.SessionInfo{SessionID: inf.SessionID, Cwd: inf.Cwd,
-			AdditionalDirectories: inf.Dirs, Title: inf.Title, UpdatedAt: inf.UpdatedAt})
+		page = append(page, inf)
 	}
-	return res, nil
+	return page, "", nil
 }
 
 // remove deletes a stored session that no process holds. An unknown id is
