@@ -229,13 +229,13 @@ func systemPrompt(req *modelRequest) string {
 	sb.WriteString("Use the tools to read, write and edit files and to run commands; relative paths are relative to the working directory, and nothing outside these directories can be touched.\n")
 	sb.WriteString(toolGuide)
 	switch req.mode {
-	case modeAsk:
+	case acp.ModeAsk:
 		sb.WriteString("The user approves every edit and command before it runs; a rejected call means: do not try it again, ask or do something else.\n")
-	case modeAcceptEdits:
+	case acp.ModeAcceptEdits:
 		sb.WriteString("Edits run without asking; the user approves every command.\n")
-	case modeReadOnly:
+	case acp.ModeReadOnly:
 		sb.WriteString("The session is read-only: edits and commands are refused, so only read and explain.\n")
-	case modeBypass:
+	case acp.ModeBypass:
 		sb.WriteString("Edits and commands run without asking.\n")
 	}
 	sb.WriteString("Answer in Markdown, briefly.")

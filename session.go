@@ -570,7 +570,7 @@ func (a *agent) newSession(s *SessionRecord, roots []string, specs []mcpServerSp
 	s.setRoots(roots)
 	s.created = a.now()
 	a.mu.Lock()
-	s.mode = modeAsk
+	s.mode = acp.ModeAsk
 	s.model = a.defaultModel()
 	s.updated = s.created
 	a.mu.Unlock()
@@ -674,7 +674,7 @@ func (a *agent) restore(ctx context.Context, s *SessionRecord, roots []string, r
 		model = hist.Model
 	}
 	a.mu.Lock()
-	s.title, s.mode, s.updated, s.model = hist.Title, cmp.Or(hist.Mode, modeAsk), hist.Updated, model
+	s.title, s.mode, s.updated, s.model = hist.Title, cmp.Or(hist.Mode, acp.ModeAsk), hist.Updated, model
 	maps.Copy(s.rules, hist.Rules)
 	a.mu.Unlock()
 	if err := f.WriteInfo(infoOf(s)); err != nil {
@@ -1085,18 +1085,11 @@ func (a *agent) update(sessionID string, u any) error {
 
 // --- modes and config options ---
 
-const (
-	modeAsk         = "ask"
-	modeAcceptEdits = "accept_edits"
-	modeReadOnly    = "read_only"
-	modeBypass      = "bypass"
-)
-
 var sessionModes = []acp.SessionMode{
-	{ID: modeAsk, Name: "Ask", Description: "Ask before every edit, command and MCP tool that changes things"},
-	{ID: modeAcceptEdits, Name: "Accept edits", Description: "Edit files without asking; ask before commands and MCP tools"},
-	{ID: modeReadOnly, Name: "Read only", Description: "Refuse edits, commands and MCP tools that change things"},
-	{ID: modeBypass, Name: "Bypass", Description: "Never ask"},
+	{ID: acp.ModeAsk, Name: "Ask", Description: "Ask before every edit, command and MCP tool that changes things"},
+	{ID: acp.ModeAcceptEdits, Name: "Accept edits", Description: "Edit files without asking; ask before commands and MCP tools"},
+	{ID: acp.ModeReadOnly, Name: "Read only", Description: "Refuse edits, commands and MCP tools that change things"},
+	{ID: acp.ModeBypass, Name: "Bypass", Description: "Never ask"},
 }
 
 func modeStateOf(mode string) *acp.ModeState {

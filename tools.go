@@ -199,14 +199,14 @@ func (a *agent) permit(ctx context.Context, s *SessionRecord, p *prepared) (*out
 	mode := s.mode
 	rule, hasRule := s.rules[p.call.Name]
 	a.mu.Unlock()
-	if p.perm == permRead || mode == modeBypass {
+	if p.perm == permRead || mode == acp.ModeBypass {
 		return nil, nil
 	}
-	if mode == modeReadOnly {
+	if mode == acp.ModeReadOnly {
 		o := failure("refused: the session is in read_only mode, which allows no edits, commands or MCP tools that change things; switch the mode to let %s run", p.call.Name)
 		return &o, nil
 	}
-	if mode == modeAcceptEdits && p.perm == permEdit {
+	if mode == acp.ModeAcceptEdits && p.perm == permEdit {
 		return nil, nil
 	}
 	if hasRule {

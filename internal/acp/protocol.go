@@ -40,6 +40,14 @@ const (
 	MethodTerminalRelease        = "terminal/release"
 )
 
+// The session modes acpbridge offers: when it asks before a tool runs.
+const (
+	ModeAsk         = "ask"          // before every edit, command and MCP tool that changes things
+	ModeAcceptEdits = "accept_edits" // before commands and MCP tools
+	ModeReadOnly    = "read_only"    // never: what changes things is refused
+	ModeBypass      = "bypass"       // never: everything runs
+)
+
 // Stop reasons.
 const (
 	StopEndTurn         = "end_turn"
