@@ -33,6 +33,7 @@ import (
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/clip"
+	"acpbridge/internal/model"
 	"acpbridge/internal/store"
 )
 
@@ -44,15 +45,15 @@ const (
 	binarySniffBytes = 8 << 10
 )
 
-var exploreTools = []toolSpec{
-	{"list_directory", "List a directory's entries, sorted; directories end in /. Never asks permission.",
-		json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"directory, default the working directory"}}}`)},
-	{"find_files", "Find files whose path matches a glob (** matches any number of directories), relative to path. Skips .git and what .gitignore ignores. Never asks permission.",
-		json.RawMessage(`{"type":"object","properties":{"pattern":{"type":"string","description":"glob, e.g. **/*.go"},"path":{"type":"string","description":"directory to search, default the working directory"}},"required":["pattern"]}`)},
-	{"search_text", "Search file contents for an RE2 regular expression; results are path:line:text. Skips .git, what .gitignore ignores, and binary files. Never asks permission.",
-		json.RawMessage(`{"type":"object","properties":{"pattern":{"type":"string","description":"RE2 regular expression"},"path":{"type":"string","description":"directory or file, default the working directory"},"glob":{"type":"string","description":"only files matching this glob, e.g. *.go"},"ignore_case":{"type":"boolean"}},"required":["pattern"]}`)},
-	{"update_plan", "Record your plan for the task as a list of entries and keep it current (mark entries in_progress and completed as you go). The user sees it. Never asks permission.",
-		json.RawMessage(`{"type":"object","properties":{"entries":{"type":"array","items":{"type":"object","properties":{"content":{"type":"string"},"status":{"type":"string","enum":["pending","in_progress","completed"]},"priority":{"type":"string","enum":["high","medium","low"]}},"required":["content","status"]}}},"required":["entries"]}`)},
+var exploreTools = []model.Tool{
+	{Name: "list_directory", Description: "List a directory's entries, sorted; directories end in /. Never asks permission.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"directory, default the working directory"}}}`)},
+	{Name: "find_files", Description: "Find files whose path matches a glob (** matches any number of directories), relative to path. Skips .git and what .gitignore ignores. Never asks permission.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"pattern":{"type":"string","description":"glob, e.g. **/*.go"},"path":{"type":"string","description":"directory to search, default the working directory"}},"required":["pattern"]}`)},
+	{Name: "search_text", Description: "Search file contents for an RE2 regular expression; results are path:line:text. Skips .git, what .gitignore ignores, and binary files. Never asks permission.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"pattern":{"type":"string","description":"RE2 regular expression"},"path":{"type":"string","description":"directory or file, default the working directory"},"glob":{"type":"string","description":"only files matching this glob, e.g. *.go"},"ignore_case":{"type":"boolean"}},"required":["pattern"]}`)},
+	{Name: "update_plan", Description: "Record your plan for the task as a list of entries and keep it current (mark entries in_progress and completed as you go). The user sees it. Never asks permission.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"entries":{"type":"array","items":{"type":"object","properties":{"content":{"type":"string"},"status":{"type":"string","enum":["pending","in_progress","completed"]},"priority":{"type":"string","enum":["high","medium","low"]}},"required":["content","status"]}}},"required":["entries"]}`)},
 }
 
 // prepareExplore prepares the exploring tools; ok is false for other names.

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"acpbridge/internal/clip"
+	"acpbridge/internal/model"
 )
 
 // makeTree writes files (path → content) below dir.
@@ -93,39 +94,39 @@ func TestExplore_tools(t *testing.T) {
 // first, then old turns are left out, the current turn never; the
 // conversation itself keeps everything.
 func TestContext_fit(t *testing.T) {
-	c := &conversation{full: true}
+	c := &model.Conversation{Full: true}
 	for turn := range 20 {
-		c.add(message{role: "user", text: fmt.Sprintf("turn %d", turn)})
+		c.Add(model.Message{Role: "user", Text: fmt.Sprintf("turn %d", turn)})
 		for i := range 20 {
 			id := fmt.Sprintf("c%d_%d", turn, i)
-			c.add(message{role: "assistant", toolCalls: []toolCall{{ID: id, Name: "read_file", Input: []byte(`{"path":"a"}`)}}})
-			c.add(message{role: "tool", toolCallID: id, text: strings.Repeat("r", 2000)})
+			c.Add(model.Message{Role: "assistant", ToolCalls: []model.ToolCall{{ID: id, Name: "read_file", Input: []byte(`{"path":"a"}`)}}})
+			c.Add(model.Message{Role: "tool", ToolCallID: id, Text: strings.Repeat("r", 2000)})
 		}
 	}
-	c.add(message{role: "user", text: "now"})
-	before := len(c.msgs)
-	size := func(ms []message) (n int) {
+	c.Add(model.Message{Role: "user", Text: "now"})
+	before := len(c.Msgs)
+	size := func(ms []model.Message) (n int) {
 		for _, m := range ms {
-			n += estimate(m)
+			n += model.Estimate(m)
 		}
 		return n
 	}
-	msgs, trimmed := c.fit(50_000)
+	msgs, trimmed := c.Fit(50_000)
 	assert.True(t, trimmed)
 	assert.LessOrEqual(t, size(msgs), 50_000)
 	assert.Equal(t, before, len(msgs), "replacing tool results was enough: no turn left out")
-	assert.Equal(t, leftOut, msgs[2].text, "the oldest tool result goes first")
-	assert.Equal(t, "now", msgs[len(msgs)-1].text)
+	assert.Equal(t, model.LeftOut, msgs[2].Text, "the oldest tool result goes first")
+	assert.Equal(t, "now", msgs[len(msgs)-1].Text)
 
-	msgs, _ = c.fit(1_000)
+	msgs, _ = c.Fit(1_000)
 	assert.LessOrEqual(t, size(msgs), 1_000)
-	assert.Equal(t, "user", msgs[0].role, "whole turns are left out")
+	assert.Equal(t, "user", msgs[0].Role, "whole turns are left out")
 	assert.Less(t, len(msgs), before/10, "old turns left out")
-	assert.Equal(t, "now", msgs[len(msgs)-1].text, "the current turn kept")
-	msgs, _ = c.fit(10)
-	assert.Equal(t, []message{{role: "user", text: "now"}}, msgs, "the current turn is kept even over the budget")
-	assert.Len(t, c.msgs, before, "the conversation keeps everything")
-	assert.Equal(t, 2000, len(c.msgs[2].text))
+	assert.Equal(t, "now", msgs[len(msgs)-1].Text, "the current turn kept")
+	msgs, _ = c.Fit(10)
+	assert.Equal(t, []model.Message{{Role: "user", Text: "now"}}, msgs, "the current turn is kept even over the budget")
+	assert.Len(t, c.Msgs, before, "the conversation keeps everything")
+	assert.Equal(t, 2000, len(c.Msgs[2].Text))
 }
 
 // bigTree makes a tree of dirs × files small text files, a tenth of them

@@ -23,6 +23,7 @@ import (
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/channel"
+	"acpbridge/internal/model"
 	"acpbridge/internal/scenario"
 	"acpbridge/internal/store"
 )
@@ -117,7 +118,7 @@ func replayHarness(t *testing.T, out io.Writer) (*agent, *SessionRecord) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	a := &agent{out: channel.NewWire(strings.NewReader(""), out, 1<<20, nil), newID: counterIDs(), now: time.Now, log: log}
 	st := &store.Store{Dir: t.TempDir(), Log: log}
-	s := &SessionRecord{id: "s", created: time.Now(), conv: &conversation{}}
+	s := &SessionRecord{id: "s", created: time.Now(), conv: &model.Conversation{}}
 	s.setRoots([]string{"/"})
 	f, err := st.Create(infoOf(s))
 	require.NoError(t, err)
@@ -138,15 +139,15 @@ func FuzzReplay(f *testing.F) {
 	f.Fuzz(func(t *testing.T, fixture []byte) {
 		path := filepath.Join(t.TempDir(), "f.jsonl")
 		require.NoError(t, os.WriteFile(path, fixture, 0o644))
-		m, err := newReplayModel(path)
+		m, err := model.NewReplay(path)
 		require.NoError(t, err)
 		var out bytes.Buffer
 		a, s := replayHarness(t, &out)
-		s.conv.add(message{role: "user", text: "hello"})
+		s.conv.Add(model.Message{Role: "user", Text: "hello"})
 		for range 3 {
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 			st := &modelStream{a: a, s: s}
-			stop, err := m.complete(ctx, &modelRequest{conv: s.conv}, st)
+			stop, err := m.Complete(ctx, &model.Request{Conv: s.conv}, st)
 			cancel()
 			st.endMessage()
 			if err == nil {
@@ -183,7 +184,7 @@ func FuzzStoreLoad(f *testing.F) {
 		log = bytes.ReplaceAll(log, []byte("$CWD"), []byte("/"))
 		st := &store.Store{Dir: t.TempDir(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 		require.NoError(t, os.WriteFile(st.Path("sess_f", ".jsonl"), log, 0o600))
-		conv := &conversation{full: true}
+		conv := &model.Conversation{Full: true}
 		h, file, err := st.Open(context.Background(), "sess_f", newFeeder(conv).add)
 		if err != nil {
 			var serr *store.Error

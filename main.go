@@ -32,6 +32,7 @@ import (
 	"github.com/creachadair/jrpc2"
 
 	"acpbridge/internal/channel"
+	"acpbridge/internal/model"
 	"acpbridge/internal/scenario"
 	"acpbridge/internal/store"
 )
@@ -146,7 +147,7 @@ func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, in
 		}
 	}
 	if cfg.record != "" {
-		r, err := openRecorder(cfg.record, a.log)
+		r, err := model.OpenRecorder(cfg.record, a.log)
 		if err != nil {
 			fmt.Fprintf(stderr, "acpbridge: --record: %v\n", err)
 			return nil, nil, 2
@@ -202,7 +203,7 @@ func serve(ctx context.Context, a *agent, stdin io.Reader, stdout io.Writer, tra
 	a.shutdown()
 	a.out.Flush()
 	if a.recorder != nil {
-		a.recorder.close()
+		a.recorder.Close()
 	}
 	a.log.Debug("exiting")
 	return 0
@@ -261,16 +262,16 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*agent, config, string
 }
 
 // newModel makes the model that --model names.
-func newModel(cfg config, log *slog.Logger) (model, error) {
+func newModel(cfg config, log *slog.Logger) (model.Model, error) {
 	kind, arg, ok := strings.Cut(cfg.modelSpec, ":")
 	if !ok || arg == "" {
 		return nil, errors.New("use replay:PATH or openai:MODEL")
 	}
 	switch kind {
 	case "replay":
-		return newReplayModel(arg)
+		return model.NewReplay(arg)
 	case "openai":
-		return newOpenAIModel(cfg, arg, log)
+		return model.NewOpenAI(cfg.baseURL, cfg.models, arg, log)
 	}
 	return nil, fmt.Errorf("unknown model kind %q; use replay:PATH or openai:MODEL", kind)
 }

@@ -77,7 +77,7 @@ func TestMain_environment(t *testing.T) {
 	a, _, code := setup(nil, &bytes.Buffer{}, &bytes.Buffer{})
 	require.NotNil(t, a, "status %d", code)
 	assert.Equal(t, filepath.Join(state, "sessions"), a.store.Dir)
-	assert.Equal(t, "replay:hello.jsonl", a.model.defaultName())
+	assert.Equal(t, "replay:hello.jsonl", a.model.DefaultName())
 	assert.Equal(t, "http://localhost:1/v1", a.cfg.baseURL)
 }
 

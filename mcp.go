@@ -37,6 +37,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/model"
 )
 
 const (
@@ -450,7 +451,7 @@ func toolName(prefix, tool string) string {
 }
 
 // spec is the tool as the model sees it.
-func (t mcpTool) spec() toolSpec {
+func (t mcpTool) spec() model.Tool {
 	schema, err := json.Marshal(t.tool.InputSchema)
 	if err != nil || len(schema) == 0 || string(schema) == "null" {
 		schema = json.RawMessage(`{"type":"object"}`)
@@ -459,7 +460,7 @@ func (t mcpTool) spec() toolSpec {
 	if desc == "" && t.tool.Annotations != nil {
 		desc = t.tool.Annotations.Title
 	}
-	return toolSpec{Name: t.name, Description: desc, Parameters: schema}
+	return model.Tool{Name: t.name, Description: desc, Parameters: schema}
 }
 
 // readOnly reports whether the server marks the tool as changing nothing.

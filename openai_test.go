@@ -18,6 +18,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"acpbridge/internal/model"
 )
 
 const testKey = "sk-test-0123456789abcdef"
@@ -115,7 +117,7 @@ func (f *fakeOpenAI) count() int {
 func startOpenAI(t *testing.T, f *fakeOpenAI, args ...string) *testAgent {
 	t.Setenv("OPENAI_API_KEY", testKey)
 	ta := startAgent(t, append([]string{"--model", "openai:gpt-test", "--base-url", f.srv.URL + "/v1", "--models", "gpt-test,gpt-other"}, args...)...)
-	ta.agent.model.(*openaiModel).backoff = time.Millisecond
+	ta.agent.model.(*model.OpenAI).Backoff = time.Millisecond
 	return ta
 }
 
@@ -293,7 +295,7 @@ func TestOpenAI_retryDroppedConnection(t *testing.T) {
 func TestOpenAI_idleStream(t *testing.T) {
 	f := newFakeOpenAI(t, fakeReply{file: "text.sse", hold: true})
 	ta := startOpenAI(t, f)
-	ta.agent.model.(*openaiModel).idle = 50 * time.Millisecond
+	ta.agent.model.(*model.OpenAI).Idle = 50 * time.Millisecond
 	sid := ta.newSession()
 	_, r := ta.turnUpdates(2, sid, "hi")
 	require.NotNil(t, r.Error)
@@ -542,7 +544,7 @@ func TestOpenAI_contextBudget(t *testing.T) {
 			}
 		}
 		n, body := sentBytes(t, f.request(i))
-		assert.Less(t, n/bytesPerToken, 2000, "turn %d sent %d bytes", i, n)
+		assert.Less(t, n/model.BytesPerToken, 2000, "turn %d sent %d bytes", i, n)
 		assert.Contains(t, body, fmt.Sprintf("prompt %d:", i), "the current turn is sent whole")
 		if i >= 3 {
 			assert.NotContains(t, body, "prompt 0:", "turn %d still sends the oldest turn", i)

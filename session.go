@@ -49,6 +49,7 @@ import (
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/channel"
+	"acpbridge/internal/model"
 	"acpbridge/internal/store"
 )
 
@@ -70,9 +71,9 @@ type config struct {
 type agent struct {
 	cfg      config
 	out      *channel.Wire
-	model    model     // nil when no model is configured or it is not usable
-	modelErr error     // why --model's model is not usable, or nil
-	recorder *recorder // --record, or nil
+	model    model.Model     // nil when no model is configured or it is not usable
+	modelErr error           // why --model's model is not usable, or nil
+	recorder *model.Recorder // --record, or nil
 	store    *store.Store
 	log      *slog.Logger
 	stderr   io.Writer // where child processes' stderr goes
@@ -127,9 +128,9 @@ type SessionRecord struct {
 	created time.Time       // opener
 	updated time.Time       // a.mu
 
-	mcp  *mcpHub       // opener sets; self-locked
-	file *store.File   // opener sets; self-locked; nil only while opening
-	conv *conversation // turn: what the model is sent
+	mcp  *mcpHub             // opener sets; self-locked
+	file *store.File         // opener sets; self-locked; nil only while opening
+	conv *model.Conversation // turn: what the model is sent
 
 	budget      int    // turn: a context budget lower than --max-context-tokens, learnt from the provider, or 0
 	trimNoticed bool   // turn: the user was told that older context is left out
@@ -574,7 +575,7 @@ func (a *agent) newSession(s *SessionRecord, roots []string, specs []mcpServerSp
 	s.model = a.defaultModel()
 	s.updated = s.created
 	a.mu.Unlock()
-	s.conv = newConversation(a.model)
+	s.conv = model.NewConversation(a.model)
 	var err error
 	s.file, err = a.store.Create(infoOf(s))
 	if err == nil {
@@ -652,7 +653,7 @@ func (a *agent) openSession(ctx context.Context, s *SessionRecord, roots []strin
 // restore reads s from the store, takes its lock, and replays its history
 // when asked. The roots of the request replace the stored ones.
 func (a *agent) restore(ctx context.Context, s *SessionRecord, roots []string, replay bool) error {
-	conv := newConversation(a.model)
+	conv := model.NewConversation(a.model)
 	feed := newFeeder(conv)
 	hist, f, err := a.store.Open(ctx, s.id, feed.add)
 	if err != nil {
@@ -663,14 +664,14 @@ func (a *agent) restore(ctx context.Context, s *SessionRecord, roots []string, r
 	s.file = f
 	s.setRoots(roots)
 	s.created = hist.Created
-	if rm, ok := a.model.(*replayModel); ok {
+	if rm, ok := a.model.(*model.Replay); ok {
 		// Replay is positional per session: continue where it stopped.
-		if err := rm.advanceTo(hist.ReplayPos); err != nil {
+		if err := rm.AdvanceTo(hist.ReplayPos); err != nil {
 			a.log.Warn("the replay fixture cannot continue where the session stopped", "session", s.id, "entry", hist.ReplayPos+1, "err", err)
 		}
 	}
 	model := a.defaultModel()
-	if hist.Model != "" && a.model != nil && slices.Contains(a.model.models(), hist.Model) {
+	if hist.Model != "" && a.model != nil && slices.Contains(a.model.Models(), hist.Model) {
 		model = hist.Model
 	}
 	a.mu.Lock()
@@ -1108,7 +1109,7 @@ func (a *agent) defaultModel() string {
 	if a.model == nil {
 		return ""
 	}
-	return a.model.defaultName()
+	return a.model.DefaultName()
 }
 
 // configOptions lists the session's config options with current values.
@@ -1124,7 +1125,7 @@ func (a *agent) configOptions(mode, model string) []acp.ConfigOption {
 	}}
 	if a.model != nil {
 		var models []acp.SelectOption
-		for _, m := range a.model.models() {
+		for _, m := range a.model.Models() {
 			models = append(models, acp.SelectOption{Value: m, Name: m})
 		}
 		opts = append(opts, acp.ConfigOption{
@@ -1189,12 +1190,12 @@ func (a *agent) changeSetting(id, field string, rec store.Record, result any) ti
 		return fail(a.errNotLive(id))
 	case rec.Mode != "" && !slices.ContainsFunc(sessionModes, func(m acp.SessionMode) bool { return m.ID == rec.Mode }):
 		return fail(acp.InvalidParams(field, "unknown mode %q; the modes are ask, accept_edits, read_only and bypass", rec.Mode))
-	case rec.Mode == "" && (a.model == nil || !slices.Contains(a.model.models(), rec.Model)):
+	case rec.Mode == "" && (a.model == nil || !slices.Contains(a.model.Models(), rec.Model)):
 		// A live session has its options listed, so the model list is known:
 		// models() does not wait on the server here.
 		var names []string
 		if a.model != nil {
-			names = a.model.models()
+			names = a.model.Models()
 		}
 		return fail(acp.InvalidParams(field, "unknown model %q; the models are %s", rec.Model, strings.Join(names, ", ")))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/model"
 	"acpbridge/internal/store"
 )
 
@@ -170,20 +171,20 @@ func TestStore_feedConversation(t *testing.T) {
 		{Type: store.RecUser, Blocks: text("build it")},
 		{Type: store.RecToolCall, Call: call2},
 	}
-	c := &conversation{full: true}
+	c := &model.Conversation{Full: true}
 	f := newFeeder(c)
 	for _, r := range records {
 		f.add(r)
 	}
 	f.finish()
 	var got []string
-	for _, m := range c.msgs {
-		s := m.role + ":" + m.text
-		for _, tc := range m.toolCalls {
+	for _, m := range c.Msgs {
+		s := m.Role + ":" + m.Text
+		for _, tc := range m.ToolCalls {
 			s += " [" + tc.ID + "]"
 		}
-		if m.toolCallID != "" {
-			s += " (" + m.toolCallID + ")"
+		if m.ToolCallID != "" {
+			s += " (" + m.ToolCallID + ")"
 		}
 		got = append(got, s)
 	}

@@ -28,25 +28,19 @@ import (
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/clip"
+	"acpbridge/internal/model"
 	"acpbridge/internal/store"
 )
 
-// toolSpec is a tool as the model sees it.
-type toolSpec struct {
-	Name        string
-	Description string
-	Parameters  json.RawMessage // JSON Schema of the input
-}
-
-var builtinTools = []toolSpec{
-	{"read_file", "Read a text file, at most 2,000 lines a call (line and limit read a part). Relative paths are resolved against the session's working directory.",
-		json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"file path"},"line":{"type":"integer","description":"first line to read, 1-based"},"limit":{"type":"integer","description":"most lines to read"}},"required":["path"]}`)},
-	{"write_file", "Create or overwrite a text file with the given content.",
-		json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"]}`)},
-	{"edit_file", "Replace old_text with new_text in a file; old_text must occur exactly once.",
-		json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"old_text":{"type":"string"},"new_text":{"type":"string"}},"required":["path","old_text","new_text"]}`)},
-	{"run_command", "Run a shell command line (sh -c) and return its exit status and output.",
-		json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"},"cwd":{"type":"string","description":"working directory, default the session's"},"timeout_ms":{"type":"integer","description":"default 120000"}},"required":["command"]}`)},
+var builtinTools = []model.Tool{
+	{Name: "read_file", Description: "Read a text file, at most 2,000 lines a call (line and limit read a part). Relative paths are resolved against the session's working directory.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"file path"},"line":{"type":"integer","description":"first line to read, 1-based"},"limit":{"type":"integer","description":"most lines to read"}},"required":["path"]}`)},
+	{Name: "write_file", Description: "Create or overwrite a text file with the given content.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"]}`)},
+	{Name: "edit_file", Description: "Replace old_text with new_text in a file; old_text must occur exactly once.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"old_text":{"type":"string"},"new_text":{"type":"string"}},"required":["path","old_text","new_text"]}`)},
+	{Name: "run_command", Description: "Run a shell command line (sh -c) and return its exit status and output.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"},"cwd":{"type":"string","description":"working directory, default the session's"},"timeout_ms":{"type":"integer","description":"default 120000"}},"required":["command"]}`)},
 }
 
 // allBuiltinTools is what the model is offered before any MCP tool.
@@ -86,7 +80,7 @@ func failure(format string, args ...any) outcome {
 
 // prepared is a tool call ready to announce.
 type prepared struct {
-	call      toolCall
+	call      model.ToolCall
 	id        string // the ACP toolCallId
 	title     string
 	kind      string
@@ -99,17 +93,17 @@ type prepared struct {
 // runTools runs the model's tool calls in order. When it stops early, each
 // call still gets a result in the conversation: the model's next request
 // must answer every tool call it made, or servers reject it.
-func (a *agent) runTools(ctx context.Context, s *SessionRecord, calls []toolCall) error {
+func (a *agent) runTools(ctx context.Context, s *SessionRecord, calls []model.ToolCall) error {
 	for i, c := range calls {
 		if err := a.runTool(ctx, s, c); err != nil {
-			s.conv.answerUnrun(calls[i:], "the turn was cancelled")
+			s.conv.AnswerUnrun(calls[i:], "the turn was cancelled")
 			return err
 		}
 	}
 	return nil
 }
 
-func (a *agent) runTool(ctx context.Context, s *SessionRecord, c toolCall) error {
+func (a *agent) runTool(ctx context.Context, s *SessionRecord, c model.ToolCall) error {
 	p := a.prepare(s, c)
 	p.id = a.newID("call")
 	var locs json.RawMessage
@@ -154,7 +148,7 @@ func (a *agent) runTool(ctx context.Context, s *SessionRecord, c toolCall) error
 	if err != nil {
 		return err
 	}
-	s.conv.add(message{role: "tool", toolCallID: c.ID, text: out.result})
+	s.conv.Add(model.Message{Role: "tool", ToolCallID: c.ID, Text: out.result})
 	if a.stopped(ctx) {
 		return errTurnCancelled
 	}
@@ -310,7 +304,7 @@ func (a *agent) call(ctx context.Context, s *SessionRecord, method string, param
 }
 
 // prepare decodes a call's input and resolves what it touches.
-func (a *agent) prepare(s *SessionRecord, c toolCall) *prepared {
+func (a *agent) prepare(s *SessionRecord, c model.ToolCall) *prepared {
 	p := &prepared{call: c, kind: "other", title: c.Name, perm: permExecute}
 	fail := func(format string, args ...any) *prepared {
 		o := failure(format, args...)
@@ -463,10 +457,10 @@ func (a *agent) prepare(s *SessionRecord, c toolCall) *prepared {
 
 // tools is what the model is offered: the built-in tools, then the MCP
 // servers' tools.
-func (a *agent) tools(s *SessionRecord) []toolSpec {
+func (a *agent) tools(s *SessionRecord) []model.Tool {
 	specs := allBuiltinTools
 	if mt := s.mcp.tools(); len(mt) > 0 {
-		specs = append(slices.Clip(specs), make([]toolSpec, 0, len(mt))...)
+		specs = append(slices.Clip(specs), make([]model.Tool, 0, len(mt))...)
 		for _, t := range mt {
 			specs = append(specs, t.spec())
 		}

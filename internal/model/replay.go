@@ -6,7 +6,7 @@
 // one at a time, so an entry of any length streams in constant memory.
 // `expect` is checked where it stands in the line: before any chunk when it
 // comes first, as --record writes it.
-package main
+package model
 
 import (
 	"bufio"
@@ -29,7 +29,7 @@ import (
 	"acpbridge/internal/clip"
 )
 
-type replayModel struct {
+type Replay struct {
 	path string
 
 	mu     sync.Mutex // protects the fields below
@@ -40,15 +40,15 @@ type replayModel struct {
 }
 
 // replayChunk is one element of an entry's chunks: exactly one key is set.
-type replayChunk struct {
+type Chunk struct {
 	Text     *string   `json:"text,omitempty"`
 	Thought  *string   `json:"thought,omitempty"`
-	ToolCall *toolCall `json:"toolCall,omitempty"`
-	Usage    *usage    `json:"usage,omitempty"`
+	ToolCall *ToolCall `json:"toolCall,omitempty"`
+	Usage    *Usage    `json:"usage,omitempty"`
 	DelayMs  *int64    `json:"delayMs,omitempty"`
 }
 
-func newReplayModel(path string) (*replayModel, error) {
+func NewReplay(path string) (*Replay, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		where := ""
@@ -64,25 +64,25 @@ func newReplayModel(path string) (*replayModel, error) {
 	if fi.IsDir() {
 		return nil, fmt.Errorf("replay fixture %s is a directory; give a .jsonl file", path)
 	}
-	return &replayModel{path: path}, nil
+	return &Replay{path: path}, nil
 }
 
-func (m *replayModel) needsHistory() bool  { return false }
-func (m *replayModel) models() []string    { return []string{m.defaultName()} }
-func (m *replayModel) defaultName() string { return "replay:" + filepath.Base(m.path) }
+func (m *Replay) NeedsHistory() bool  { return false }
+func (m *Replay) Models() []string    { return []string{m.DefaultName()} }
+func (m *Replay) DefaultName() string { return "replay:" + filepath.Base(m.path) }
 
-func (m *replayModel) complete(ctx context.Context, req *modelRequest, out *modelStream) (string, error) {
+func (m *Replay) Complete(ctx context.Context, req *Request, out Sink) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.openLocked(); err != nil {
-		return "", modelError("replay fixture: %v", err)
+		return "", Errorf("replay fixture: %v", err)
 	}
 	if err := m.skipToEntry(); err != nil {
 		if errors.Is(err, io.EOF) {
-			return "", modelError("replay fixture %s has %s, and this model call asked for entry %d; record the conversation again (--record) or add an entry",
+			return "", Errorf("replay fixture %s has %s, and this model call asked for entry %d; record the conversation again (--record) or add an entry",
 				m.path, plural(m.served, "entry", "entries"), m.served+1)
 		}
-		return "", modelError("replay fixture %s: %v", m.path, err)
+		return "", Errorf("replay fixture %s: %v", m.path, err)
 	}
 	m.line++
 	m.served++
@@ -93,13 +93,13 @@ func (m *replayModel) complete(ctx context.Context, req *modelRequest, out *mode
 		if rerr := (*jrpc2.Error)(nil); errors.As(err, &rerr) {
 			return "", err
 		}
-		return "", modelError("replay fixture %s line %d: %v", m.path, m.line, err)
+		return "", Errorf("replay fixture %s line %d: %v", m.path, m.line, err)
 	}
 	return stop, err
 }
 
 // position is how many entries have been served.
-func (m *replayModel) position() int {
+func (m *Replay) Position() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.served
@@ -108,7 +108,7 @@ func (m *replayModel) position() int {
 // advanceTo skips entries until n have been served: a session loaded in a
 // new process continues the fixture where it stopped. Within one process
 // the fixture only moves forward.
-func (m *replayModel) advanceTo(n int) error {
+func (m *Replay) AdvanceTo(n int) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.openLocked(); err != nil {
@@ -131,7 +131,7 @@ func (m *replayModel) advanceTo(n int) error {
 	return nil
 }
 
-func (m *replayModel) openLocked() error {
+func (m *Replay) openLocked() error {
 	if m.r != nil {
 		return nil
 	}
@@ -144,7 +144,7 @@ func (m *replayModel) openLocked() error {
 }
 
 // skipToEntry consumes blank and comment lines up to the next entry.
-func (m *replayModel) skipToEntry() error {
+func (m *Replay) skipToEntry() error {
 	for {
 		i := 0
 		for {
@@ -174,7 +174,7 @@ func (m *replayModel) skipToEntry() error {
 }
 
 // entry streams one entry.
-func (m *replayModel) entry(ctx context.Context, dec *json.Decoder, req *modelRequest, out *modelStream) (string, error) {
+func (m *Replay) entry(ctx context.Context, dec *json.Decoder, req *Request, out Sink) (string, error) {
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return "", fmt.Errorf("an entry must be a JSON object")
 	}
@@ -191,9 +191,9 @@ func (m *replayModel) entry(ctx context.Context, dec *json.Decoder, req *modelRe
 			if err := dec.Decode(&want); err != nil {
 				return "", fmt.Errorf("expect: %v", err)
 			}
-			want = fromPlaceholders(want, req.roots)
-			if got := req.conv.newest(); !strings.Contains(got, want) {
-				return "", modelError(
+			want = fromPlaceholders(want, req.Roots)
+			if got := req.Conv.Newest(); !strings.Contains(got, want) {
+				return "", Errorf(
 					"replay fixture %s line %d (entry %d) expected the newest message to contain %q, but it was %q; the conversation has diverged from the recording",
 					m.path, m.line, m.served, want, clip.Marked(got, 400))
 			}
@@ -221,7 +221,7 @@ func (m *replayModel) entry(ctx context.Context, dec *json.Decoder, req *modelRe
 		}
 	}
 	if failure != "" {
-		return "", modelError("model call failed: %s (replayed from %s line %d)", failure, m.path, m.line)
+		return "", Errorf("model call failed: %s (replayed from %s line %d)", failure, m.path, m.line)
 	}
 	if stop == "" {
 		stop = acp.StopEndTurn
@@ -233,7 +233,7 @@ func (m *replayModel) entry(ctx context.Context, dec *json.Decoder, req *modelRe
 }
 
 // chunks streams the chunks array and reports whether it held a tool call.
-func (m *replayModel) chunks(ctx context.Context, dec *json.Decoder, out *modelStream) (int, bool, error) {
+func (m *Replay) chunks(ctx context.Context, dec *json.Decoder, out Sink) (int, bool, error) {
 	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
 		return 0, false, fmt.Errorf("chunks must be an array")
 	}
@@ -243,7 +243,7 @@ func (m *replayModel) chunks(ctx context.Context, dec *json.Decoder, out *modelS
 		if ctx.Err() != nil {
 			return n, call, ctx.Err()
 		}
-		var c replayChunk
+		var c Chunk
 		if err := dec.Decode(&c); err != nil {
 			return n, call, err
 		}
@@ -259,9 +259,9 @@ func (m *replayModel) chunks(ctx context.Context, dec *json.Decoder, out *modelS
 		var err error
 		switch {
 		case c.Text != nil:
-			err = out.textChunk(*c.Text)
+			err = out.TextChunk(*c.Text)
 		case c.Thought != nil:
-			err = out.thoughtChunk(*c.Thought)
+			err = out.ThoughtChunk(*c.Thought)
 		case c.ToolCall != nil:
 			if c.ToolCall.ID == "" || c.ToolCall.Name == "" {
 				return n, call, fmt.Errorf("toolCall needs id and name")
@@ -270,9 +270,9 @@ func (m *replayModel) chunks(ctx context.Context, dec *json.Decoder, out *modelS
 				c.ToolCall.Input = json.RawMessage("{}")
 			}
 			call = true
-			out.toolCall(*c.ToolCall)
+			out.ToolCall(*c.ToolCall)
 		case c.Usage != nil:
-			out.addUsage(*c.Usage)
+			out.AddUsage(*c.Usage)
 		case c.DelayMs != nil:
 			err = sleep(ctx, out, time.Duration(*c.DelayMs)*time.Millisecond)
 		}
@@ -285,8 +285,8 @@ func (m *replayModel) chunks(ctx context.Context, dec *json.Decoder, out *modelS
 }
 
 // sleep flushes the stream and waits for d or for ctx to end.
-func sleep(ctx context.Context, out *modelStream, d time.Duration) error {
-	if err := out.pause(); err != nil {
+func sleep(ctx context.Context, out Sink, d time.Duration) error {
+	if err := out.Pause(); err != nil {
 		return err
 	}
 	t := time.NewTimer(d)
@@ -378,7 +378,7 @@ func fromPlaceholders(text string, roots []string) string {
 
 // recordedExpect is what --record writes as an entry's expect: the newest
 // message's start, roots as placeholders, never a placeholder cut in two.
-func recordedExpect(newest string, roots []string) string {
+func RecordedExpect(newest string, roots []string) string {
 	e := clip.Cut(toPlaceholders(newest, roots), 200)
 	if i := strings.LastIndexByte(e, '{'); i >= 0 && !strings.Contains(e[i:], "}") {
 		e = e[:i]

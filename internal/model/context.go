@@ -8,61 +8,61 @@
 // prompt and the current turn never are. A provider's own context-length
 // error lowers the budget below what was sent and the call is made again,
 // once.
-package main
+package model
 
 import "strings"
 
 // bytesPerToken is the estimate of a token's size.
-const bytesPerToken = 4
+const BytesPerToken = 4
 
 // leftOut replaces a tool result the budget leaves out.
-const leftOut = "[This tool result was left out to fit the model's context window; run the tool again if you need it.]"
+const LeftOut = "[This tool result was left out to fit the model's context window; run the tool again if you need it.]"
 
 // estimate is a message's size in tokens.
-func estimate(m message) int {
-	n := len(m.text) + 16
-	for _, tc := range m.toolCalls {
+func Estimate(m Message) int {
+	n := len(m.Text) + 16
+	for _, tc := range m.ToolCalls {
 		n += len(tc.Name) + len(tc.Input) + 16
 	}
-	return n / bytesPerToken
+	return n / BytesPerToken
 }
 
 // fit returns the messages to send within budget tokens (the system prompt
 // and the tools not counted), and whether anything was left out. The
 // conversation itself is not changed.
-func (c *conversation) fit(budget int) ([]message, bool) {
+func (c *Conversation) Fit(budget int) ([]Message, bool) {
 	total := 0
-	for _, m := range c.msgs {
-		total += estimate(m)
+	for _, m := range c.Msgs {
+		total += Estimate(m)
 	}
 	if total <= budget {
-		return c.msgs, false
+		return c.Msgs, false
 	}
 	// The current turn begins at the newest user message.
 	current := 0
-	for i := len(c.msgs) - 1; i >= 0; i-- {
-		if c.msgs[i].role == "user" {
+	for i := len(c.Msgs) - 1; i >= 0; i-- {
+		if c.Msgs[i].Role == "user" {
 			current = i
 			break
 		}
 	}
-	msgs := append([]message(nil), c.msgs...)
-	note := message{text: leftOut}
+	msgs := append([]Message(nil), c.Msgs...)
+	note := Message{Text: LeftOut}
 	for i := 0; i < current && total > budget; i++ {
-		if m := msgs[i]; m.role == "tool" && len(m.text) > len(leftOut) {
-			total -= estimate(m) - estimate(note)
-			msgs[i].text = leftOut
+		if m := msgs[i]; m.Role == "tool" && len(m.Text) > len(LeftOut) {
+			total -= Estimate(m) - Estimate(note)
+			msgs[i].Text = LeftOut
 		}
 	}
 	// Then whole turns, oldest first: from one user message to the next.
 	start := 0
 	for start < current && total > budget {
 		end := start + 1
-		for end < current && msgs[end].role != "user" {
+		for end < current && msgs[end].Role != "user" {
 			end++
 		}
 		for _, m := range msgs[start:end] {
-			total -= estimate(m)
+			total -= Estimate(m)
 		}
 		start = end
 	}
@@ -72,7 +72,7 @@ func (c *conversation) fit(budget int) ([]message, bool) {
 // contextTooLong reports whether a model error says the request was over
 // the model's context window (OpenAI, vLLM, llama.cpp and Ollama word it
 // in these ways).
-func contextTooLong(err error) bool {
+func ContextTooLong(err error) bool {
 	if err == nil {
 		return false
 	}

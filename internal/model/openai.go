@@ -12,7 +12,7 @@
 //   - The stream is flushed to the client whenever the body has nothing
 //     buffered, that is when the next read would wait for the network.
 //   - Cancelling the turn closes the request at once.
-package main
+package model
 
 import (
 	"bufio"
@@ -44,25 +44,25 @@ const (
 	openaiModelsTimeout = 1500 * time.Millisecond
 )
 
-type openaiModel struct {
+type OpenAI struct {
 	base     string // the endpoint, without a trailing slash
 	shown    string // the endpoint as errors show it: no credentials, no query
 	key      string
 	client   *http.Client
 	log      *slog.Logger
 	listed   []string      // --models
-	backoff  time.Duration // the first retry's base delay
-	idle     time.Duration
+	Backoff  time.Duration // the first retry's base delay
+	Idle     time.Duration
 	maxRetry time.Duration // the longest Retry-After honoured
 	model    string        // --model's: what a new session starts on
 
 	available func() []string // from --models or GET /models, asked once
 }
 
-func newOpenAIModel(cfg config, name string, log *slog.Logger) (*openaiModel, error) {
-	u, err := url.Parse(cfg.baseURL)
+func NewOpenAI(baseURL string, models []string, name string, log *slog.Logger) (*OpenAI, error) {
+	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--base-url %q is not an http or https URL", cfg.baseURL)
+		return nil, fmt.Errorf("--base-url %q is not an http or https URL", baseURL)
 	}
 	shown := *u
 	shown.User, shown.RawQuery, shown.Fragment = nil, "", ""
@@ -74,15 +74,15 @@ func newOpenAIModel(cfg config, name string, log *slog.Logger) (*openaiModel, er
 		IdleConnTimeout:       90 * time.Second,
 		ForceAttemptHTTP2:     true,
 	}
-	m := &openaiModel{
-		base:     strings.TrimSuffix(cfg.baseURL, "/"),
+	m := &OpenAI{
+		base:     strings.TrimSuffix(baseURL, "/"),
 		shown:    strings.TrimSuffix(shown.String(), "/"),
 		key:      os.Getenv("OPENAI_API_KEY"),
 		client:   &http.Client{Transport: transport},
 		log:      log,
-		listed:   cfg.models,
-		backoff:  500 * time.Millisecond,
-		idle:     openaiIdleTimeout,
+		listed:   models,
+		Backoff:  500 * time.Millisecond,
+		Idle:     openaiIdleTimeout,
 		maxRetry: time.Minute,
 		model:    name,
 	}
@@ -90,18 +90,18 @@ func newOpenAIModel(cfg config, name string, log *slog.Logger) (*openaiModel, er
 	return m, nil
 }
 
-func (m *openaiModel) needsHistory() bool { return true }
+func (m *OpenAI) NeedsHistory() bool { return true }
 
-func (m *openaiModel) defaultName() string { return m.model }
+func (m *OpenAI) DefaultName() string { return m.model }
 
 // models lists the models that can be chosen: --models, else the server's
 // GET /models (asked once, with a short timeout), else the default one.
 // The first caller asks; callers meanwhile wait for that answer, holding no
 // lock of the agent's.
-func (m *openaiModel) models() []string { return m.available() }
+func (m *OpenAI) Models() []string { return m.available() }
 
 // listModels makes the list models returns.
-func (m *openaiModel) listModels() []string {
+func (m *OpenAI) listModels() []string {
 	if len(m.listed) > 0 {
 		if !slices.Contains(m.listed, m.model) {
 			return append([]string{m.model}, m.listed...)
@@ -122,7 +122,7 @@ func (m *openaiModel) listModels() []string {
 	return ids
 }
 
-func (m *openaiModel) fetchModels() ([]string, error) {
+func (m *OpenAI) fetchModels() ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), openaiModelsTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.base+"/models", nil)
@@ -154,21 +154,21 @@ func (m *openaiModel) fetchModels() ([]string, error) {
 	return ids, nil
 }
 
-func (m *openaiModel) authorize(req *http.Request) {
+func (m *OpenAI) authorize(req *http.Request) {
 	if m.key != "" {
 		req.Header.Set("Authorization", "Bearer "+m.key)
 	}
 }
 
 // redact removes the key from a text a user will see.
-func (m *openaiModel) redact(s string) string {
+func (m *OpenAI) redact(s string) string {
 	if m.key == "" {
 		return s
 	}
 	return strings.ReplaceAll(s, m.key, "[OPENAI_API_KEY]")
 }
 
-func (m *openaiModel) redactErr(err error) error { return errors.New(m.redact(err.Error())) }
+func (m *OpenAI) redactErr(err error) error { return errors.New(m.redact(err.Error())) }
 
 // --- the request ---
 
@@ -220,15 +220,15 @@ For a task of several steps, record a plan with update_plan and keep it current 
 `
 
 // systemPrompt tells the model where it works and how.
-func systemPrompt(req *modelRequest) string {
+func SystemPrompt(req *Request) string {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "You are acpbridge, a coding agent working in %s for a user in their editor.\n", req.cwd)
-	if len(req.roots) > 1 {
-		fmt.Fprintf(&sb, "You may also use these directories: %s.\n", strings.Join(req.roots[1:], ", "))
+	fmt.Fprintf(&sb, "You are acpbridge, a coding agent working in %s for a user in their editor.\n", req.Cwd)
+	if len(req.Roots) > 1 {
+		fmt.Fprintf(&sb, "You may also use these directories: %s.\n", strings.Join(req.Roots[1:], ", "))
 	}
 	sb.WriteString("Use the tools to read, write and edit files and to run commands; relative paths are relative to the working directory, and nothing outside these directories can be touched.\n")
 	sb.WriteString(toolGuide)
-	switch req.mode {
+	switch req.Mode {
 	case acp.ModeAsk:
 		sb.WriteString("The user approves every edit and command before it runs; a rejected call means: do not try it again, ask or do something else.\n")
 	case acp.ModeAcceptEdits:
@@ -242,31 +242,31 @@ func systemPrompt(req *modelRequest) string {
 	return sb.String()
 }
 
-func (m *openaiModel) request(req *modelRequest) chatRequest {
-	sys := systemPrompt(req)
+func (m *OpenAI) request(req *Request) chatRequest {
+	sys := SystemPrompt(req)
 	msgs := []chatMessage{{Role: "system", Content: &sys}}
-	sent := req.msgs
+	sent := req.Msgs
 	if sent == nil {
-		sent = req.conv.msgs
+		sent = req.Conv.Msgs
 	}
 	for _, msg := range sent {
-		cm := chatMessage{Role: msg.role}
-		if msg.text != "" || len(msg.toolCalls) == 0 {
-			text := msg.text
+		cm := chatMessage{Role: msg.Role}
+		if msg.Text != "" || len(msg.ToolCalls) == 0 {
+			text := msg.Text
 			cm.Content = &text
 		}
-		for _, tc := range msg.toolCalls {
+		for _, tc := range msg.ToolCalls {
 			cm.ToolCalls = append(cm.ToolCalls, chatToolCall{ID: tc.ID, Type: "function",
 				Function: chatFunction{Name: tc.Name, Arguments: argumentsOf(tc.Input)}})
 		}
-		cm.ToolCallID = msg.toolCallID
+		cm.ToolCallID = msg.ToolCallID
 		msgs = append(msgs, cm)
 	}
-	tools := make([]chatTool, len(req.tools))
-	for i, t := range req.tools {
+	tools := make([]chatTool, len(req.Tools))
+	for i, t := range req.Tools {
 		tools[i] = chatTool{Type: "function", Function: chatToolDetails{Name: t.Name, Description: t.Description, Parameters: t.Parameters}}
 	}
-	return chatRequest{Model: req.model, Stream: true, StreamOptions: streamOptions{IncludeUsage: true}, Messages: msgs, Tools: tools}
+	return chatRequest{Model: req.Model, Stream: true, StreamOptions: streamOptions{IncludeUsage: true}, Messages: msgs, Tools: tools}
 }
 
 // argumentsOf gives a tool call's input back as the model wrote it: the
@@ -281,8 +281,8 @@ func argumentsOf(input json.RawMessage) string {
 
 // --- the call ---
 
-func (m *openaiModel) complete(ctx context.Context, req *modelRequest, out *modelStream) (string, error) {
-	if err := out.pause(); err != nil { // what is buffered shows while the model thinks
+func (m *OpenAI) Complete(ctx context.Context, req *Request, out Sink) (string, error) {
+	if err := out.Pause(); err != nil { // what is buffered shows while the model thinks
 		return "", err
 	}
 	body, err := acp.Marshal(m.request(req))
@@ -303,7 +303,7 @@ func (m *openaiModel) complete(ctx context.Context, req *modelRequest, out *mode
 				}
 				continue
 			}
-			return "", modelError("could not reach the model at %s after %d attempts: %v; check --base-url and that the server is running", endpoint, attempt+1, err)
+			return "", Errorf("could not reach the model at %s after %d attempts: %v; check --base-url and that the server is running", endpoint, attempt+1, err)
 		}
 		if resp.StatusCode == http.StatusOK {
 			return m.stream(ctx, resp, out, endpoint)
@@ -318,7 +318,7 @@ func (m *openaiModel) complete(ctx context.Context, req *modelRequest, out *mode
 			}
 			continue
 		}
-		return "", modelError("the model endpoint %s answered %s: %s%s", endpoint, resp.Status, msg, hint(resp.StatusCode, attempt+1))
+		return "", Errorf("the model endpoint %s answered %s: %s%s", endpoint, resp.Status, msg, hint(resp.StatusCode, attempt+1))
 	}
 }
 
@@ -335,7 +335,7 @@ func hint(status, attempts int) string {
 	return ""
 }
 
-func (m *openaiModel) post(ctx context.Context, body []byte) (*http.Response, error) {
+func (m *OpenAI) post(ctx context.Context, body []byte) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.base+"/chat/completions", bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -352,8 +352,8 @@ func (m *openaiModel) post(ctx context.Context, body []byte) (*http.Response, er
 
 // wait sleeps before a retry: Retry-After when the server gave one (up to
 // maxRetry), else an exponential backoff with full jitter.
-func (m *openaiModel) wait(ctx context.Context, attempt int, retryAfter string) error {
-	d := time.Duration(rand.Int64N(int64(m.backoff<<attempt) + 1))
+func (m *OpenAI) wait(ctx context.Context, attempt int, retryAfter string) error {
+	d := time.Duration(rand.Int64N(int64(m.Backoff<<attempt) + 1))
 	if secs, err := strconv.Atoi(strings.TrimSpace(retryAfter)); err == nil && secs >= 0 {
 		d = time.Duration(secs) * time.Second
 	} else if t, err := http.ParseTime(retryAfter); err == nil {
@@ -371,7 +371,7 @@ func (m *openaiModel) wait(ctx context.Context, attempt int, retryAfter string) 
 }
 
 // errorMessage is the server's own message from an error body.
-func (m *openaiModel) errorMessage(resp *http.Response) string {
+func (m *OpenAI) errorMessage(resp *http.Response) string {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var e struct {
 		Error json.RawMessage `json:"error"`
@@ -433,12 +433,12 @@ type pendingCall struct {
 var errStalled = errors.New("the model stream sent nothing")
 
 // stream reads a server-sent event stream into out.
-func (m *openaiModel) stream(ctx context.Context, resp *http.Response, out *modelStream, endpoint string) (string, error) {
+func (m *OpenAI) stream(ctx context.Context, resp *http.Response, out Sink, endpoint string) (string, error) {
 	defer resp.Body.Close()
 	// A stream that stays silent longer than idle is closed.
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	timer := time.AfterFunc(m.idle, func() { cancel(errStalled); resp.Body.Close() })
+	timer := time.AfterFunc(m.Idle, func() { cancel(errStalled); resp.Body.Close() })
 	defer timer.Stop()
 
 	br := bufio.NewReaderSize(resp.Body, 32<<10)
@@ -446,11 +446,11 @@ func (m *openaiModel) stream(ctx context.Context, resp *http.Response, out *mode
 	finish := ""
 	done, sawDone := false, false
 	fail := func(format string, args ...any) (string, error) {
-		return "", modelError("the model stream from %s failed: %s; what streamed before is kept in the session", endpoint, fmt.Sprintf(format, args...))
+		return "", Errorf("the model stream from %s failed: %s; what streamed before is kept in the session", endpoint, fmt.Sprintf(format, args...))
 	}
 	for !done {
 		if br.Buffered() == 0 {
-			if err := out.pause(); err != nil {
+			if err := out.Pause(); err != nil {
 				return "", err
 			}
 		}
@@ -460,12 +460,12 @@ func (m *openaiModel) stream(ctx context.Context, resp *http.Response, out *mode
 			more, err = br.ReadSlice('\n')
 			line = append(append([]byte(nil), line...), more...)
 		}
-		timer.Reset(m.idle)
+		timer.Reset(m.Idle)
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
 		if context.Cause(rctx) == errStalled {
-			return fail("nothing arrived for %v", m.idle)
+			return fail("nothing arrived for %v", m.Idle)
 		}
 		data, isData := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:"))
 		if isData {
@@ -493,7 +493,7 @@ func (m *openaiModel) stream(ctx context.Context, resp *http.Response, out *mode
 		if c.id == "" {
 			c.id = fmt.Sprintf("call_%d", i) // some servers send none; the result must name one
 		}
-		out.toolCall(toolCall{ID: c.id, Name: c.name, Input: json.RawMessage(c.args.String())})
+		out.ToolCall(ToolCall{ID: c.id, Name: c.name, Input: json.RawMessage(c.args.String())})
 	}
 	switch finish {
 	case "length":
@@ -531,7 +531,7 @@ func (t *toolDeltas) slot(index *int, id string) *pendingCall {
 }
 
 // event applies one streamed event.
-func (m *openaiModel) event(data []byte, out *modelStream, calls *toolDeltas, finish *string) error {
+func (m *OpenAI) event(data []byte, out Sink, calls *toolDeltas, finish *string) error {
 	var c chatChunk
 	if err := json.Unmarshal(data, &c); err != nil {
 		return fmt.Errorf("an event is not JSON: %s", clip.Marked(string(data), 200))
@@ -549,19 +549,19 @@ func (m *openaiModel) event(data []byte, out *modelStream, calls *toolDeltas, fi
 		return fmt.Errorf("the server reported: %s", m.redact(msg))
 	}
 	if c.Usage != nil {
-		out.addUsage(usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens})
+		out.AddUsage(Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens})
 	}
 	for _, ch := range c.Choices {
 		d := ch.Delta
 		for _, r := range []*string{d.ReasoningContent, d.Reasoning} {
 			if r != nil {
-				if err := out.thoughtChunk(*r); err != nil {
+				if err := out.ThoughtChunk(*r); err != nil {
 					return err
 				}
 			}
 		}
 		if d.Content != nil {
-			if err := out.textChunk(*d.Content); err != nil {
+			if err := out.TextChunk(*d.Content); err != nil {
 				return err
 			}
 		}

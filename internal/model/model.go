@@ -1,0 +1,199 @@
+// model.go holds what a model is given and gives: the Model interface,
+// the request, the conversation, the Sink its output streams into, and the
+// recorder that writes a model's responses as a replay fixture (--record).
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+
+	"github.com/creachadair/jrpc2"
+
+	"acpbridge/internal/acp"
+)
+
+// model is a source of model responses: the replay fixture or an
+// OpenAI-compatible endpoint.
+type Model interface {
+	// complete makes one model call on req and streams its output into out.
+	// It returns the stop reason: end_turn, tool_use, max_tokens or refusal.
+	Complete(ctx context.Context, req *Request, out Sink) (string, error)
+	// NeedsHistory says whether the model reads the conversation. The replay
+	// model does not, so a turn need not keep what streamed in memory.
+	NeedsHistory() bool
+	// models lists the model names a session may choose; it may ask the
+	// server once, so call it without the agent's lock held.
+	Models() []string
+	// defaultName is the model a new session starts on.
+	DefaultName() string
+}
+
+// modelRequest is what one model call is given.
+type Request struct {
+	Model string // the session's chosen model
+	Conv  *Conversation
+	Msgs  []Message // what to send of conv, within the context budget
+	Tools []Tool
+	Cwd   string
+	Roots []string
+	Mode  string
+}
+
+// message is one entry of the conversation the model is sent.
+type Message struct {
+	Role       string // "user", "assistant" or "tool"
+	Text       string
+	ToolCalls  []ToolCall // assistant
+	ToolCallID string     // tool: the model's id of the call answered
+}
+
+// toolCall is a tool call as the model made it.
+type ToolCall struct {
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+// toolSpec is a tool as the model sees it.
+type Tool struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage // JSON Schema of the input
+}
+
+// conversation is the model-side history of a session.
+type Conversation struct {
+	Full bool // keep every message; otherwise only the newest
+	Msgs []Message
+}
+
+func NewConversation(m Model) *Conversation {
+	return &Conversation{Full: m != nil && m.NeedsHistory()}
+}
+
+func (c *Conversation) Add(m Message) {
+	if !c.Full {
+		c.Msgs = c.Msgs[:0]
+	}
+	c.Msgs = append(c.Msgs, m)
+}
+
+// mark and truncate drop a refused turn from what the model is sent.
+func (c *Conversation) Mark() int { return len(c.Msgs) }
+
+func (c *Conversation) Truncate(n int) {
+	if n <= len(c.Msgs) {
+		c.Msgs = c.Msgs[:n]
+	}
+}
+
+// answerUnrun gives each of calls that has no result yet one saying why it
+// did not run: a model's next request must answer every tool call it made,
+// or servers reject it.
+func (c *Conversation) AnswerUnrun(calls []ToolCall, why string) {
+	for _, tc := range calls {
+		if !c.answered(tc.ID) {
+			c.Add(Message{Role: "tool", ToolCallID: tc.ID, Text: "The tool call did not run: " + why + "."})
+		}
+	}
+}
+
+// answered reports whether the tool call with the model's id has a result
+// since the last assistant message.
+func (c *Conversation) answered(id string) bool {
+	for i := len(c.Msgs) - 1; i >= 0 && c.Msgs[i].Role != "assistant"; i-- {
+		if c.Msgs[i].Role == "tool" && c.Msgs[i].ToolCallID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// newest is the text of the newest user message or tool result.
+func (c *Conversation) Newest() string {
+	for i := len(c.Msgs) - 1; i >= 0; i-- {
+		if m := c.Msgs[i]; m.Role != "assistant" {
+			return m.Text
+		}
+	}
+	return ""
+}
+
+// usage is the tokens a model call used.
+type Usage struct {
+	InputTokens  int64 `json:"inputTokens"`
+	OutputTokens int64 `json:"outputTokens"`
+}
+
+// Sink receives one model call's output, in order.
+type Sink interface {
+	TextChunk(s string) error
+	ThoughtChunk(s string) error
+	// toolCall notes a tool call the model made; it runs after the call.
+	ToolCall(tc ToolCall)
+	AddUsage(u Usage)
+	// pause writes out what streamed: the model is about to wait.
+	Pause() error
+}
+
+// replayEntry is one line of a replay fixture as --record writes it.
+type Entry struct {
+	Expect string  `json:"expect,omitempty"`
+	Chunks []Chunk `json:"chunks"`
+	Stop   string  `json:"stop,omitempty"`
+	Error  string  `json:"error,omitempty"`
+}
+
+// recorder appends every model response to a replay fixture (--record),
+// so that --model replay:PATH plays the conversation back. A cancelled call
+// is recorded with what it streamed, since replay is positional.
+type Recorder struct {
+	mu  sync.Mutex
+	f   *os.File
+	log *slog.Logger
+}
+
+func OpenRecorder(path string, log *slog.Logger) (*Recorder, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening the recording: %w", err)
+	}
+	return &Recorder{f: f, log: log}, nil
+}
+
+func (r *Recorder) Write(e *Entry, stop string, err error, cancelled bool) {
+	switch {
+	case cancelled:
+	case err != nil:
+		var rerr *jrpc2.Error
+		if errors.As(err, &rerr) {
+			e.Error = rerr.Message
+		} else {
+			e.Error = err.Error()
+		}
+	default:
+		e.Stop = stop
+	}
+	b, merr := acp.Marshal(e)
+	if merr != nil {
+		r.log.Error("recording a model response failed", "err", merr)
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, werr := r.f.Write(append(b, '\n')); werr != nil {
+		r.log.Error("recording a model response failed", "file", r.f.Name(), "err", werr)
+	}
+}
+
+func (r *Recorder) Close() error { return r.f.Close() }
+
+// modelError makes a failed model call a JSON-RPC error.
+func Errorf(format string, args ...any) error {
+	return acp.Errorf(acp.CodeModelFailed, "%s", fmt.Sprintf(format, args...))
+}
