@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/proc"
 )
 
 const (
@@ -118,8 +119,8 @@ func (a *agent) runLocal(ctx context.Context, s *SessionRecord, command, dir str
 	// A command stopped early takes with it everything it started, also
 	// what left its group (setsid), which would hold the output pipe open.
 	killAll := func() {
-		left := descendants(cmd.Process.Pid) // before the group goes: then they are re-parented
-		kill()                               // the shell first, so that it reports the kill
+		left := proc.Descendants(cmd.Process.Pid) // before the group goes: then they are re-parented
+		kill()                                    // the shell first, so that it reports the kill
 		for _, pid := range left {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/proc"
 )
 
 // startFanout runs the router with a replay fixture.
@@ -240,7 +241,7 @@ func TestFanout_kill9Router(t *testing.T) {
 	pid := holder(t, p.state, a)
 	p.send(prompt(20, a, "long"))
 	p.await(`{"params":{"update":{"content":{"text":"Streaming"}}}}`)
-	kids := descendants(p.cmd.Process.Pid)
+	kids := proc.Descendants(p.cmd.Process.Pid)
 	require.Contains(t, kids, pid)
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
 	p.drainKilled()

@@ -33,6 +33,7 @@ import (
 
 	"acpbridge/internal/channel"
 	"acpbridge/internal/model"
+	"acpbridge/internal/proc"
 	"acpbridge/internal/scenario"
 	"acpbridge/internal/store"
 )
@@ -72,11 +73,11 @@ func main() {
 	// turn is cancelled and persisted, children are ended, status 0.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	// Descendants whose parents exit come back to acpbridge (reap.go).
-	subreaper := becomeSubreaper()
+	subreaper := proc.BecomeSubreaper()
 	code := run(ctx, os.Args[1:], pollable(os.Stdin), os.Stdout, os.Stderr)
 	stop()
 	if subreaper == nil {
-		endDescendants()
+		proc.EndDescendants()
 	}
 	os.Exit(code)
 }

@@ -12,7 +12,7 @@
 //
 // What no layer can cover: after kill -9 of acpbridge, a grandchild that left
 // its group (setsid) is re-parented to init and lives on.
-package main
+package proc
 
 import (
 	"bytes"
@@ -25,16 +25,16 @@ import (
 )
 
 // becomeSubreaper makes orphaned descendants this process's children.
-func becomeSubreaper() error {
+func BecomeSubreaper() error {
 	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 }
 
 // endDescendants kills every process below this one and reaps what it can.
 // A few passes catch what a dying process forked meanwhile.
-func endDescendants() {
+func EndDescendants() {
 	self := os.Getpid()
 	for range 5 {
-		pids := descendants(self)
+		pids := Descendants(self)
 		if len(pids) == 0 {
 			return
 		}
@@ -52,7 +52,7 @@ func endDescendants() {
 }
 
 // descendants lists the processes below pid, from /proc.
-func descendants(pid int) []int {
+func Descendants(pid int) []int {
 	children := map[int][]int{}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
