@@ -69,7 +69,7 @@ func parseMCPServers(raw json.RawMessage) ([]mcpServerSpec, error) {
 	}
 	var specs []mcpServerSpec
 	if err := json.Unmarshal(raw, &specs); err != nil {
-		return nil, acp.InvalidParams("mcpServers", "%s", describeJSONError(err))
+		return nil, acp.InvalidParams("mcpServers", "%s", acp.DescribeJSONError(err))
 	}
 	for i, s := range specs {
 		field := fmt.Sprintf("mcpServers[%d]", i)

@@ -372,9 +372,9 @@ func decodeRaw(raw json.RawMessage, v any) error {
 	if err := json.Unmarshal(raw, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			return acp.InvalidParams(te.Field, "must be %s, not %s", jsonKind(te.Type.Kind().String()), te.Value)
+			return acp.InvalidParams(te.Field, "must be %s, not %s", acp.JSONKind(te.Type.Kind().String()), te.Value)
 		}
-		return acp.Errorf(acp.CodeInvalidParams, "invalid params: %s", describeJSONError(err))
+		return acp.Errorf(acp.CodeInvalidParams, "invalid params: %s", acp.DescribeJSONError(err))
 	}
 	return nil
 }

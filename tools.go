@@ -298,7 +298,7 @@ func (a *agent) call(ctx context.Context, s *SessionRecord, method string, param
 		return fmt.Errorf("the client's answer to %s has no result", method)
 	}
 	if err := json.Unmarshal(raw, res); err != nil {
-		return fmt.Errorf("the client's answer to %s: %s", method, describeJSONError(err))
+		return fmt.Errorf("the client's answer to %s: %s", method, acp.DescribeJSONError(err))
 	}
 	return nil
 }
@@ -313,7 +313,7 @@ func (a *agent) prepare(s *SessionRecord, c model.ToolCall) *prepared {
 	}
 	decode := func(v any) bool {
 		if err := json.Unmarshal(c.Input, v); err != nil {
-			fail("invalid input for %s: %s", c.Name, describeJSONError(err))
+			fail("invalid input for %s: %s", c.Name, acp.DescribeJSONError(err))
 			return false
 		}
 		return true
@@ -466,38 +466,6 @@ func (a *agent) tools(s *SessionRecord) []model.Tool {
 		}
 	}
 	return specs
-}
-
-// describeJSONError words a decoding error for a person.
-func describeJSONError(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		if te.Field == "" {
-			return fmt.Sprintf("expected a JSON object, got %s", te.Value)
-		}
-		return fmt.Sprintf("%s must be %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
-	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return "not valid JSON: " + se.Error()
-	}
-	return err.Error()
-}
-
-func jsonKind(goKind string) string {
-	switch goKind {
-	case "string":
-		return "a string"
-	case "ptr":
-		return "a value of another type"
-	case "int", "int64", "int32", "uint32", "uint64", "float64":
-		return "a number"
-	case "bool":
-		return "true or false"
-	case "slice":
-		return "an array"
-	}
-	return "an object"
 }
 
 // resolve makes path absolute (relative to cwd) and checks that it lies

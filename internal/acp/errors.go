@@ -5,6 +5,7 @@
 package acp
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -50,4 +51,36 @@ func AsError(err error) *jrpc2.Error {
 		return e
 	}
 	return Errorf(CodeInternal, "%v", err)
+}
+
+// DescribeJSONError words a decoding error for a person.
+func DescribeJSONError(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field == "" {
+			return fmt.Sprintf("expected a JSON object, got %s", te.Value)
+		}
+		return fmt.Sprintf("%s must be %s, not %s", te.Field, JSONKind(te.Type.Kind().String()), te.Value)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return "not valid JSON: " + se.Error()
+	}
+	return err.Error()
+}
+
+func JSONKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "a string"
+	case "ptr":
+		return "a value of another type"
+	case "int", "int64", "int32", "uint32", "uint64", "float64":
+		return "a number"
+	case "bool":
+		return "true or false"
+	case "slice":
+		return "an array"
+	}
+	return "an object"
 }
