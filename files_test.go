@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/tools"
 )
 
 // toolResult is the final tool_call_update of a call: its status and text.
@@ -234,7 +235,7 @@ func TestFiles_readBounds(t *testing.T) {
 	assert.Contains(t, results[5].text, "limit must be 1 or more")
 	assert.Equal(t, "failed", results[6].status)
 	assert.Contains(t, results[6].text, "line must be 1 or more")
-	assert.LessOrEqual(t, len(results[7].text), readMaxBytes+200)
+	assert.LessOrEqual(t, len(results[7].text), tools.MaxResultBytes+200)
 	assert.Contains(t, results[7].text, "stopped at 262144 bytes; read on with line 132")
 	assert.Contains(t, results[8].text, "… [line 2 cut: 10000 more bytes]")
 	assert.Contains(t, results[8].text, "after\n")
@@ -275,7 +276,7 @@ func TestFiles_hugeInputsMemory(t *testing.T) {
 	ups, r := p.updatesUntil(3)
 	require.Nil(t, r.Error)
 	for _, u := range ups {
-		assert.Less(t, len(u), readMaxBytes+4096, "an update carried the file")
+		assert.Less(t, len(u), tools.MaxResultBytes+4096, "an update carried the file")
 	}
 	peak := vmHWM(t, p.cmd.Process.Pid)
 	t.Logf("peak RSS after reading a 200 MB file three ways: %d KiB", peak)

@@ -38,6 +38,7 @@ import (
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/model"
+	"acpbridge/internal/tools"
 )
 
 const (
@@ -490,32 +491,32 @@ func (t mcpTool) title() string {
 	return t.tool.Name + " (" + t.server.spec.Name + ")"
 }
 
-// call runs the tool and turns its result into an outcome.
-func (t mcpTool) call(ctx context.Context, input json.RawMessage) outcome {
+// call runs the tool and turns its result into an tools.Outcome.
+func (t mcpTool) call(ctx context.Context, input json.RawMessage) tools.Outcome {
 	res, err := t.server.session.CallTool(ctx, &mcp.CallToolParams{Name: t.tool.Name, Arguments: input})
 	if err != nil {
 		if ctx.Err() != nil {
-			return failure("cancelled while MCP server `%s` ran %s", t.server.spec.Name, t.tool.Name)
+			return tools.Failure("cancelled while MCP server `%s` ran %s", t.server.spec.Name, t.tool.Name)
 		}
-		return failure("MCP server `%s` failed to run %s: %v", t.server.spec.Name, t.tool.Name, err)
+		return tools.Failure("MCP server `%s` failed to run %s: %v", t.server.spec.Name, t.tool.Name, err)
 	}
-	var o outcome
+	var o tools.Outcome
 	var text []string
 	for _, c := range res.Content {
 		switch c := c.(type) {
 		case *mcp.TextContent:
-			o.content = append(o.content, acp.TextOut(c.Text))
+			o.Content = append(o.Content, acp.TextOut(c.Text))
 			text = append(text, c.Text)
 		case *mcp.ImageContent:
-			o.content = append(o.content, acp.ToolContent{Type: "content", Content: acp.MustJSON(map[string]string{
+			o.Content = append(o.Content, acp.ToolContent{Type: "content", Content: acp.MustJSON(map[string]string{
 				"type": "image", "data": base64.StdEncoding.EncodeToString(c.Data), "mimeType": c.MIMEType})})
 			text = append(text, fmt.Sprintf("[an image, %s, was shown to the user]", c.MIMEType))
 		case *mcp.AudioContent:
-			o.content = append(o.content, acp.ToolContent{Type: "content", Content: acp.MustJSON(map[string]string{
+			o.Content = append(o.Content, acp.ToolContent{Type: "content", Content: acp.MustJSON(map[string]string{
 				"type": "audio", "data": base64.StdEncoding.EncodeToString(c.Data), "mimeType": c.MIMEType})})
 			text = append(text, fmt.Sprintf("[audio, %s]", c.MIMEType))
 		case *mcp.ResourceLink:
-			o.content = append(o.content, acp.ToolContent{Type: "content", Content: acp.MustJSON(map[string]string{
+			o.Content = append(o.Content, acp.ToolContent{Type: "content", Content: acp.MustJSON(map[string]string{
 				"type": "resource_link", "uri": c.URI, "name": c.Name})})
 			text = append(text, fmt.Sprintf("[%s](%s)", c.Name, c.URI))
 		case *mcp.EmbeddedResource:
@@ -531,25 +532,25 @@ func (t mcpTool) call(ctx context.Context, input json.RawMessage) outcome {
 					res["text"] = r.Text
 					text = append(text, r.Text)
 				}
-				o.content = append(o.content, acp.ToolContent{Type: "content", Content: acp.MustJSON(map[string]any{"type": "resource", "resource": res})})
+				o.Content = append(o.Content, acp.ToolContent{Type: "content", Content: acp.MustJSON(map[string]any{"type": "resource", "resource": res})})
 			}
 		}
 	}
 	if res.StructuredContent != nil {
 		b, _ := acp.Marshal(res.StructuredContent)
 		if len(text) == 0 {
-			o.content = append(o.content, acp.TextOut(string(b)))
+			o.Content = append(o.Content, acp.TextOut(string(b)))
 			text = append(text, string(b))
 		}
-		o.rawOutput = map[string]json.RawMessage{"structuredContent": b}
+		o.RawOutput = map[string]json.RawMessage{"structuredContent": b}
 	}
-	o.result = strings.Join(text, "\n")
-	if o.result == "" {
-		o.result = "(no output)"
+	o.Result = strings.Join(text, "\n")
+	if o.Result == "" {
+		o.Result = "(no output)"
 	}
 	if res.IsError {
-		o.failed = true
-		o.result = "Error: " + o.result
+		o.Failed = true
+		o.Result = "Error: " + o.Result
 	}
 	return o
 }

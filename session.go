@@ -51,6 +51,7 @@ import (
 	"acpbridge/internal/channel"
 	"acpbridge/internal/model"
 	"acpbridge/internal/store"
+	"acpbridge/internal/tools"
 )
 
 // config is the parsed command line.
@@ -101,11 +102,8 @@ type agent struct {
 // session/close and shutdown touch them only after the turn is done.
 // mcp and file lock themselves.
 type SessionRecord struct {
-	id        string     // fixed at claim
-	cwd       string     // opener
-	roots     []string   // opener: cwd, then the additional directories
-	realRoots []string   // opener: roots with their symlinks resolved
-	fsRoots   []*os.Root // opener: realRoots opened, for local file work (files.go)
+	id string           // fixed at claim
+	ws *tools.Workspace // opener: the cwd, then the additional directories
 
 	ready  bool               // a.mu: false while session/new, load or resume is still opening it
 	abort  context.CancelFunc // a.mu: ends an opening load; set while !ready
@@ -488,7 +486,7 @@ func (a *agent) finishOpen(s *SessionRecord, err error) {
 	a.mu.Unlock()
 	close(s.opened)
 	if err != nil {
-		s.closeRoots()
+		s.ws.Close()
 		s.mcp.close()
 		if s.file != nil {
 			s.file.Close()
@@ -501,14 +499,7 @@ func (a *agent) finishOpen(s *SessionRecord, err error) {
 var errAbandoned = errors.New("the agent shut down before the request ran")
 
 // setRoots sets the session's roots; roots[0] is the cwd.
-func (s *SessionRecord) setRoots(roots []string) {
-	s.cwd, s.roots = roots[0], roots
-	s.realRoots = make([]string, len(roots))
-	for i, r := range roots {
-		s.realRoots[i] = realPath(r)
-	}
-	s.openRoots()
-}
+func (s *SessionRecord) setRoots(roots []string) { s.ws = tools.Open(roots) }
 
 // checkRoots validates cwd and the additional directories: absolute paths
 // of existing directories.
@@ -585,7 +576,7 @@ func (a *agent) newSession(s *SessionRecord, roots []string, specs []mcpServerSp
 	if err != nil {
 		return nil, err
 	}
-	a.log.Info("session created", "session", s.id, "cwd", s.cwd)
+	a.log.Info("session created", "session", s.id, "cwd", s.ws.Cwd)
 	mode, model := a.settings(s)
 	return acp.NewSessionResult{SessionID: s.id, Modes: modeStateOf(mode), ConfigOptions: a.configOptions(mode, model)}, nil
 }
@@ -645,7 +636,7 @@ func (a *agent) openSession(ctx context.Context, s *SessionRecord, roots []strin
 	if err != nil {
 		return nil, err
 	}
-	a.log.Info("session opened", "session", s.id, "replay", replay, "cwd", s.cwd)
+	a.log.Info("session opened", "session", s.id, "replay", replay, "cwd", s.ws.Cwd)
 	mode, model := a.settings(s)
 	return acp.OpenSessionResult{Modes: modeStateOf(mode), ConfigOptions: a.configOptions(mode, model)}, nil
 }
@@ -747,7 +738,7 @@ func (a *agent) release(s *SessionRecord) {
 	a.vacateLocked(s)
 	a.mu.Unlock()
 	s.mcp.close()
-	s.closeRoots()
+	s.ws.Close()
 	if s.file != nil {
 		if err := s.file.Close(); err != nil {
 			a.log.Error("closing session file", "session", s.id, "err", err)
@@ -1288,10 +1279,7 @@ func (a *agent) replayRecord(sessionID string, rec store.Record) error {
 		return a.out.NotifyJSON(sessionID, acp.ToolCallUpdate{SessionUpdate: "tool_call", ToolCallID: rec.ToolCallID,
 			Title: rec.Title, Kind: rec.Kind, Status: "pending", Locations: rec.Locations, RawInput: rawInput(rec.Call)})
 	case store.RecPlan:
-		return a.out.NotifyJSON(sessionID, struct {
-			SessionUpdate string          `json:"sessionUpdate"`
-			Entries       json.RawMessage `json:"entries"`
-		}{"plan", rec.Plan})
+		return a.out.NotifyJSON(sessionID, acp.PlanUpdate{SessionUpdate: "plan", Entries: rec.Plan})
 	case store.RecToolResult:
 		content := rec.Content
 		if bytes.Contains(content, []byte(`"type":"terminal"`)) {
@@ -1314,6 +1302,6 @@ func rawInput(c *store.Call) json.RawMessage {
 
 // info is what <id>.json holds for s.
 func infoOf(s *SessionRecord) store.Info {
-	return store.Info{SessionID: s.id, Cwd: s.cwd, Dirs: s.roots[1:], Title: s.title,
+	return store.Info{SessionID: s.id, Cwd: s.ws.Cwd, Dirs: s.ws.Roots[1:], Title: s.title,
 		CreatedAt: store.Stamp(s.created), UpdatedAt: store.Stamp(s.updated)}
 }

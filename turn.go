@@ -240,14 +240,14 @@ func (a *agent) loop(ctx context.Context, s *SessionRecord) (string, *model.Usag
 			return acp.StopMaxTurnRequests, &total, nil
 		}
 		a.mu.Lock()
-		req := &model.Request{Model: s.model, Conv: s.conv, Cwd: s.cwd, Roots: s.roots, Mode: s.mode, Tools: a.tools(s)}
+		req := &model.Request{Model: s.model, Conv: s.conv, Cwd: s.ws.Cwd, Roots: s.ws.Roots, Mode: s.mode, Tools: a.tools(s)}
 		a.mu.Unlock()
 		if err := a.fitContext(s, req); err != nil {
 			return "", &total, err
 		}
 		st := &modelStream{a: a, s: s, keep: s.conv.Full}
 		if a.recorder != nil {
-			st.rec = &model.Entry{Expect: model.RecordedExpect(s.conv.Newest(), s.roots), Chunks: []model.Chunk{}}
+			st.rec = &model.Entry{Expect: model.RecordedExpect(s.conv.Newest(), s.ws.Roots), Chunks: []model.Chunk{}}
 		}
 		if rm, ok := a.model.(*model.Replay); ok {
 			// Replay is positional per session: a new process that opens it

@@ -310,6 +310,12 @@ type ConfigOptionUpdate struct {
 	ConfigOptions []ConfigOption `json:"configOptions"`
 }
 
+// PlanUpdate is the plan session update.
+type PlanUpdate struct {
+	SessionUpdate string          `json:"sessionUpdate"` // "plan"
+	Entries       json.RawMessage `json:"entries"`
+}
+
 // appendChunkUpdate appends the session/update params of one streamed
 // message or thought chunk. It is the hot path of a turn, so it is written by
 // hand rather than through reflection.

@@ -11,7 +11,7 @@
 //     search_text skips binary files (a NUL in the first 8 KiB).
 //   - Every result is capped, and says so; the walk checks for
 //     cancellation at every directory and every file.
-package main
+package tools
 
 import (
 	"bufio"
@@ -33,8 +33,6 @@ import (
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/clip"
-	"acpbridge/internal/model"
-	"acpbridge/internal/store"
 )
 
 const (
@@ -45,94 +43,113 @@ const (
 	binarySniffBytes = 8 << 10
 )
 
-var exploreTools = []model.Tool{
-	{Name: "list_directory", Description: "List a directory's entries, sorted; directories end in /. Never asks permission.",
-		Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"directory, default the working directory"}}}`)},
-	{Name: "find_files", Description: "Find files whose path matches a glob (** matches any number of directories), relative to path. Skips .git and what .gitignore ignores. Never asks permission.",
-		Parameters: json.RawMessage(`{"type":"object","properties":{"pattern":{"type":"string","description":"glob, e.g. **/*.go"},"path":{"type":"string","description":"directory to search, default the working directory"}},"required":["pattern"]}`)},
-	{Name: "search_text", Description: "Search file contents for an RE2 regular expression; results are path:line:text. Skips .git, what .gitignore ignores, and binary files. Never asks permission.",
-		Parameters: json.RawMessage(`{"type":"object","properties":{"pattern":{"type":"string","description":"RE2 regular expression"},"path":{"type":"string","description":"directory or file, default the working directory"},"glob":{"type":"string","description":"only files matching this glob, e.g. *.go"},"ignore_case":{"type":"boolean"}},"required":["pattern"]}`)},
-	{Name: "update_plan", Description: "Record your plan for the task as a list of entries and keep it current (mark entries in_progress and completed as you go). The user sees it. Never asks permission.",
-		Parameters: json.RawMessage(`{"type":"object","properties":{"entries":{"type":"array","items":{"type":"object","properties":{"content":{"type":"string"},"status":{"type":"string","enum":["pending","in_progress","completed"]},"priority":{"type":"string","enum":["high","medium","low"]}},"required":["content","status"]}}},"required":["entries"]}`)},
-}
-
-// prepareExplore prepares the exploring tools; ok is false for other names.
-func (a *agent) prepareExplore(s *SessionRecord, p *prepared, decode func(any) bool, fail func(string, ...any) *prepared) (*prepared, bool) {
-	var in struct {
-		Path       string          `json:"path"`
-		Pattern    string          `json:"pattern"`
-		Glob       string          `json:"glob"`
-		IgnoreCase bool            `json:"ignore_case"`
-		Entries    json.RawMessage `json:"entries"`
-	}
-	switch p.call.Name {
-	case "list_directory", "find_files", "search_text", "update_plan":
-	default:
-		return p, false
-	}
-	p.perm = permRead
-	if !decode(&in) {
-		return p, true
-	}
-	base := in.Path
+// exploreBase resolves the path of list_directory, find_files and
+// search_text (default the cwd) and sets the call's title and location.
+func exploreBase(env *Env, path, title string, c *Call) (string, error) {
+	base := path
 	if base == "" {
 		base = "."
 	}
-	if p.call.Name != "update_plan" {
-		path, err := s.resolve(base)
-		if err != nil {
-			return fail("%v", err), true
-		}
-		p.locations = []acp.Location{{Path: path}}
-		base = path
+	resolved, err := env.resolve(base)
+	if err != nil {
+		return "", err
 	}
-	switch p.call.Name {
-	case "list_directory":
-		p.kind, p.title = "read", "List "+s.display(in.Path)
-		p.run = func(ctx context.Context, p *prepared) outcome { return s.listDirectory(base) }
-	case "find_files":
-		p.kind, p.title = "search", "Find "+in.Pattern
-		if in.Pattern == "" || !doublestar.ValidatePattern(in.Pattern) {
-			return fail("find_files: %q is not a valid glob (use * for a name part, ** for any number of directories)", in.Pattern), true
-		}
-		p.run = func(ctx context.Context, p *prepared) outcome { return s.findFiles(ctx, base, in.Pattern) }
-	case "search_text":
-		p.kind, p.title = "search", "Search "+clip.Marked(in.Pattern, 60)
-		expr := in.Pattern
-		if in.IgnoreCase {
-			expr = "(?i)" + expr
-		}
-		re, err := regexp.Compile(expr)
-		if err != nil || in.Pattern == "" {
-			if err == nil {
-				err = errors.New("the pattern is empty")
-			}
-			return fail("search_text: invalid pattern: %v", err), true
-		}
-		if in.Glob != "" && !doublestar.ValidatePattern(in.Glob) {
-			return fail("search_text: %q is not a valid glob", in.Glob), true
-		}
-		p.run = func(ctx context.Context, p *prepared) outcome { return s.searchText(ctx, base, re, in.Glob) }
-	case "update_plan":
-		p.kind, p.title = "think", "Update the plan"
-		entries, err := planEntries(in.Entries)
-		if err != nil {
-			return fail("update_plan: %v", err), true
-		}
-		p.run = func(ctx context.Context, p *prepared) outcome { return a.updatePlan(s, entries) }
-	}
-	return p, true
+	c.Title = title
+	c.Locations = []acp.Location{{Path: resolved}}
+	return resolved, nil
 }
 
-// planEntry is an ACP PlanEntry.
-type planEntry struct {
+func prepareList(env *Env, input json.RawMessage, c *Call) error {
+	in, err := decode[struct {
+		Path string `json:"path"`
+	}]("list_directory", input)
+	if err != nil {
+		return err
+	}
+	base, err := exploreBase(env, in.Path, "List "+env.display(in.Path), c)
+	if err != nil {
+		return err
+	}
+	c.Run = func(context.Context, string) Outcome { return env.listDirectory(base) }
+	return nil
+}
+
+func prepareFind(env *Env, input json.RawMessage, c *Call) error {
+	in, err := decode[struct {
+		Path    string `json:"path"`
+		Pattern string `json:"pattern"`
+	}]("find_files", input)
+	if err != nil {
+		return err
+	}
+	base, err := exploreBase(env, in.Path, "Find "+in.Pattern, c)
+	if err != nil {
+		return err
+	}
+	if in.Pattern == "" || !doublestar.ValidatePattern(in.Pattern) {
+		return fmt.Errorf("find_files: %q is not a valid glob (use * for a name part, ** for any number of directories)", in.Pattern)
+	}
+	c.Run = func(ctx context.Context, _ string) Outcome { return env.findFiles(ctx, base, in.Pattern) }
+	return nil
+}
+
+func prepareSearch(env *Env, input json.RawMessage, c *Call) error {
+	in, err := decode[struct {
+		Path       string `json:"path"`
+		Pattern    string `json:"pattern"`
+		Glob       string `json:"glob"`
+		IgnoreCase bool   `json:"ignore_case"`
+	}]("search_text", input)
+	if err != nil {
+		return err
+	}
+	base, err := exploreBase(env, in.Path, "Search "+clip.Marked(in.Pattern, 60), c)
+	if err != nil {
+		return err
+	}
+	expr := in.Pattern
+	if in.IgnoreCase {
+		expr = "(?i)" + expr
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil || in.Pattern == "" {
+		if err == nil {
+			err = errors.New("the pattern is empty")
+		}
+		return fmt.Errorf("search_text: invalid pattern: %v", err)
+	}
+	if in.Glob != "" && !doublestar.ValidatePattern(in.Glob) {
+		return fmt.Errorf("search_text: %q is not a valid glob", in.Glob)
+	}
+	c.Run = func(ctx context.Context, _ string) Outcome { return env.searchText(ctx, base, re, in.Glob) }
+	return nil
+}
+
+func preparePlan(env *Env, input json.RawMessage, c *Call) error {
+	in, err := decode[struct {
+		Entries json.RawMessage `json:"entries"`
+	}]("update_plan", input)
+	if err != nil {
+		return err
+	}
+	c.Title = "Update the plan"
+	entries, err := planEntries(in.Entries)
+	if err != nil {
+		return fmt.Errorf("update_plan: %v", err)
+	}
+	c.Run = func(context.Context, string) Outcome { return env.updatePlan(entries) }
+	return nil
+}
+
+// PlanEntry is an ACP PlanEntry.
+type PlanEntry struct {
 	Content  string `json:"content"`
 	Priority string `json:"priority"`
 	Status   string `json:"status"`
 }
 
-func planEntries(raw json.RawMessage) ([]planEntry, error) {
-	var entries []planEntry
+func planEntries(raw json.RawMessage) ([]PlanEntry, error) {
+	var entries []PlanEntry
 	if err := json.Unmarshal(raw, &entries); err != nil || raw == nil {
 		return nil, errors.New("entries must be an array of {content, status, priority?}")
 	}
@@ -151,14 +168,10 @@ func planEntries(raw json.RawMessage) ([]planEntry, error) {
 	return entries, nil
 }
 
-// updatePlan sends the plan to the client and persists it.
-func (a *agent) updatePlan(s *SessionRecord, entries []planEntry) outcome {
-	u := planUpdate{SessionUpdate: "plan", Entries: entries}
-	if err := a.out.NotifyJSON(s.id, u); err != nil {
-		return failure("%v", err)
-	}
-	if err := s.file.Append(store.Record{Type: store.RecPlan, Plan: acp.MustJSON(entries)}); err != nil {
-		return failure("%v", err)
+// updatePlan shows the plan and keeps it with the session.
+func (e *Env) updatePlan(entries []PlanEntry) Outcome {
+	if err := e.Client.SetPlan(entries); err != nil {
+		return Failure("%v", err)
 	}
 	n := map[string]int{}
 	for _, e := range entries {
@@ -168,26 +181,20 @@ func (a *agent) updatePlan(s *SessionRecord, entries []planEntry) outcome {
 		len(entries), n["completed"], n["in_progress"], n["pending"]))
 }
 
-// planUpdate is the ACP plan session update.
-type planUpdate struct {
-	SessionUpdate string      `json:"sessionUpdate"`
-	Entries       []planEntry `json:"entries"`
-}
-
 // listDirectory lists one directory's entries.
-func (s *SessionRecord) listDirectory(dir string) outcome {
-	root, rel, err := s.rootOf(dir)
+func (ws *Workspace) listDirectory(dir string) Outcome {
+	root, rel, err := ws.rootOf(dir)
 	if err != nil {
-		return failure("%v", err)
+		return Failure("%v", err)
 	}
 	f, err := root.Open(rel)
 	if err != nil {
-		return failure("cannot list %s: %v", dir, unwrapPath(err))
+		return Failure("cannot list %s: %v", dir, unwrapPath(err))
 	}
 	defer f.Close()
 	entries, err := f.ReadDir(-1)
 	if err != nil {
-		return failure("cannot list %s: %v", dir, unwrapPath(err))
+		return Failure("cannot list %s: %v", dir, unwrapPath(err))
 	}
 	names := make([]string, len(entries))
 	for i, e := range entries {
@@ -223,8 +230,8 @@ type walker struct {
 
 // newWalker prepares a walk of dir: the .gitignore files of the
 // directories from its root down to dir apply.
-func (s *SessionRecord) newWalker(dir string) (*walker, string, error) {
-	root, rel, err := s.rootOf(dir)
+func (ws *Workspace) newWalker(dir string) (*walker, string, error) {
+	root, rel, err := ws.rootOf(dir)
 	if err != nil {
 		return nil, "", err
 	}
@@ -322,10 +329,10 @@ func shown(rel, baseRel string) string {
 
 // findFiles lists the files below base whose path (relative to base)
 // matches pattern.
-func (s *SessionRecord) findFiles(ctx context.Context, base, pattern string) outcome {
-	w, baseRel, err := s.newWalker(base)
+func (ws *Workspace) findFiles(ctx context.Context, base, pattern string) Outcome {
+	w, baseRel, err := ws.newWalker(base)
 	if err != nil {
-		return failure("%v", err)
+		return Failure("%v", err)
 	}
 	var found []string
 	more := false
@@ -345,7 +352,7 @@ func (s *SessionRecord) findFiles(ctx context.Context, base, pattern string) out
 		return nil
 	})
 	if err != nil && err != errStop {
-		return failure("find_files stopped: %v", err)
+		return Failure("find_files stopped: %v", err)
 	}
 	var sb strings.Builder
 	for _, f := range found {
@@ -363,10 +370,10 @@ func (s *SessionRecord) findFiles(ctx context.Context, base, pattern string) out
 
 // searchText finds the lines matching re in the files below base (or in
 // base, a file) whose path matches glob.
-func (s *SessionRecord) searchText(ctx context.Context, base string, re *regexp.Regexp, glob string) outcome {
-	w, baseRel, err := s.newWalker(base)
+func (ws *Workspace) searchText(ctx context.Context, base string, re *regexp.Regexp, glob string) Outcome {
+	w, baseRel, err := ws.newWalker(base)
 	if err != nil {
-		return failure("%v", err)
+		return Failure("%v", err)
 	}
 	var sb strings.Builder
 	matches, files := 0, 0
@@ -431,7 +438,7 @@ func (s *SessionRecord) searchText(ctx context.Context, base string, re *regexp.
 		})
 	}
 	if err != nil && err != errStop {
-		return failure("search_text stopped: %v", err)
+		return Failure("search_text stopped: %v", err)
 	}
 	switch {
 	case full:

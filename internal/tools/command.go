@@ -2,10 +2,11 @@
 // it advertised a terminal, otherwise as a local `sh -c` in its own process
 // group. Either way a timeout or a cancel kills the command, and a client
 // terminal is always released, after the final tool_call_update embeds it.
-package main
+package tools
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/clip"
 	"acpbridge/internal/proc"
 )
 
@@ -28,37 +30,37 @@ type exitStatus struct {
 	Signal   *string `json:"signal"`
 }
 
-func (a *agent) runCommand(ctx context.Context, s *SessionRecord, p *prepared, command, dir string, timeout time.Duration) outcome {
-	if a.clientCaps().Terminal {
-		return a.runInTerminal(ctx, s, p, command, dir, timeout)
+func (e *Env) runCommand(ctx context.Context, id string, command, dir string, timeout time.Duration) Outcome {
+	if e.Client.Caps().Terminal {
+		return e.runInTerminal(ctx, id, command, dir, timeout)
 	}
-	return a.runLocal(ctx, s, command, dir, timeout)
+	return e.runLocal(ctx, command, dir, timeout)
 }
 
-func (a *agent) runInTerminal(ctx context.Context, s *SessionRecord, p *prepared, command, dir string, timeout time.Duration) outcome {
+func (e *Env) runInTerminal(ctx context.Context, id string, command, dir string, timeout time.Duration) Outcome {
 	var created struct {
 		TerminalID string `json:"terminalId"`
 	}
-	err := a.call(ctx, s, acp.MethodTerminalCreate, map[string]any{
-		"sessionId": s.id, "command": "sh", "args": []string{"-c", command}, "cwd": dir,
+	err := e.Client.Call(ctx, acp.MethodTerminalCreate, map[string]any{
+		"sessionId": e.SessionID, "command": "sh", "args": []string{"-c", command}, "cwd": dir,
 		"outputByteLimit": terminalOutputLimit,
 	}, &created)
 	if err != nil {
-		return failure("the editor could not start a terminal for %q: %v", command, err)
+		return Failure("the editor could not start a terminal for %q: %v", command, err)
 	}
-	ids := map[string]string{"sessionId": s.id, "terminalId": created.TerminalID}
+	ids := map[string]string{"sessionId": e.SessionID, "terminalId": created.TerminalID}
 	// Kill and release must reach the client even when the turn is cancelled.
 	bg := context.WithoutCancel(ctx)
 	release := func() {
-		if err := a.call(bg, s, acp.MethodTerminalRelease, ids, nil); err != nil {
-			a.log.Warn("releasing a terminal failed", "terminal", created.TerminalID, "err", err)
+		if err := e.Client.Call(bg, acp.MethodTerminalRelease, ids, nil); err != nil {
+			e.Log.Warn("releasing a terminal failed", "terminal", created.TerminalID, "err", err)
 		}
 	}
 	embed := []acp.ToolContent{{Type: "terminal", TerminalID: created.TerminalID}}
-	a.out.NotifyJSON(s.id, acp.ToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: p.id, Status: "in_progress", Content: acp.MustJSON(embed)})
+	e.Client.Update(&acp.ToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: id, Status: "in_progress", Content: acp.MustJSON(embed)})
 
 	waited := make(chan error, 1)
-	go func() { waited <- a.call(bg, s, acp.MethodTerminalWait, ids, nil) }()
+	go func() { waited <- e.Client.Call(bg, acp.MethodTerminalWait, ids, nil) }()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var timedOut bool
@@ -66,10 +68,10 @@ func (a *agent) runInTerminal(ctx context.Context, s *SessionRecord, p *prepared
 	case err = <-waited:
 	case <-timer.C:
 		timedOut = true
-		a.call(bg, s, acp.MethodTerminalKill, ids, nil)
+		e.Client.Call(bg, acp.MethodTerminalKill, ids, nil)
 		err = <-waited
 	case <-ctx.Done():
-		a.call(bg, s, acp.MethodTerminalKill, ids, nil)
+		e.Client.Call(bg, acp.MethodTerminalKill, ids, nil)
 		err = <-waited
 	}
 	var res struct {
@@ -78,12 +80,12 @@ func (a *agent) runInTerminal(ctx context.Context, s *SessionRecord, p *prepared
 		ExitStatus *exitStatus `json:"exitStatus"`
 	}
 	if err == nil {
-		err = a.call(bg, s, acp.MethodTerminalOutput, ids, &res)
+		err = e.Client.Call(bg, acp.MethodTerminalOutput, ids, &res)
 	}
 	if err != nil {
-		o := failure("the editor's terminal failed for %q: %v", command, err)
-		o.content = append(embed, o.content...)
-		o.after = release
+		o := Failure("the editor's terminal failed for %q: %v", command, err)
+		o.Content = append(embed, o.Content...)
+		o.After = release
 		return o
 	}
 	st := res.ExitStatus
@@ -91,19 +93,19 @@ func (a *agent) runInTerminal(ctx context.Context, s *SessionRecord, p *prepared
 		st = &exitStatus{}
 	}
 	o := commandOutcome(command, res.Output, st, res.Truncated, timedOut, timeout, ctx.Err() != nil)
-	o.content = embed
-	if !a.clientCaps().Meta.TerminalOutput {
+	o.Content = embed
+	if !e.Client.Caps().Meta.TerminalOutput {
 		// Only a client that renders terminals inline (Zed says so with
 		// _meta.terminal_output) shows the output from the terminal block;
 		// others (acpx) show "[terminal] id". They get the output as text.
-		o.content = append(o.content, acp.TextOut(o.result))
+		o.Content = append(o.Content, acp.TextOut(o.Result))
 	}
-	o.after = release
+	o.After = release
 	return o
 }
 
-func (a *agent) runLocal(ctx context.Context, s *SessionRecord, command, dir string, timeout time.Duration) outcome {
-	a.pause(s) // the client sees the tool call while the command runs
+func (e *Env) runLocal(ctx context.Context, command, dir string, timeout time.Duration) Outcome {
+	e.Client.Pause() // the client sees the tool call while the command runs
 	cmd := exec.Command("sh", "-c", command)
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL} // reap.go
@@ -111,7 +113,7 @@ func (a *agent) runLocal(ctx context.Context, s *SessionRecord, command, dir str
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = time.Second // a background grandchild must not hold the turn
 	if err := cmd.Start(); err != nil {
-		return failure("cannot run %q: %v", command, err)
+		return Failure("cannot run %q: %v", command, err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -156,16 +158,16 @@ func (a *agent) runLocal(ctx context.Context, s *SessionRecord, command, dir str
 		code := cmd.ProcessState.ExitCode()
 		st.ExitCode = &code
 	default:
-		return failure("running %q failed: %v", command, err)
+		return Failure("running %q Failed: %v", command, err)
 	}
 	text, truncated := out.String()
 	o := commandOutcome(command, text, st, truncated, timedOut, timeout, ctx.Err() != nil)
-	o.content = []acp.ToolContent{acp.TextOut(o.result)}
+	o.Content = []acp.ToolContent{acp.TextOut(o.Result)}
 	return o
 }
 
 // commandOutcome words a finished command for the model and the client.
-func commandOutcome(command, output string, st *exitStatus, truncated, timedOut bool, timeout time.Duration, cancelled bool) outcome {
+func commandOutcome(command, output string, st *exitStatus, truncated, timedOut bool, timeout time.Duration, cancelled bool) Outcome {
 	var sb strings.Builder
 	switch {
 	case cancelled:
@@ -188,10 +190,10 @@ func commandOutcome(command, output string, st *exitStatus, truncated, timedOut 
 	sb.WriteString("Output:\n")
 	sb.WriteString(output)
 	failed := timedOut || cancelled || st.ExitCode == nil || *st.ExitCode != 0
-	return outcome{
-		failed:    failed,
-		rawOutput: map[string]any{"exitCode": st.ExitCode, "signal": st.Signal, "timedOut": timedOut, "truncated": truncated},
-		result:    sb.String(),
+	return Outcome{
+		Failed:    failed,
+		RawOutput: map[string]any{"exitCode": st.ExitCode, "signal": st.Signal, "timedOut": timedOut, "truncated": truncated},
+		Result:    sb.String(),
 	}
 }
 
@@ -218,4 +220,36 @@ func (b *tailBuffer) String() (string, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return string(b.buf), b.dropped
+}
+
+func prepareCommand(env *Env, input json.RawMessage, c *Call) error {
+	in, err := decode[struct {
+		Command   string `json:"command"`
+		Cwd       string `json:"cwd"`
+		TimeoutMs int64  `json:"timeout_ms"`
+	}]("run_command", input)
+	if err != nil {
+		return err
+	}
+	c.Title = "Run " + clip.Marked(in.Command, 80)
+	if strings.TrimSpace(in.Command) == "" {
+		return errors.New("run_command needs a command")
+	}
+	dir := env.Cwd
+	if in.Cwd != "" {
+		if dir, err = env.resolve(in.Cwd); err != nil {
+			return err
+		}
+	}
+	timeout := 120 * time.Second
+	switch {
+	case in.TimeoutMs < 0:
+		return fmt.Errorf("run_command: timeout_ms must be positive, not %d", in.TimeoutMs)
+	case in.TimeoutMs > maxCommandTimeout.Milliseconds():
+		return fmt.Errorf("run_command: timeout_ms may be at most %d (%v), not %d", maxCommandTimeout.Milliseconds(), maxCommandTimeout, in.TimeoutMs)
+	case in.TimeoutMs > 0:
+		timeout = time.Duration(in.TimeoutMs) * time.Millisecond
+	}
+	c.Run = func(ctx context.Context, id string) Outcome { return env.runCommand(ctx, id, in.Command, dir, timeout) }
+	return nil
 }

@@ -1,4 +1,5 @@
-// files.go holds what the file tools do to files: paths resolved through
+// workspace.go holds the session's directories as the tools see them, and
+// what the file tools do to files: paths resolved through
 // every symlink (dangling ones too), local reads and writes confined to the
 // session's roots at the moment of the operation (os.Root), no blocking on
 // a file that is not a regular one, and the caps on what a tool returns.
@@ -15,11 +16,9 @@
 //     lines cut at lineMaxBytes, read as a stream; it says what it left out
 //     and which line to read on from. Whatever any tool returns to the model
 //     is cut at readMaxBytes the same way.
-package main
+package tools
 
 import (
-	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -28,17 +27,16 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode/utf8"
-
-	"acpbridge/internal/acp"
-	"acpbridge/internal/clip"
 )
 
+// MaxResultBytes is the most any tool returns to the model.
+const MaxResultBytes = 256 << 10
+
 const (
-	readMaxLines   = 2000      // lines read_file returns at most
-	readMaxBytes   = 256 << 10 // bytes read_file, or any tool, returns to the model at most
-	lineMaxBytes   = 2000      // a longer line is cut
-	wholeFileBytes = 4 << 20   // the largest file edit_file edits (and write_file diffs)
+	readMaxLines   = 2000 // lines read_file returns at most
+	readMaxBytes   = MaxResultBytes
+	lineMaxBytes   = 2000    // a longer line is cut
+	wholeFileBytes = 4 << 20 // the largest file edit_file edits (and write_file diffs)
 
 	maxCommandTimeout = time.Hour // the longest timeout_ms run_command takes
 )
@@ -77,16 +75,40 @@ func followLinks(dir string, parts []string, hops int) string {
 	return dir
 }
 
-// openRoots opens the session's roots for local file work.
-func (s *SessionRecord) openRoots() {
-	s.fsRoots = make([]*os.Root, len(s.realRoots))
-	for i, r := range s.realRoots {
-		s.fsRoots[i], _ = os.OpenRoot(r) // nil: local work under it fails
+// Workspace is a session's directories: the cwd, then the additional
+// directories. Paths are resolved against them and confined to them.
+type Workspace struct {
+	Cwd       string
+	Roots     []string   // Cwd first
+	realRoots []string   // Roots with their symlinks resolved
+	fsRoots   []*os.Root // realRoots opened, for local file work
+}
+
+// Open makes the workspace of roots (roots[0] is the cwd) and opens them
+// for local file work.
+func Open(roots []string) *Workspace {
+	ws := &Workspace{Cwd: roots[0], Roots: roots, realRoots: make([]string, len(roots))}
+	for i, r := range roots {
+		ws.realRoots[i] = realPath(r)
+	}
+	ws.openRoots()
+	return ws
+}
+
+// openRoots opens the roots for local file work.
+func (ws *Workspace) openRoots() {
+	ws.fsRoots = make([]*os.Root, len(ws.realRoots))
+	for i, r := range ws.realRoots {
+		ws.fsRoots[i], _ = os.OpenRoot(r) // nil: local work under it fails
 	}
 }
 
-func (s *SessionRecord) closeRoots() {
-	for _, r := range s.fsRoots {
+// Close closes the roots opened for local file work.
+func (ws *Workspace) Close() {
+	if ws == nil {
+		return
+	}
+	for _, r := range ws.fsRoots {
 		if r != nil {
 			r.Close()
 		}
@@ -95,20 +117,20 @@ func (s *SessionRecord) closeRoots() {
 
 // rootOf returns the root that holds path (as it resolves now) and path
 // relative to it.
-func (s *SessionRecord) rootOf(path string) (*os.Root, string, error) {
+func (ws *Workspace) rootOf(path string) (*os.Root, string, error) {
 	real := realPath(path)
-	for i, root := range s.realRoots {
-		if within(real, root) && s.fsRoots[i] != nil {
+	for i, root := range ws.realRoots {
+		if within(real, root) && ws.fsRoots[i] != nil {
 			rel, err := filepath.Rel(root, real)
-			return s.fsRoots[i], rel, err
+			return ws.fsRoots[i], rel, err
 		}
 	}
-	return nil, "", fmt.Errorf("%s is outside the session's directories (%s): acpbridge only touches files under them", path, strings.Join(s.roots, ", "))
+	return nil, "", fmt.Errorf("%s is outside the session's directories (%s): acpbridge only touches files under them", path, strings.Join(ws.Roots, ", "))
 }
 
 // openLocal opens a regular file under the roots without blocking.
-func (s *SessionRecord) openLocal(path string, flag int, perm os.FileMode) (*os.File, error) {
-	root, rel, err := s.rootOf(path)
+func (ws *Workspace) openLocal(path string, flag int, perm os.FileMode) (*os.File, error) {
+	root, rel, err := ws.rootOf(path)
 	if err != nil {
 		return nil, err
 	}
@@ -170,9 +192,9 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// readWhole reads a regular file of at most wholeFileBytes.
-func (s *SessionRecord) readWhole(path string) (string, error) {
-	f, err := s.openLocal(path, os.O_RDONLY, 0)
+// readLocal reads a regular file of at most wholeFileBytes.
+func (ws *Workspace) readLocal(path string) (string, error) {
+	f, err := ws.openLocal(path, os.O_RDONLY, 0)
 	if err != nil {
 		return "", err
 	}
@@ -189,8 +211,8 @@ func (s *SessionRecord) readWhole(path string) (string, error) {
 
 // writeLocal writes content to a regular file under the roots, keeping an
 // existing file's permissions.
-func (s *SessionRecord) writeLocal(path, content string) error {
-	f, err := s.openLocal(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+func (ws *Workspace) writeLocal(path, content string) error {
+	f, err := ws.openLocal(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
@@ -201,104 +223,45 @@ func (s *SessionRecord) writeLocal(path, content string) error {
 	return f.Close()
 }
 
-// window is the part of a file read_file returns.
-type window struct {
-	first, limit int // the first line (1-based) and how many lines at most
-}
-
-// readLines reads w's lines from r, whose first line is line number
-// startAt, within the caps, and says what it left out. It reads r as a
-// stream: memory does not follow the file's size.
-func readLines(ctx context.Context, r io.Reader, startAt int, w window) (string, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	n := startAt
-	for ; n < w.first; n++ {
-		if n%4096 == 0 && ctx.Err() != nil {
-			return "", ctx.Err()
-		}
-		if _, more, err := readLine(br, 0); err != nil {
-			if more == 0 {
-				n-- // EOF where a line would start
-			}
-			return fmt.Sprintf("[read_file: the file has %d lines; line %d is past its end]", n, w.first), nil
-		}
+// resolve makes path absolute (relative to cwd) and checks that it lies
+// within the session's roots, symlinks resolved.
+func (ws *Workspace) resolve(path string) (string, error) {
+	if path == "" {
+		return "", errors.New("a path is required")
 	}
-	var sb strings.Builder
-	cut, shown := 0, 0
-	capped := false // the byte cap left out the line just read
-	for shown < min(w.limit, readMaxLines) {
-		line, more, err := readLine(br, lineMaxBytes)
-		if len(line) == 0 && err != nil {
-			break
-		}
-		if sb.Len()+len(line) > readMaxBytes {
-			capped = true
-			break
-		}
-		sb.Write(line)
-		if more > 0 {
-			cut++
-			fmt.Fprintf(&sb, "… [line %d cut: %d more bytes]\n", n+shown, more)
-		}
-		shown++
-		if err != nil {
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(ws.Cwd, path)
+	}
+	path = filepath.Clean(path)
+	real := ""
+	for i, root := range ws.Roots {
+		if within(path, root) {
+			// Only the part below the root can hold a symlink not yet resolved.
+			rel, _ := filepath.Rel(root, path)
+			real = followLinks(ws.realRoots[i], strings.Split(rel, "/"), 0)
 			break
 		}
 	}
-	last := w.first + shown - 1
-	_, peekErr := br.Peek(1)
-	switch {
-	case capped:
-		fmt.Fprintf(&sb, "\n[read_file: lines %d–%d of the file, stopped at %d bytes; read on with line %d]", w.first, last, readMaxBytes, last+1)
-	case peekErr == nil && w.limit > readMaxLines:
-		fmt.Fprintf(&sb, "\n[read_file: lines %d–%d of the file, at most %d lines a call; read on with line %d]", w.first, last, readMaxLines, last+1)
-	case peekErr == nil:
-		fmt.Fprintf(&sb, "\n[read_file: lines %d–%d of the file, which goes on; read on with line %d]", w.first, last, last+1)
+	if real == "" {
+		real = realPath(path) // perhaps an alias of a root through a symlink
 	}
-	if cut > 0 {
-		fmt.Fprintf(&sb, "\n[read_file: %d long lines were cut at %d bytes]", cut, lineMaxBytes)
-	}
-	return sb.String(), nil
-}
-
-// readLine reads one line with its newline, keeping at most keep bytes of
-// it (cut on a rune boundary); more is how many bytes were dropped.
-func readLine(br *bufio.Reader, keep int) (line []byte, more int, err error) {
-	for {
-		frag, ferr := br.ReadSlice('\n')
-		room := keep - len(line)
-		switch {
-		case room >= len(frag):
-			line = append(line, frag...)
-		case room > 0:
-			k := room
-			for k > 0 && !utf8.RuneStart(frag[k]) {
-				k--
-			}
-			line = append(line, frag[:k]...)
-			more += len(frag) - k
-		default:
-			more += len(frag)
-		}
-		if !errors.Is(ferr, bufio.ErrBufferFull) {
-			if more > 0 && (len(line) == 0 || line[len(line)-1] != '\n') {
-				more-- // the newline is not counted as dropped text
-			}
-			return line, more, ferr
+	for _, root := range ws.realRoots {
+		if within(real, root) {
+			return path, nil
 		}
 	}
+	return "", fmt.Errorf("%s is outside the session's directories (%s): acpbridge only touches files under them", path, strings.Join(ws.Roots, ", "))
 }
 
-// capResult cuts what a tool returns to the model at readMaxBytes, saying so.
-func capResult(s string) string {
-	if len(s) <= readMaxBytes {
-		return s
+// display shortens a path under cwd for a title.
+func (ws *Workspace) display(path string) string {
+	if rel, err := filepath.Rel(ws.Cwd, filepath.Join(ws.Cwd, path)); err == nil && !strings.HasPrefix(rel, "..") && !filepath.IsAbs(path) {
+		return rel
 	}
-	kept := clip.Cut(s, readMaxBytes)
-	return kept + fmt.Sprintf("\n[output cut: %d more bytes not shown]", len(s)-len(kept))
+	return path
 }
 
-// textResult is a tool's outcome whose content and result are one text.
-func textResult(s string) outcome {
-	return outcome{content: []acp.ToolContent{acp.TextOut(s)}, result: s}
+func within(path, root string) bool {
+	rel, err := filepath.Rel(root, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
