@@ -262,11 +262,3 @@ func TestMCP_http(t *testing.T) {
 	assert.Contains(t, joined, `"text":"echo: over http"`)
 	assert.Contains(t, joined, `"text":"echo: over sse"`)
 }
-
-// Verify the names models see: sanitised, within 64 characters, unique.
-func TestMCP_toolNames(t *testing.T) {
-	assert.Equal(t, "mcp__my_server__read_it", toolName("mcp__"+sanitize("my server", 24)+"__", "read.it"))
-	long := toolName("mcp__srv__", strings.Repeat("x", 100))
-	assert.Len(t, long, mcpNameLimit)
-	assert.NotEqual(t, long, toolName("mcp__srv__", strings.Repeat("x", 99)+"y"))
-}

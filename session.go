@@ -49,6 +49,7 @@ import (
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/channel"
+	"acpbridge/internal/mcp"
 	"acpbridge/internal/model"
 	"acpbridge/internal/store"
 	"acpbridge/internal/tools"
@@ -126,7 +127,7 @@ type SessionRecord struct {
 	created time.Time       // opener
 	updated time.Time       // a.mu
 
-	mcp  *mcpHub             // opener sets; self-locked
+	mcp  *mcp.Hub            // opener sets; self-locked
 	file *store.File         // opener sets; self-locked; nil only while opening
 	conv *model.Conversation // turn: what the model is sent
 
@@ -487,7 +488,7 @@ func (a *agent) finishOpen(s *SessionRecord, err error) {
 	close(s.opened)
 	if err != nil {
 		s.ws.Close()
-		s.mcp.close()
+		s.mcp.Close()
 		if s.file != nil {
 			s.file.Close()
 		}
@@ -538,7 +539,7 @@ func (a *agent) admitNew(_ string, raw json.RawMessage) ticket {
 	if err != nil {
 		return fail(err)
 	}
-	specs, err := parseMCPServers(p.McpServers)
+	specs, err := mcp.ParseServers(p.McpServers)
 	if err != nil {
 		return fail(err)
 	}
@@ -558,7 +559,7 @@ func (a *agent) admitNew(_ string, raw json.RawMessage) ticket {
 	}
 }
 
-func (a *agent) newSession(s *SessionRecord, roots []string, specs []mcpServerSpec) (any, error) {
+func (a *agent) newSession(s *SessionRecord, roots []string, specs []mcp.ServerSpec) (any, error) {
 	s.setRoots(roots)
 	s.created = a.now()
 	a.mu.Lock()
@@ -570,7 +571,7 @@ func (a *agent) newSession(s *SessionRecord, roots []string, specs []mcpServerSp
 	var err error
 	s.file, err = a.store.Create(infoOf(s))
 	if err == nil {
-		s.mcp = startMCP(specs, a.log, a.stderr)
+		s.mcp = mcp.Start(specs, version, a.log, a.stderr)
 	}
 	a.finishOpen(s, err)
 	if err != nil {
@@ -596,7 +597,7 @@ func (a *agent) admitOpen(reqID string, raw json.RawMessage, replay bool) ticket
 	if err != nil {
 		return fail(err)
 	}
-	specs, err := parseMCPServers(p.McpServers)
+	specs, err := mcp.ParseServers(p.McpServers)
 	if err != nil {
 		return fail(err)
 	}
@@ -624,10 +625,10 @@ func (a *agent) admitOpen(reqID string, raw json.RawMessage, replay bool) ticket
 }
 
 // openSession serves session/load (replay true) and session/resume.
-func (a *agent) openSession(ctx context.Context, s *SessionRecord, roots []string, specs []mcpServerSpec, replay bool) (any, error) {
+func (a *agent) openSession(ctx context.Context, s *SessionRecord, roots []string, specs []mcp.ServerSpec, replay bool) (any, error) {
 	err := a.restore(ctx, s, roots, replay)
 	if err == nil && ctx.Err() == nil {
-		s.mcp = startMCP(specs, a.log, a.stderr)
+		s.mcp = mcp.Start(specs, version, a.log, a.stderr)
 	}
 	if ctx.Err() != nil {
 		err = acp.Errorf(acp.CodeRequestCancelled, "loading session %s was ended by session/close", s.id)
@@ -737,7 +738,7 @@ func (a *agent) release(s *SessionRecord) {
 	a.mu.Lock()
 	a.vacateLocked(s)
 	a.mu.Unlock()
-	s.mcp.close()
+	s.mcp.Close()
 	s.ws.Close()
 	if s.file != nil {
 		if err := s.file.Close(); err != nil {

@@ -252,18 +252,18 @@ func (a *agent) prepare(s *SessionRecord, c model.ToolCall) *tools.Call {
 	}
 	p := &tools.Call{Title: c.Name, Kind: "other", Perm: tools.PermExecute}
 	if strings.HasPrefix(c.Name, "mcp__") {
-		t, err := s.mcp.lookup(c.Name)
+		t, err := s.mcp.Lookup(c.Name)
 		if err != nil {
 			p.Err = err
 			return p
 		}
-		p.Kind, p.Title = t.kind(), t.title()
-		if t.readOnly() {
+		p.Kind, p.Title = t.Kind(), t.Title()
+		if t.ReadOnly() {
 			p.Perm = tools.PermRead
 		}
 		p.Run = func(ctx context.Context, _ string) tools.Outcome {
 			a.pause(s) // the server may take a while
-			return t.call(ctx, c.Input)
+			return t.Call(ctx, c.Input)
 		}
 		return p
 	}
@@ -289,10 +289,10 @@ var builtinSpecs = func() []model.Tool {
 // servers' tools.
 func (a *agent) tools(s *SessionRecord) []model.Tool {
 	specs := builtinSpecs
-	if mt := s.mcp.tools(); len(mt) > 0 {
+	if mt := s.mcp.Tools(); len(mt) > 0 {
 		specs = append(slices.Clip(specs), make([]model.Tool, 0, len(mt))...)
 		for _, t := range mt {
-			specs = append(specs, t.spec())
+			specs = append(specs, model.Tool(t.Spec()))
 		}
 	}
 	return specs

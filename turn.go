@@ -148,7 +148,7 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []acp.Cont
 	}
 	mark := s.conv.Mark()
 	s.conv.Add(model.Message{Role: "user", Text: promptText(prompt)})
-	for _, n := range s.mcp.takeNotices() {
+	for _, n := range s.mcp.TakeNotices() {
 		if err := a.notice(s, n); err != nil {
 			return "", err
 		}

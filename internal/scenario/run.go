@@ -245,7 +245,8 @@ func (r *run) send(group []Step) error {
 	select {
 	case err := <-written:
 		if err != nil {
-			return r.fail(group[0].Line, fmt.Sprintf("writing to the agent: %v", err))
+			code, _ := r.exitStatus()
+			return r.fail(group[0].Line, fmt.Sprintf("the agent ended (exit status %d) before it read this line (%v)", code, err))
 		}
 		return nil
 	case <-time.After(r.opt.Timeout):
@@ -350,15 +351,11 @@ func (r *run) finish(extra func([]byte) error) error {
 		}
 		return r.fail(0, fmt.Sprintf("the agent sent line %d after the transcript's last line: %s", r.n, clip.Marked(string(line), 400)))
 	}
-	exited := make(chan int, 1)
-	go func() { exited <- r.agent.Wait() }()
-	select {
-	case code := <-exited:
-		if code != 0 {
-			return r.fail(0, fmt.Sprintf("the agent exited with status %d", code))
-		}
-	case <-time.After(r.opt.Timeout):
+	switch code, exited := r.exitStatus(); {
+	case !exited:
 		return r.fail(0, fmt.Sprintf("the agent closed its output but did not exit within %v", r.opt.Timeout))
+	case code != 0:
+		return r.fail(0, fmt.Sprintf("the agent exited with status %d", code))
 	}
 	for _, s := range r.sc.Sections {
 		name, ok := strings.CutPrefix(s.Name, "check/")
@@ -374,6 +371,19 @@ func (r *run) finish(extra func([]byte) error) error {
 		}
 	}
 	return nil
+}
+
+// exitStatus waits, up to the timeout, for the agent to exit and returns
+// its status; ok is false when it did not exit.
+func (r *run) exitStatus() (code int, ok bool) {
+	exited := make(chan int, 1)
+	go func() { exited <- r.agent.Wait() }()
+	select {
+	case code := <-exited:
+		return code, true
+	case <-time.After(r.opt.Timeout):
+		return 0, false
+	}
 }
 
 // fail makes a Failure carrying the bindings and the end of stderr.

@@ -14,7 +14,7 @@
 //   - Closing a session closes its servers: a stdio server gets its stdin
 //     closed, SIGTERM after mcpGrace, SIGKILL after another; and dies with
 //     acpbridge (Pdeathsig) should acpbridge be killed.
-package main
+package mcp
 
 import (
 	"context"
@@ -37,18 +37,17 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"acpbridge/internal/acp"
-	"acpbridge/internal/model"
 	"acpbridge/internal/tools"
 )
 
 const (
 	mcpStartTimeout = 15 * time.Second
 	mcpGrace        = 200 * time.Millisecond // between closing stdin, SIGTERM and SIGKILL
-	mcpNameLimit    = 64                     // function names models accept
+	nameLimit       = 64                     // function names models accept
 )
 
 // mcpServerSpec is an ACP McpServer as received.
-type mcpServerSpec struct {
+type ServerSpec struct {
 	Type    string      `json:"type"` // "" (stdio), "http" or "sse"
 	Name    string      `json:"name"`
 	Command string      `json:"command"`
@@ -64,11 +63,11 @@ type nameValue struct {
 }
 
 // parseMCPServers decodes the mcpServers param; an absent one is empty.
-func parseMCPServers(raw json.RawMessage) ([]mcpServerSpec, error) {
+func ParseServers(raw json.RawMessage) ([]ServerSpec, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
-	var specs []mcpServerSpec
+	var specs []ServerSpec
 	if err := json.Unmarshal(raw, &specs); err != nil {
 		return nil, acp.InvalidParams("mcpServers", "%s", acp.DescribeJSONError(err))
 	}
@@ -87,10 +86,11 @@ func parseMCPServers(raw json.RawMessage) ([]mcpServerSpec, error) {
 }
 
 // mcpHub is a session's MCP servers.
-type mcpHub struct {
-	log    *slog.Logger
-	stderr io.Writer          // where stdio servers' stderr goes
-	cancel context.CancelFunc // ends the connections' context
+type Hub struct {
+	version string // acpbridge's, told to the servers
+	log     *slog.Logger
+	stderr  io.Writer          // where stdio servers' stderr goes
+	cancel  context.CancelFunc // ends the connections' context
 
 	wg sync.WaitGroup // the watch and refresh goroutines; close waits for them
 
@@ -102,7 +102,7 @@ type mcpHub struct {
 
 // mcpServer is one connected server.
 type mcpServer struct {
-	spec    mcpServerSpec
+	spec    ServerSpec
 	prefix  string // mcp__<server>__
 	session *mcp.ClientSession
 	pgid    int         // a stdio server's process group, or 0
@@ -111,15 +111,15 @@ type mcpServer struct {
 }
 
 // mcpTool is one server tool as offered to the model.
-type mcpTool struct {
+type Tool struct {
 	name   string // mcp__<server>__<tool>
 	server *mcpServer
 	tool   *mcp.Tool
 }
 
 // startMCP connects every server, concurrently, within mcpStartTimeout.
-func startMCP(specs []mcpServerSpec, log *slog.Logger, stderr io.Writer) *mcpHub {
-	h := &mcpHub{log: log, stderr: stderr}
+func Start(specs []ServerSpec, version string, log *slog.Logger, stderr io.Writer) *Hub {
+	h := &Hub{version: version, log: log, stderr: stderr}
 	if len(specs) == 0 {
 		return h
 	}
@@ -178,7 +178,7 @@ func startMCP(specs []mcpServerSpec, log *slog.Logger, stderr io.Writer) *mcpHub
 	return h
 }
 
-func (h *mcpHub) connect(ctx context.Context, srv *mcpServer) error {
+func (h *Hub) connect(ctx context.Context, srv *mcpServer) error {
 	var transport mcp.Transport
 	spec := srv.spec
 	switch spec.Type {
@@ -204,7 +204,7 @@ func (h *mcpHub) connect(ctx context.Context, srv *mcpServer) error {
 	default:
 		return fmt.Errorf("its type %q is not one of stdio, http, sse", spec.Type)
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "acpbridge", Version: version}, &mcp.ClientOptions{
+	client := mcp.NewClient(&mcp.Implementation{Name: "acpbridge", Version: h.version}, &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{}, // no roots, no sampling
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			h.goOwned(func() { h.refresh(srv) }) // not on the connection's own goroutine
@@ -251,7 +251,7 @@ func (srv *mcpServer) killGroup() {
 }
 
 // goOwned runs f on a goroutine that close waits for.
-func (h *mcpHub) goOwned(f func()) {
+func (h *Hub) goOwned(f func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -276,7 +276,7 @@ func listTools(ctx context.Context, s *mcp.ClientSession) ([]*mcp.Tool, error) {
 }
 
 // watch notes when a server's connection ends on its own.
-func (h *mcpHub) watch(srv *mcpServer) {
+func (h *Hub) watch(srv *mcpServer) {
 	err := srv.session.Wait()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -292,7 +292,7 @@ func (h *mcpHub) watch(srv *mcpServer) {
 }
 
 // refresh lists a server's tools again.
-func (h *mcpHub) refresh(srv *mcpServer) {
+func (h *Hub) refresh(srv *mcpServer) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	tools, err := listTools(ctx, srv.session)
@@ -307,7 +307,7 @@ func (h *mcpHub) refresh(srv *mcpServer) {
 }
 
 // takeNotices returns what the user has not been told yet.
-func (h *mcpHub) takeNotices() []string {
+func (h *Hub) TakeNotices() []string {
 	if h == nil {
 		return nil
 	}
@@ -319,13 +319,13 @@ func (h *mcpHub) takeNotices() []string {
 }
 
 // tools lists every live server's tools under their model-facing names.
-func (h *mcpHub) tools() []mcpTool {
+func (h *Hub) Tools() []Tool {
 	if h == nil {
 		return nil
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var out []mcpTool
+	var out []Tool
 	used := map[string]bool{}
 	for _, srv := range h.servers {
 		if srv.dead != nil {
@@ -337,7 +337,7 @@ func (h *mcpHub) tools() []mcpTool {
 				continue
 			}
 			used[name] = true
-			out = append(out, mcpTool{name: name, server: srv, tool: t})
+			out = append(out, Tool{name: name, server: srv, tool: t})
 		}
 	}
 	return out
@@ -345,20 +345,20 @@ func (h *mcpHub) tools() []mcpTool {
 
 // lookup finds a tool by its model-facing name, refreshing the servers'
 // lists once when it is not there (a list change not seen yet).
-func (h *mcpHub) lookup(name string) (mcpTool, error) {
-	find := func() (mcpTool, bool) {
-		for _, t := range h.tools() {
+func (h *Hub) Lookup(name string) (Tool, error) {
+	find := func() (Tool, bool) {
+		for _, t := range h.Tools() {
 			if t.name == name {
 				return t, true
 			}
 		}
-		return mcpTool{}, false
+		return Tool{}, false
 	}
 	if t, ok := find(); ok {
 		return t, nil
 	}
 	if h == nil {
-		return mcpTool{}, fmt.Errorf("unknown tool %q: no MCP server is connected", name)
+		return Tool{}, fmt.Errorf("unknown tool %q: no MCP server is connected", name)
 	}
 	h.mu.Lock()
 	servers := append([]*mcpServer(nil), h.servers...)
@@ -369,7 +369,7 @@ func (h *mcpHub) lookup(name string) (mcpTool, error) {
 			dead := srv.dead
 			h.mu.Unlock()
 			if dead != nil {
-				return mcpTool{}, fmt.Errorf("MCP server `%s` is not running (%v)", srv.spec.Name, dead)
+				return Tool{}, fmt.Errorf("MCP server `%s` is not running (%v)", srv.spec.Name, dead)
 			}
 			h.refresh(srv)
 		}
@@ -377,11 +377,11 @@ func (h *mcpHub) lookup(name string) (mcpTool, error) {
 	if t, ok := find(); ok {
 		return t, nil
 	}
-	return mcpTool{}, fmt.Errorf("unknown tool %q: no connected MCP server offers it", name)
+	return Tool{}, fmt.Errorf("unknown tool %q: no connected MCP server offers it", name)
 }
 
 // close ends every server. It returns once they have exited.
-func (h *mcpHub) close() {
+func (h *Hub) Close() {
 	if h == nil {
 		return
 	}
@@ -443,16 +443,16 @@ func sanitize(s string, n int) string {
 // name cut short ends with a hash of the whole so that it stays unique.
 func toolName(prefix, tool string) string {
 	name := prefix + sanitize(tool, len(tool)+1)
-	if len(name) <= mcpNameLimit {
+	if len(name) <= nameLimit {
 		return name
 	}
 	sum := sha256.Sum256([]byte(tool))
 	tag := hex.EncodeToString(sum[:4])
-	return name[:mcpNameLimit-len(tag)-1] + "_" + tag
+	return name[:nameLimit-len(tag)-1] + "_" + tag
 }
 
 // spec is the tool as the model sees it.
-func (t mcpTool) spec() model.Tool {
+func (t Tool) Spec() tools.Spec {
 	schema, err := json.Marshal(t.tool.InputSchema)
 	if err != nil || len(schema) == 0 || string(schema) == "null" {
 		schema = json.RawMessage(`{"type":"object"}`)
@@ -461,16 +461,16 @@ func (t mcpTool) spec() model.Tool {
 	if desc == "" && t.tool.Annotations != nil {
 		desc = t.tool.Annotations.Title
 	}
-	return model.Tool{Name: t.name, Description: desc, Parameters: schema}
+	return tools.Spec{Name: t.name, Description: desc, Parameters: schema}
 }
 
 // readOnly reports whether the server marks the tool as changing nothing.
-func (t mcpTool) readOnly() bool {
+func (t Tool) ReadOnly() bool {
 	return t.tool.Annotations != nil && t.tool.Annotations.ReadOnlyHint
 }
 
 // kind is the ACP tool kind the tool's hints suggest.
-func (t mcpTool) kind() string {
+func (t Tool) Kind() string {
 	a := t.tool.Annotations
 	switch {
 	case a == nil || !a.ReadOnlyHint:
@@ -481,7 +481,7 @@ func (t mcpTool) kind() string {
 	return "read"
 }
 
-func (t mcpTool) title() string {
+func (t Tool) Title() string {
 	if t.tool.Annotations != nil && t.tool.Annotations.Title != "" {
 		return t.tool.Annotations.Title
 	}
@@ -492,7 +492,7 @@ func (t mcpTool) title() string {
 }
 
 // call runs the tool and turns its result into an tools.Outcome.
-func (t mcpTool) call(ctx context.Context, input json.RawMessage) tools.Outcome {
+func (t Tool) Call(ctx context.Context, input json.RawMessage) tools.Outcome {
 	res, err := t.server.session.CallTool(ctx, &mcp.CallToolParams{Name: t.tool.Name, Arguments: input})
 	if err != nil {
 		if ctx.Err() != nil {
