@@ -169,7 +169,7 @@ func TestScenario_recordThenRun(t *testing.T) {
 	withFile := strings.Replace(file, "-- transcript --\n", "-- cwd/notes.txt --\nremember $5\n-- transcript --\n", 1)
 	require.NoError(t, os.WriteFile(out, []byte(withFile), 0o644))
 	res, err = exec.Command(bin, "scenario", "run", out).CombinedOutput()
-	require.NoError(t, err, "%s", res)
+	require.NoError(t, err, "%s\n%s", res, withFile)
 	assert.Contains(t, string(res), "ok   "+out)
 }
 

@@ -36,12 +36,8 @@ func (rec *Recorder) Pipe(dst io.Writer, src io.Reader, fromAgent bool) error {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return werr
-			}
-			if f, ok := dst.(interface{ Flush() error }); ok {
-				f.Flush()
-			}
+			// Noted before it passes on: what the other side sends in
+			// answer is then always noted after it.
 			partial = append(partial, buf[:n]...)
 			for {
 				i := bytes.IndexByte(partial, '\n')
@@ -50,6 +46,9 @@ func (rec *Recorder) Pipe(dst io.Writer, src io.Reader, fromAgent bool) error {
 				}
 				rec.note(event{fromAgent: fromAgent, line: bytes.Clone(partial[:i])})
 				partial = partial[i+1:]
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return werr
 			}
 		}
 		if err != nil {

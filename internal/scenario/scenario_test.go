@@ -274,3 +274,26 @@ close
 	_, err := Parse("r.txtar", []byte(got))
 	assert.NoError(t, err)
 }
+
+// probe checks, at each write, that the recorder already noted the line.
+type probe struct {
+	t   *testing.T
+	rec *Recorder
+}
+
+func (p probe) Write(b []byte) (int, error) {
+	p.rec.mu.Lock()
+	defer p.rec.mu.Unlock()
+	last := p.rec.events[len(p.rec.events)-1]
+	assert.Equal(p.t, strings.TrimSuffix(string(b), "\n"), string(last.line), "noted before it passed on")
+	return len(b), nil
+}
+
+// A line is noted before it passes on: the client's answer to it (noted by
+// the other direction) can only come after it in the scenario.
+func TestRecorder_notesBeforePassing(t *testing.T) {
+	rec := &Recorder{}
+	require.NoError(t, rec.Pipe(probe{t, rec}, strings.NewReader(`{"id":1,"result":{}}`+"\n"), true))
+	require.NoError(t, rec.Pipe(probe{t, rec}, strings.NewReader(`{"id":2,"method":"m"}`+"\n"), false))
+	assert.Len(t, rec.events, 2)
+}
