@@ -32,6 +32,7 @@ import (
 	"github.com/creachadair/jrpc2"
 
 	"acpbridge/internal/channel"
+	"acpbridge/internal/fanout"
 	"acpbridge/internal/model"
 	"acpbridge/internal/proc"
 	"acpbridge/internal/scenario"
@@ -115,7 +116,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		defer trace.Close()
 	}
 	if a.cfg.fanout {
-		return serveFanout(ctx, a, args, stdin, stdout, stderr, trace)
+		return fanout.Serve(ctx, args, a.cfg.maxLineBytes, a.log, stdin, stdout, stderr, trace)
 	}
 	return serve(ctx, a, stdin, stdout, trace)
 }

@@ -223,20 +223,10 @@ func (a *agent) arrive(method, id string, params json.RawMessage) []byte {
 
 // encodeResponse is the response to request id, as jrpc2 would write it.
 func encodeResponse(id string, result any, err error) []byte {
-	b := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
 	if err != nil {
-		e, _ := json.Marshal(wireError(err))
-		b = append(append(b, `,"error":`...), e...)
-	} else {
-		r, merr := json.Marshal(result)
-		if merr != nil {
-			e, _ := json.Marshal(acp.Errorf(acp.CodeInternal, "encoding the result: %v", merr))
-			b = append(append(b, `,"error":`...), e...)
-		} else {
-			b = append(append(b, `,"result":`...), r...)
-		}
+		return channel.EncodeResponse(id, nil, wireError(err))
 	}
-	return append(b, '}')
+	return channel.EncodeResponse(id, result, nil)
 }
 
 // safeAdmit runs an admission and turns a panic into the request's error.

@@ -312,6 +312,23 @@ func (c *Wire) WhenAnswered(id string) <-chan struct{} {
 	return w
 }
 
+// EncodeResponse is the response to request id (its JSON text), as jrpc2
+// would write it: with err when it is not nil, else with result.
+func EncodeResponse(id string, result any, err *jrpc2.Error) []byte {
+	b := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
+	if err == nil {
+		r, merr := json.Marshal(result)
+		if merr == nil {
+			b = append(append(b, `,"result":`...), r...)
+			return append(b, '}')
+		}
+		err = &jrpc2.Error{Code: jrpc2.InternalError, Message: "encoding the result: " + merr.Error()}
+	}
+	e, _ := json.Marshal(err)
+	b = append(append(b, `,"error":`...), e...)
+	return append(b, '}')
+}
+
 // notify writes a notification of method with pre-encoded params. It does not
 // flush: callers flush when they pause.
 func (c *Wire) Notify(method string, params []byte) error {

@@ -25,7 +25,7 @@
 //     fails its pending requests with an error naming the session and is not
 //     restarted. stdin EOF or a signal closes every child's stdin (each ends
 //     as at EOF) and the router exits 0 within a second.
-package main
+package fanout
 
 import (
 	"bufio"
@@ -87,15 +87,16 @@ type forwarded struct {
 }
 
 // serveFanout serves stdin/stdout as the router until EOF or a signal.
-func serveFanout(ctx context.Context, a *agent, args []string, stdin io.Reader, stdout, stderr io.Writer, trace *channel.Tracer) int {
+// args is acpbridge's command line, which the children get less --fanout.
+func Serve(ctx context.Context, args []string, maxLine int, log *slog.Logger, stdin io.Reader, stdout, stderr io.Writer, trace *channel.Tracer) int {
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(stderr, "acpbridge: --fanout: cannot find this program to start its children: %v\n", err)
 		return 1
 	}
-	r := &router{log: a.log, exe: exe, args: withoutFanout(args), errw: stderr,
+	r := &router{log: log, exe: exe, args: withoutFanout(args), errw: stderr,
 		sessions: map[string]*child{}, children: map[*child]bool{}, inflight: map[string]bool{}}
-	r.out = channel.NewWire(stdin, stdout, a.cfg.maxLineBytes, trace)
+	r.out = channel.NewWire(stdin, stdout, maxLine, trace)
 	r.out.OnEOF = func() { r.endChildren() } // their answers come before the router stops
 	r.warmUp()
 	lines := make(chan []byte)
@@ -237,7 +238,7 @@ func (r *router) route(line []byte) {
 		r.inflight[string(id)] = true
 		r.mu.Unlock()
 		if dup {
-			r.out.Send(encodeResponse(string(id), nil, &jrpc2.Error{Code: jrpc2.InvalidRequest, Message: "duplicate request ID"}))
+			r.out.Send(channel.EncodeResponse(string(id), nil, &jrpc2.Error{Code: jrpc2.InvalidRequest, Message: "duplicate request ID"}))
 			return
 		}
 	}
@@ -355,11 +356,15 @@ func (r *router) open(e envelope, session string) {
 
 // answer writes a response to the client.
 func (r *router) answer(id json.RawMessage, result any, err error) {
-	r.respond(string(id), encodeResponse(string(id), result, err))
+	var e *jrpc2.Error
+	if err != nil {
+		e = acp.AsError(err)
+	}
+	r.respond(string(id), channel.EncodeResponse(string(id), result, e))
 }
 
 func (r *router) answerErr(id string, code jrpc2.Code, msg string) {
-	r.respond(id, encodeResponse(id, nil, &jrpc2.Error{Code: code, Message: msg}))
+	r.respond(id, channel.EncodeResponse(id, nil, &jrpc2.Error{Code: code, Message: msg}))
 }
 
 // respond writes the response to the client's request id; the id may be
@@ -530,7 +535,7 @@ func (c *child) callClient(e envelope) {
 	b := append([]byte(`{"jsonrpc":"2.0","id":`), e.ID...)
 	switch {
 	case err != nil:
-		je, _ := json.Marshal(wireError(err))
+		je, _ := json.Marshal(acp.AsError(err))
 		b = append(append(b, `,"error":`...), je...)
 	case len(raw) == 0:
 		b = append(b, `,"result":null`...)
