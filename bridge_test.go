@@ -357,14 +357,25 @@ func runGolden(t *testing.T, path string) {
 
 // goldenOptions run scenarios in-process, every line checked against the
 // ACP schema.
+var goldenDump = flag.String("golden.dump", "", "append every line of the goldens to this file")
+
 func goldenOptions(t testing.TB) scenario.Options {
 	check := newSchemaChecker(t)
+	var dump *os.File
+	if *goldenDump != "" {
+		dump, _ = os.OpenFile(*goldenDump, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		t.Cleanup(func() { dump.Close() })
+		fmt.Fprintf(dump, "=== %s\n", t.Name())
+	}
 	return scenario.Options{
 		Start:   scenarioInProcess,
 		Timeout: hang,
 		Update:  *update,
 		TempDir: t.TempDir(),
 		Check: func(fromAgent bool, line []byte) string {
+			if dump != nil {
+				fmt.Fprintf(dump, "%v %s\n", fromAgent, line)
+			}
 			if !fromAgent {
 				check.sent(line)
 				return ""

@@ -1,0 +1,68 @@
+// arch_test.go keeps the package walls up: each internal package imports
+// only the packages of acpbridge its layer allows, so that imports run one
+// way (the protocol and channel at the bottom; store and models know no
+// session; only the root knows the SessionRecord).
+package main
+
+import (
+	"go/build"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// layers says which of acpbridge's packages each internal package may
+// import. A new package must be added here, with its place.
+var layers = map[string][]string{
+	// The bottom: they import nothing of acpbridge's.
+	"acp":   nil, // ACP wire types, method names, codes, encoders
+	"clip":  nil, // the one truncation helper
+	"proc":  nil, // the subreaper and the sweep of descendants
+	"store": nil, // session logs, locks, list, delete; knows no protocol
+	// The channel and the models know the protocol, nothing above it.
+	"channel": {"acp", "clip"},
+	"model":   {"acp", "clip"},
+	// The tools know the protocol and processes; MCP tools are tools.
+	"tools": {"acp", "clip", "proc"},
+	"mcp":   {"acp", "clip", "tools"},
+	// --fanout routes lines between channels; scenarios stand alone.
+	"fanout":   {"acp", "channel", "clip"},
+	"scenario": {"clip"},
+}
+
+func TestArchitecture_importsRunOneWay(t *testing.T) {
+	entries, err := os.ReadDir("internal")
+	require.NoError(t, err)
+	var seen []string
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		name := e.Name()
+		seen = append(seen, name)
+		allowed, ok := layers[name]
+		if !assert.True(t, ok, "internal/%s has no layer in arch_test.go: say what it may import", name) {
+			continue
+		}
+		pkg, err := build.ImportDir(filepath.Join("internal", name), 0)
+		require.NoError(t, err)
+		for _, imp := range append(pkg.Imports, pkg.TestImports...) {
+			if imp == "acpbridge" {
+				t.Errorf("internal/%s imports the root: only the root knows the SessionRecord", name)
+				continue
+			}
+			dep, ours := strings.CutPrefix(imp, "acpbridge/internal/")
+			if ours && !slices.Contains(allowed, dep) {
+				t.Errorf("internal/%s imports internal/%s, which its layer does not allow (it may import %v)", name, dep, allowed)
+			}
+		}
+	}
+	for name := range layers {
+		assert.Contains(t, seen, name, "arch_test.go names internal/%s, which does not exist", name)
+	}
+}
