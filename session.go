@@ -171,15 +171,15 @@ func done(result any) ticket { return ticket{result: result} }
 // arrival order to its admission.
 func (a *agent) admissions() map[string]func(id string, params json.RawMessage) ticket {
 	return map[string]func(string, json.RawMessage) ticket{
-		acp.MethodInitialize:             a.admitInitialize,
-		acp.MethodSessionNew:             a.afterInit(acp.MethodSessionNew, a.admitNew),
-		acp.MethodSessionLoad:            a.afterInit(acp.MethodSessionLoad, func(id string, p json.RawMessage) ticket { return a.admitOpen(id, p, true) }),
-		acp.MethodSessionResume:          a.afterInit(acp.MethodSessionResume, func(id string, p json.RawMessage) ticket { return a.admitOpen(id, p, false) }),
-		acp.MethodSessionClose:           a.afterInit(acp.MethodSessionClose, a.admitClose),
-		acp.MethodSessionPrompt:          a.afterInit(acp.MethodSessionPrompt, a.admitPrompt),
-		acp.MethodSessionCancel:          a.admitCancel,
-		acp.MethodSessionSetMode:         a.afterInit(acp.MethodSessionSetMode, a.admitSetMode),
-		acp.MethodSessionSetConfigOption: a.afterInit(acp.MethodSessionSetConfigOption, a.admitSetConfig),
+		acp.MethodInitialize:             typed(a.admitInitialize),
+		acp.MethodSessionNew:             a.afterInit(acp.MethodSessionNew, typed(a.admitNew)),
+		acp.MethodSessionLoad:            a.afterInit(acp.MethodSessionLoad, typed(a.admitOpen(true))),
+		acp.MethodSessionResume:          a.afterInit(acp.MethodSessionResume, typed(a.admitOpen(false))),
+		acp.MethodSessionClose:           a.afterInit(acp.MethodSessionClose, typed(a.admitClose)),
+		acp.MethodSessionPrompt:          a.afterInit(acp.MethodSessionPrompt, typed(a.admitPrompt)),
+		acp.MethodSessionCancel:          typed(a.admitCancel),
+		acp.MethodSessionSetMode:         a.afterInit(acp.MethodSessionSetMode, typed(a.admitSetMode)),
+		acp.MethodSessionSetConfigOption: a.afterInit(acp.MethodSessionSetConfigOption, typed(a.admitSetConfig)),
 	}
 }
 
@@ -187,8 +187,8 @@ func (a *agent) admissions() map[string]func(id string, params json.RawMessage) 
 func (a *agent) handlers() handler.Map {
 	m := handler.Map{
 		acp.MethodAuthenticate:  a.guard(a.authenticate),
-		acp.MethodSessionList:   a.guard(a.session(a.listSessions)),
-		acp.MethodSessionDelete: a.guard(a.session(a.deleteSession)),
+		acp.MethodSessionList:   a.guard(a.session(handle(a.listSessions))),
+		acp.MethodSessionDelete: a.guard(a.session(handle(a.deleteSession))),
 		acp.MethodCancelRequest: a.guard(a.cancelRequest),
 	}
 	for method := range a.admissions() {
@@ -338,16 +338,49 @@ func (a *agent) afterInit(method string, admit func(string, json.RawMessage) tic
 	}
 }
 
-// decodeParams decodes req's params into v and names the field on failure.
-func decodeParams(req *jrpc2.Request, v any) error {
-	if !req.HasParams() {
-		return nil
+// withSession is params that name a session: its sessionId is required.
+type withSession interface{ Session() *string }
+
+// typed makes an admission of a method whose params are a P: they are
+// decoded (a wrong field is named), and when P names a session its
+// sessionId is required and handed on.
+func typed[P any](admit func(reqID, sessionID string, p *P) ticket) func(string, json.RawMessage) ticket {
+	return func(reqID string, raw json.RawMessage) ticket {
+		p, sid, err := decodeTyped[P](raw)
+		if err != nil {
+			return fail(err)
+		}
+		return admit(reqID, sid, p)
 	}
-	var raw json.RawMessage
-	if err := req.UnmarshalParams(&raw); err != nil {
-		return acp.Errorf(acp.CodeInvalidParams, "invalid params: %v", err)
+}
+
+// handle is typed for the methods jrpc2 runs as they come (list, delete).
+func handle[P any](h func(ctx context.Context, sessionID string, p *P) (any, error)) jrpc2.Handler {
+	return func(ctx context.Context, req *jrpc2.Request) (any, error) {
+		var raw json.RawMessage
+		if req.HasParams() {
+			if err := req.UnmarshalParams(&raw); err != nil {
+				return nil, acp.Errorf(acp.CodeInvalidParams, "invalid params: %v", err)
+			}
+		}
+		p, sid, err := decodeTyped[P](raw)
+		if err != nil {
+			return nil, err
+		}
+		return h(ctx, sid, p)
 	}
-	return decodeRaw(raw, v)
+}
+
+func decodeTyped[P any](raw json.RawMessage) (*P, string, error) {
+	p := new(P)
+	if err := decodeRaw(raw, p); err != nil {
+		return nil, "", err
+	}
+	if ws, ok := any(p).(withSession); ok {
+		id, err := required("sessionId", ws.Session())
+		return p, id, err
+	}
+	return p, "", nil
 }
 
 // decodeRaw decodes params into v and names the field on failure.
@@ -376,11 +409,7 @@ func required(field string, p *string) (string, error) {
 	return *p, nil
 }
 
-func (a *agent) admitInitialize(_ string, raw json.RawMessage) ticket {
-	var p acp.InitializeParams
-	if err := decodeRaw(raw, &p); err != nil {
-		return fail(err)
-	}
+func (a *agent) admitInitialize(_, _ string, p *acp.InitializeParams) ticket {
 	a.mu.Lock()
 	a.initialized = true
 	a.client = p.ClientCapabilities
@@ -520,11 +549,7 @@ func checkRoots(cwd *string, extra []string) ([]string, error) {
 }
 
 // admitNew claims the slot for a new session; its step creates it.
-func (a *agent) admitNew(_ string, raw json.RawMessage) ticket {
-	var p acp.SessionParams
-	if err := decodeRaw(raw, &p); err != nil {
-		return fail(err)
-	}
+func (a *agent) admitNew(_, _ string, p *acp.NewSessionParams) ticket {
 	roots, err := checkRoots(p.Cwd, p.AdditionalDirectories)
 	if err != nil {
 		return fail(err)
@@ -574,15 +599,11 @@ func (a *agent) newSession(s *SessionRecord, roots []string, specs []mcp.ServerS
 
 // admitOpen claims the slot for session/load (replay true) or
 // session/resume; its step opens the session.
-func (a *agent) admitOpen(reqID string, raw json.RawMessage, replay bool) ticket {
-	var p acp.SessionParams
-	if err := decodeRaw(raw, &p); err != nil {
-		return fail(err)
-	}
-	id, err := required("sessionId", p.SessionID)
-	if err != nil {
-		return fail(err)
-	}
+func (a *agent) admitOpen(replay bool) func(reqID, id string, p *acp.LoadSessionParams) ticket {
+	return func(reqID, id string, p *acp.LoadSessionParams) ticket { return a.open(reqID, id, p, replay) }
+}
+
+func (a *agent) open(reqID, id string, p *acp.LoadSessionParams, replay bool) ticket {
 	roots, err := checkRoots(p.Cwd, p.AdditionalDirectories)
 	if err != nil {
 		return fail(err)
@@ -676,20 +697,12 @@ func (a *agent) restore(ctx context.Context, s *SessionRecord, roots []string, r
 
 // admitClose marks the session closing and cancels its turn or its load;
 // the step waits for them, then frees the record.
-func (a *agent) admitClose(reqID string, raw json.RawMessage) ticket {
-	var p acp.SessionIDParams
-	if err := decodeRaw(raw, &p); err != nil {
-		return fail(err)
-	}
-	id, err := required("sessionId", p.SessionID)
-	if err != nil {
-		return fail(err)
-	}
+func (a *agent) admitClose(reqID, id string, _ *acp.SessionIDParams) ticket {
 	a.mu.Lock()
-	s := a.sess
-	if s == nil || s.id != id || s.closing {
+	s, err := a.requireLiveLocked(id, 0)
+	if err != nil {
 		a.mu.Unlock()
-		return fail(a.errNotLive(id))
+		return fail(err)
 	}
 	s.closing = true
 	s.closeReq = reqID
@@ -811,29 +824,35 @@ func turnDone(t *turn) chan struct{} {
 	return t.done
 }
 
-// errNotLive answers a request for a session this process does not serve.
-func (a *agent) errNotLive(id string) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.errNotLiveLocked(id)
-}
+// What requireLiveLocked accepts beyond a live session that is not closing.
+const (
+	mustBeReady  = 1 << iota // and it must have finished opening
+	mayBeNext                // or the session opening behind a closing one
+	mayBeClosing             // or one that is closing
+)
 
-func (a *agent) errNotLiveLocked(id string) error {
+// requireLiveLocked returns the session record with id that a request may
+// act on, or the error that answers it: the live session, if it is not
+// closing (unless mayBeClosing), has finished opening (if mustBeReady),
+// or, with mayBeNext, the one claimed behind it while it closes. It is the
+// one check of "is this session live here"; call it with a.mu held.
+func (a *agent) requireLiveLocked(id string, accept int) (*SessionRecord, error) {
+	for _, s := range []*SessionRecord{a.sess, a.next} {
+		switch {
+		case s == nil || s.id != id:
+		case s == a.next && accept&mayBeNext == 0:
+		case s.closing && accept&mayBeClosing == 0:
+		case !s.ready && accept&mustBeReady != 0:
+		default:
+			return s, nil
+		}
+	}
 	if a.sess == nil {
-		return acp.Errorf(acp.CodeResourceNotFound, "session %s is not live in this process (no session is); open it with session/load or session/resume, or create one with session/new", id).
+		return nil, acp.Errorf(acp.CodeResourceNotFound, "session %s is not live in this process (no session is); open it with session/load or session/resume, or create one with session/new", id).
 			WithData(map[string]string{"sessionId": id})
 	}
-	return acp.Errorf(acp.CodeResourceNotFound, "session %s is not live in this process; the live session is %s", id, a.sess.id).
+	return nil, acp.Errorf(acp.CodeResourceNotFound, "session %s is not live in this process; the live session is %s", id, a.sess.id).
 		WithData(map[string]string{"sessionId": id, "activeSessionId": a.sess.id})
-}
-
-// liveLocked returns the ready, not closing record with id.
-func (a *agent) liveLocked(id string) *SessionRecord {
-	s := a.sess
-	if s == nil || s.id != id || !s.ready || s.closing {
-		return nil
-	}
-	return s
 }
 
 // admitPrompt starts a turn: from here on a session/cancel or close that
@@ -841,15 +860,7 @@ func (a *agent) liveLocked(id string) *SessionRecord {
 // while its session is still loading waits for the load; one that arrives
 // while a cancelled turn winds down runs after it; one that arrives while
 // a turn runs is refused (1003).
-func (a *agent) admitPrompt(reqID string, raw json.RawMessage) ticket {
-	var p acp.PromptParams
-	if err := decodeRaw(raw, &p); err != nil {
-		return fail(err)
-	}
-	id, err := required("sessionId", p.SessionID)
-	if err != nil {
-		return fail(err)
-	}
+func (a *agent) admitPrompt(reqID, id string, p *acp.PromptParams) ticket {
 	if p.Prompt == nil {
 		return fail(acp.InvalidParams("prompt", "required: an array of content blocks"))
 	}
@@ -862,12 +873,9 @@ func (a *agent) admitPrompt(reqID string, raw json.RawMessage) ticket {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := a.sess
-	if s != nil && s.id != id && a.next != nil && a.next.id == id {
-		s = a.next // opening behind the session being closed
-	}
-	if s == nil || s.id != id || s.closing {
-		return fail(a.errNotLiveLocked(id))
+	s, err := a.requireLiveLocked(id, mayBeNext)
+	if err != nil {
+		return fail(err)
 	}
 	prev := s.turn
 	if prev != nil && prev.ctx.Err() == nil {
@@ -956,14 +964,10 @@ func (a *agent) errNoModel() error {
 
 // admitCancel cancels the session's turn, admitted or running. It is a
 // notification: it acts at arrival and answers nothing.
-func (a *agent) admitCancel(_ string, raw json.RawMessage) ticket {
-	var p acp.SessionIDParams
-	if err := decodeRaw(raw, &p); err != nil || p.SessionID == nil {
-		return done(nil)
-	}
+func (a *agent) admitCancel(_, id string, _ *acp.SessionIDParams) ticket {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if s := a.sess; s != nil && s.id == *p.SessionID && s.turn != nil {
+	if s, err := a.requireLiveLocked(id, mayBeNext); err == nil && s.turn != nil {
 		s.turn.cancel()
 	}
 	return done(nil)
@@ -1118,15 +1122,7 @@ func (a *agent) configOptions(mode, model string) []acp.ConfigOption {
 	return opts
 }
 
-func (a *agent) admitSetMode(_ string, raw json.RawMessage) ticket {
-	var p acp.SetModeParams
-	if err := decodeRaw(raw, &p); err != nil {
-		return fail(err)
-	}
-	id, err := required("sessionId", p.SessionID)
-	if err != nil {
-		return fail(err)
-	}
+func (a *agent) admitSetMode(_, id string, p *acp.SetModeParams) ticket {
 	mode, err := required("modeId", p.ModeID)
 	if err != nil {
 		return fail(err)
@@ -1134,15 +1130,7 @@ func (a *agent) admitSetMode(_ string, raw json.RawMessage) ticket {
 	return a.changeSetting(id, "modeId", store.Record{Type: store.RecConfig, Mode: mode}, struct{}{})
 }
 
-func (a *agent) admitSetConfig(_ string, raw json.RawMessage) ticket {
-	var p acp.SetConfigParams
-	if err := decodeRaw(raw, &p); err != nil {
-		return fail(err)
-	}
-	id, err := required("sessionId", p.SessionID)
-	if err != nil {
-		return fail(err)
-	}
+func (a *agent) admitSetConfig(_, id string, p *acp.SetConfigParams) ticket {
 	cid, err := required("configId", p.ConfigID)
 	if err != nil {
 		return fail(err)
@@ -1165,11 +1153,11 @@ func (a *agent) admitSetConfig(_ string, raw json.RawMessage) ticket {
 // to the log, and answers result, or the options when result is nil.
 func (a *agent) changeSetting(id, field string, rec store.Record, result any) ticket {
 	a.mu.Lock()
-	live := a.liveLocked(id) != nil
+	_, err := a.requireLiveLocked(id, mustBeReady)
 	a.mu.Unlock()
 	switch {
-	case !live:
-		return fail(a.errNotLive(id))
+	case err != nil:
+		return fail(err)
 	case rec.Mode != "" && !slices.ContainsFunc(sessionModes, func(m acp.SessionMode) bool { return m.ID == rec.Mode }):
 		return fail(acp.InvalidParams(field, "unknown mode %q; the modes are ask, accept_edits, read_only and bypass", rec.Mode))
 	case rec.Mode == "" && (a.model == nil || !slices.Contains(a.model.Models(), rec.Model)):
@@ -1182,10 +1170,10 @@ func (a *agent) changeSetting(id, field string, rec store.Record, result any) ti
 		return fail(acp.InvalidParams(field, "unknown model %q; the models are %s", rec.Model, strings.Join(names, ", ")))
 	}
 	a.mu.Lock()
-	s := a.liveLocked(id)
-	if s == nil {
-		defer a.mu.Unlock()
-		return fail(a.errNotLiveLocked(id))
+	s, err := a.requireLiveLocked(id, mustBeReady)
+	if err != nil {
+		a.mu.Unlock()
+		return fail(err)
 	}
 	if rec.Mode != "" {
 		s.mode = rec.Mode
@@ -1208,11 +1196,7 @@ func (a *agent) changeSetting(id, field string, rec store.Record, result any) ti
 	return done(result)
 }
 
-func (a *agent) listSessions(ctx context.Context, req *jrpc2.Request) (any, error) {
-	var p acp.ListParams
-	if err := decodeParams(req, &p); err != nil {
-		return nil, err
-	}
+func (a *agent) listSessions(_ context.Context, _ string, p *acp.ListParams) (any, error) {
 	if p.Cwd != "" && !filepath.IsAbs(p.Cwd) {
 		return nil, acp.InvalidParams("cwd", "%q is not an absolute path", p.Cwd)
 	}
@@ -1228,19 +1212,11 @@ func (a *agent) listSessions(ctx context.Context, req *jrpc2.Request) (any, erro
 	return res, nil
 }
 
-func (a *agent) deleteSession(ctx context.Context, req *jrpc2.Request) (any, error) {
-	var p acp.SessionIDParams
-	if err := decodeParams(req, &p); err != nil {
-		return nil, err
-	}
-	id, err := required("sessionId", p.SessionID)
-	if err != nil {
-		return nil, err
-	}
+func (a *agent) deleteSession(_ context.Context, id string, _ *acp.SessionIDParams) (any, error) {
 	a.mu.Lock()
-	live := a.sess != nil && a.sess.id == id
+	_, err := a.requireLiveLocked(id, mayBeClosing)
 	a.mu.Unlock()
-	if live {
+	if err == nil {
 		return nil, acp.Errorf(acp.CodeSessionLive, "session %s is live in this process and cannot be deleted; close it with session/close first", id).
 			WithData(map[string]string{"activeSessionId": id})
 	}

@@ -122,17 +122,29 @@ type Implementation struct {
 
 // --- sessions ---
 
-// sessionParams covers session/new, load and resume.
-type SessionParams struct {
-	SessionID             *string         `json:"sessionId"`
+// NewSessionParams are session/new's params.
+type NewSessionParams struct {
 	Cwd                   *string         `json:"cwd"`
 	McpServers            json.RawMessage `json:"mcpServers"`
 	AdditionalDirectories []string        `json:"additionalDirectories"`
 }
 
+// LoadSessionParams are session/load's and session/resume's params.
+type LoadSessionParams struct {
+	SessionID *string `json:"sessionId"`
+	NewSessionParams
+}
+
 type SessionIDParams struct {
 	SessionID *string `json:"sessionId"`
 }
+
+// Session returns the sessionId a request's params name (nil when absent).
+func (p *LoadSessionParams) Session() *string { return p.SessionID }
+func (p *SessionIDParams) Session() *string   { return p.SessionID }
+func (p *PromptParams) Session() *string      { return p.SessionID }
+func (p *SetModeParams) Session() *string     { return p.SessionID }
+func (p *SetConfigParams) Session() *string   { return p.SessionID }
 
 type NewSessionResult struct {
 	SessionID     string         `json:"sessionId"`
