@@ -151,7 +151,7 @@ func FuzzReplay(f *testing.F) {
 			cancel()
 			st.endMessage()
 			if err == nil {
-				assert.Contains(t, []string{acp.StopEndTurn, acp.StopToolUse, acp.StopMaxTokens, acp.StopRefusal}, stop)
+				assert.Contains(t, []acp.StopReason{acp.StopEndTurn, acp.StopToolUse, acp.StopMaxTokens, acp.StopRefusal}, stop)
 				for _, c := range st.calls {
 					assert.True(t, json.Valid(c.Input), "a tool call's input is JSON")
 				}

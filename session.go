@@ -1184,9 +1184,9 @@ func (a *agent) changeSetting(id, field string, rec store.Record, result any) ti
 	a.mu.Unlock()
 	opts := a.configOptions(mode, model)
 	if rec.Mode != "" {
-		a.out.NotifyJSON(id, acp.CurrentModeUpdate{SessionUpdate: "current_mode_update", CurrentModeID: mode})
+		a.out.NotifyJSON(id, acp.CurrentMode(mode))
 	}
-	a.out.NotifyJSON(id, acp.ConfigOptionUpdate{SessionUpdate: "config_option_update", ConfigOptions: opts})
+	a.out.NotifyJSON(id, acp.ConfigOptionsChanged(opts))
 	if err := s.file.AppendNow(rec); err != nil {
 		return fail(err)
 	}
@@ -1232,21 +1232,20 @@ func (a *agent) replayRecord(sessionID string, rec store.Record) error {
 	switch rec.Type {
 	case store.RecUser:
 		for _, b := range rec.Blocks {
-			if err := a.out.NotifyJSON(sessionID, acp.UserMessageChunk{SessionUpdate: "user_message_chunk", Content: b, MessageID: rec.MessageID}); err != nil {
+			if err := a.out.NotifyJSON(sessionID, acp.UserMessage(b, rec.MessageID)); err != nil {
 				return err
 			}
 		}
 	case store.RecAgent, store.RecThought:
-		kind := kindMessage
+		kind := acp.UpdateMessage
 		if rec.Type == store.RecThought {
-			kind = kindThought
+			kind = acp.UpdateThought
 		}
 		return a.out.Notify(acp.MethodSessionUpdate, acp.AppendChunkUpdate(nil, sessionID, kind, rec.MessageID, rec.Text))
 	case store.RecToolCall:
-		return a.out.NotifyJSON(sessionID, acp.ToolCallUpdate{SessionUpdate: "tool_call", ToolCallID: rec.ToolCallID,
-			Title: rec.Title, Kind: rec.Kind, Status: "pending", Locations: rec.Locations, RawInput: rawInput(rec.Call)})
+		return a.out.NotifyJSON(sessionID, acp.ToolCallStart(rec.ToolCallID, rec.Title, acp.ToolKind(rec.Kind), rec.Locations, rawInput(rec.Call)))
 	case store.RecPlan:
-		return a.out.NotifyJSON(sessionID, acp.PlanUpdate{SessionUpdate: "plan", Entries: rec.Plan})
+		return a.out.NotifyJSON(sessionID, acp.Plan(rec.Plan))
 	case store.RecToolResult:
 		content := rec.Content
 		if bytes.Contains(content, []byte(`"type":"terminal"`)) {
@@ -1254,8 +1253,7 @@ func (a *agent) replayRecord(sessionID string, rec store.Record) error {
 			// command: show its output, kept in the log, as text.
 			content = acp.MustJSON([]acp.ToolContent{acp.TextOut(rec.Result)})
 		}
-		return a.out.NotifyJSON(sessionID, acp.ToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: rec.ToolCallID,
-			Status: rec.Status, Content: content, RawOutput: rec.RawOutput})
+		return a.out.NotifyJSON(sessionID, acp.ToolCallProgress(rec.ToolCallID, acp.ToolStatus(rec.Status), content, rec.RawOutput))
 	}
 	return nil
 }

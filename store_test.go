@@ -164,10 +164,10 @@ func TestStore_feedConversation(t *testing.T) {
 		{Type: store.RecToolCall, Call: call},
 		{Type: store.RecToolResult, Call: call, Result: "contents"},
 		{Type: store.RecAgent, Text: "Done."},
-		{Type: store.RecTurnEnd, StopReason: acp.StopEndTurn},
+		{Type: store.RecTurnEnd, StopReason: string(acp.StopEndTurn)},
 		{Type: store.RecUser, Blocks: text("bad request")},
 		{Type: store.RecAgent, Text: "No."},
-		{Type: store.RecTurnEnd, StopReason: acp.StopRefusal},
+		{Type: store.RecTurnEnd, StopReason: string(acp.StopRefusal)},
 		{Type: store.RecUser, Blocks: text("build it")},
 		{Type: store.RecToolCall, Call: call2},
 	}

@@ -29,9 +29,7 @@ import (
 )
 
 const (
-	kindMessage = "agent_message_chunk"
-	kindThought = "agent_thought_chunk"
-	partBytes   = 64 << 10 // largest text part persisted in one record
+	partBytes = 64 << 10 // largest text part persisted in one record
 )
 
 // modelStream receives one model call's output. It is the hot path.
@@ -40,7 +38,7 @@ type modelStream struct {
 	s    *SessionRecord
 	keep bool // keep the text for the conversation
 
-	kind  string // the open message's update kind, or ""
+	kind  acp.UpdateKind // the open message's update kind, or ""
 	msgID string
 	part  []byte // the open message's text not yet persisted
 	enc   []byte // scratch for encoding updates
@@ -52,10 +50,10 @@ type modelStream struct {
 	rec   *model.Entry // what --record writes, or nil
 }
 
-func (st *modelStream) TextChunk(s string) error    { return st.chunk(kindMessage, s) }
-func (st *modelStream) ThoughtChunk(s string) error { return st.chunk(kindThought, s) }
+func (st *modelStream) TextChunk(s string) error    { return st.chunk(acp.UpdateMessage, s) }
+func (st *modelStream) ThoughtChunk(s string) error { return st.chunk(acp.UpdateThought, s) }
 
-func (st *modelStream) chunk(kind, s string) error {
+func (st *modelStream) chunk(kind acp.UpdateKind, s string) error {
 	if s == "" {
 		return nil
 	}
@@ -67,12 +65,12 @@ func (st *modelStream) chunk(kind, s string) error {
 	if len(st.part) >= partBytes {
 		st.persistPart()
 	}
-	if st.keep && kind == kindMessage {
+	if st.keep && kind == acp.UpdateMessage {
 		st.text = append(st.text, s...)
 	}
 	if st.rec != nil {
 		c := model.Chunk{Text: &s}
-		if kind == kindThought {
+		if kind == acp.UpdateThought {
 			c = model.Chunk{Thought: &s}
 		}
 		st.rec.Chunks = append(st.rec.Chunks, c)
@@ -127,7 +125,7 @@ func (st *modelStream) persistPart() {
 		return
 	}
 	typ := store.RecAgent
-	if st.kind == kindThought {
+	if st.kind == acp.UpdateThought {
 		typ = store.RecThought
 	}
 	err := st.s.file.Append(store.Record{Type: typ, MessageID: st.msgID, Text: string(st.part)})
@@ -143,7 +141,7 @@ func (st *modelStream) endMessage() {
 }
 
 // runTurn runs one prompt turn and returns its stop reason.
-func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []acp.ContentBlock, raw []json.RawMessage) (string, error) {
+func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []acp.ContentBlock, raw []json.RawMessage) (acp.StopReason, error) {
 	// Written at once: whatever happens to the turn, what was asked is kept.
 	user := store.Record{Type: store.RecUser, MessageID: a.newID("msg"), Blocks: raw}
 	if err := s.file.AppendNow(user); err != nil {
@@ -166,7 +164,7 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []acp.Cont
 		s.conv.Truncate(mark)
 	}
 
-	end := store.Record{Type: store.RecTurnEnd, StopReason: stop, Interrupted: stop == acp.StopCancelled && a.out.Gone()}
+	end := store.Record{Type: store.RecTurnEnd, StopReason: string(stop), Interrupted: stop == acp.StopCancelled && a.out.Gone()}
 	if usage != nil && (usage.InputTokens != 0 || usage.OutputTokens != 0) {
 		end.Usage = (*store.Usage)(usage)
 	}
@@ -191,7 +189,7 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []acp.Cont
 		storeErr = err
 	}
 	if first && title != "" {
-		a.update(s.id, acp.SessionInfoUpdate{SessionUpdate: "session_info_update", Title: title, UpdatedAt: store.Stamp(updated)})
+		a.update(s.id, acp.SessionInfoChanged(title, store.Stamp(updated)))
 	}
 	if turnErr != nil {
 		return "", turnErr
@@ -230,14 +228,14 @@ func (a *agent) fitContext(s *SessionRecord, req *model.Request) error {
 // message of its own; it is persisted but not sent to the model.
 func (a *agent) notice(s *SessionRecord, text string) error {
 	id := a.newID("msg")
-	if err := a.out.Notify(acp.MethodSessionUpdate, acp.AppendChunkUpdate(nil, s.id, kindMessage, id, text)); err != nil {
+	if err := a.out.Notify(acp.MethodSessionUpdate, acp.AppendChunkUpdate(nil, s.id, acp.UpdateMessage, id, text)); err != nil {
 		return err
 	}
 	return s.file.Append(store.Record{Type: store.RecAgent, MessageID: id, Text: text, Notice: true})
 }
 
 // loop makes model calls until the model stops, the cap is reached, or ctx ends.
-func (a *agent) loop(ctx context.Context, s *SessionRecord) (string, *model.Usage, error) {
+func (a *agent) loop(ctx context.Context, s *SessionRecord) (acp.StopReason, *model.Usage, error) {
 	var total model.Usage
 	for calls := 0; ; calls++ {
 		if calls == a.cfg.maxTurnRequests {
@@ -400,7 +398,7 @@ func (f *feeder) add(rec store.Record) {
 		}
 	case store.RecTurnEnd:
 		f.closeCalls()
-		if rec.StopReason == acp.StopRefusal {
+		if acp.StopReason(rec.StopReason) == acp.StopRefusal {
 			f.c.Truncate(f.mark)
 		}
 	}
@@ -451,14 +449,13 @@ func (a *agent) runTool(ctx context.Context, s *SessionRecord, c model.ToolCall)
 	if len(p.Locations) > 0 {
 		locs = acp.MustJSON(p.Locations)
 	}
-	announce := acp.ToolCallUpdate{SessionUpdate: "tool_call", ToolCallID: id, Title: p.Title, Kind: p.Kind,
-		Status: "pending", Locations: locs, RawInput: c.Input}
+	announce := acp.ToolCallStart(id, p.Title, p.Kind, locs, c.Input)
 	// Tool updates are not flushed by themselves: the next callback, pause
 	// or response flushes them, and local work that blocks flushes first.
 	if err := a.toolUpdate(s, &announce); err != nil {
 		return err
 	}
-	if err := s.file.Append(store.Record{Type: store.RecToolCall, ToolCallID: id, Call: (*store.Call)(&c), Title: p.Title, Kind: p.Kind, Locations: locs}); err != nil {
+	if err := s.file.Append(store.Record{Type: store.RecToolCall, ToolCallID: id, Call: (*store.Call)(&c), Title: p.Title, Kind: string(p.Kind), Locations: locs}); err != nil {
 		return err
 	}
 	out, err := a.runPrepared(ctx, s, c, p, id)
@@ -491,7 +488,7 @@ func (a *agent) runPrepared(ctx context.Context, s *SessionRecord, c model.ToolC
 	if err != nil || refused != nil {
 		return derefOutcome(refused), err
 	}
-	if err := a.toolUpdate(s, &acp.ToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: id, Status: "in_progress"}); err != nil {
+	if err := a.toolUpdate(s, new(acp.ToolCallProgress(id, acp.StatusInProgress, nil, nil))); err != nil {
 		return tools.Outcome{}, err
 	}
 	return p.Run(ctx, id), nil
@@ -512,9 +509,9 @@ func (a *agent) toolUpdate(s *SessionRecord, u *acp.ToolCallUpdate) error {
 
 // finishTool announces the final status and persists it.
 func (a *agent) finishTool(s *SessionRecord, c model.ToolCall, id string, out tools.Outcome) error {
-	status := "completed"
+	status := acp.StatusCompleted
 	if out.Failed {
-		status = "failed"
+		status = acp.StatusFailed
 	}
 	var content, raw json.RawMessage
 	if len(out.Content) > 0 {
@@ -523,11 +520,11 @@ func (a *agent) finishTool(s *SessionRecord, c model.ToolCall, id string, out to
 	if out.RawOutput != nil {
 		raw = acp.MustJSON(out.RawOutput)
 	}
-	err := a.toolUpdate(s, &acp.ToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: id, Status: status, Content: content, RawOutput: raw})
+	err := a.toolUpdate(s, new(acp.ToolCallProgress(id, status, content, raw)))
 	if err != nil {
 		return err
 	}
-	rec := store.Record{Type: store.RecToolResult, ToolCallID: id, Call: (*store.Call)(&c), Status: status, Content: content, RawOutput: raw, Result: out.Result}
+	rec := store.Record{Type: store.RecToolResult, ToolCallID: id, Call: (*store.Call)(&c), Status: string(status), Content: content, RawOutput: raw, Result: out.Result}
 	if len(out.Content) == 1 && out.Content[0].Text != "" && out.Content[0].Text == out.Result {
 		// The text is stored once: the result is the content's text.
 		rec.Result, rec.ResultIsContent = "", true
@@ -561,7 +558,7 @@ func (a *agent) permit(ctx context.Context, s *SessionRecord, c model.ToolCall, 
 	}
 	req := map[string]any{
 		"sessionId": s.id,
-		"toolCall":  acp.ToolCallUpdate{ToolCallID: id, Title: p.Title, Kind: p.Kind, Status: "pending", RawInput: c.Input},
+		"toolCall":  acp.ToolCallUpdate{ToolCallID: id, Title: p.Title, Kind: p.Kind, Status: acp.StatusPending, RawInput: c.Input},
 		"options": []map[string]string{
 			{"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
 			{"optionId": "allow_always", "name": "Always allow " + c.Name, "kind": "allow_always"},
@@ -658,7 +655,7 @@ func (a *agent) prepare(s *SessionRecord, c model.ToolCall) *tools.Call {
 	if t, ok := tools.Lookup(c.Name); ok {
 		return t.Prepare(&tools.Env{Workspace: s.ws, Client: toolClient{a, s}, SessionID: s.id, Log: a.log}, c.Input)
 	}
-	p := &tools.Call{Title: c.Name, Kind: "other", Perm: tools.PermExecute}
+	p := &tools.Call{Title: c.Name, Kind: acp.KindOther, Perm: tools.PermExecute}
 	if strings.HasPrefix(c.Name, "mcp__") {
 		t, err := s.mcp.Lookup(c.Name)
 		if err != nil {
@@ -730,7 +727,7 @@ func (c toolClient) Update(u *acp.ToolCallUpdate) error { return c.a.toolUpdate(
 // SetPlan sends the plan to the client and persists it.
 func (c toolClient) SetPlan(entries []tools.PlanEntry) error {
 	raw := acp.MustJSON(entries)
-	if err := c.a.out.NotifyJSON(c.s.id, acp.PlanUpdate{SessionUpdate: "plan", Entries: raw}); err != nil {
+	if err := c.a.out.NotifyJSON(c.s.id, acp.Plan(raw)); err != nil {
 		return err
 	}
 	return c.s.file.Append(store.Record{Type: store.RecPlan, Plan: raw})

@@ -29,15 +29,19 @@ const (
 	MethodSessionSetMode         = "session/set_mode"
 	MethodSessionSetConfigOption = "session/set_config_option"
 	MethodCancelRequest          = "$/cancel_request"
-	MethodSessionUpdate          = "session/update"
-	MethodRequestPermission      = "session/request_permission"
-	MethodFSRead                 = "fs/read_text_file"
-	MethodFSWrite                = "fs/write_text_file"
-	MethodTerminalCreate         = "terminal/create"
-	MethodTerminalOutput         = "terminal/output"
-	MethodTerminalWait           = "terminal/wait_for_exit"
-	MethodTerminalKill           = "terminal/kill"
-	MethodTerminalRelease        = "terminal/release"
+)
+
+// Methods sent (agent → client).
+const (
+	MethodSessionUpdate     = "session/update"
+	MethodRequestPermission = "session/request_permission"
+	MethodFSRead            = "fs/read_text_file"
+	MethodFSWrite           = "fs/write_text_file"
+	MethodTerminalCreate    = "terminal/create"
+	MethodTerminalOutput    = "terminal/output"
+	MethodTerminalWait      = "terminal/wait_for_exit"
+	MethodTerminalKill      = "terminal/kill"
+	MethodTerminalRelease   = "terminal/release"
 )
 
 // The session modes acpbridge offers: when it asks before a tool runs.
@@ -48,14 +52,55 @@ const (
 	ModeBypass      = "bypass"       // never: everything runs
 )
 
-// Stop reasons.
+// StopReason is why a turn (or a model call) ended.
+type StopReason string
+
 const (
-	StopEndTurn         = "end_turn"
-	StopMaxTokens       = "max_tokens"
-	StopMaxTurnRequests = "max_turn_requests"
-	StopRefusal         = "refusal"
-	StopCancelled       = "cancelled"
-	StopToolUse         = "tool_use" // the model's, never sent to the client
+	StopEndTurn         StopReason = "end_turn"
+	StopMaxTokens       StopReason = "max_tokens"
+	StopMaxTurnRequests StopReason = "max_turn_requests"
+	StopRefusal         StopReason = "refusal"
+	StopCancelled       StopReason = "cancelled"
+	StopToolUse         StopReason = "tool_use" // the model's, never sent to the client
+)
+
+// UpdateKind is a session/update's sessionUpdate tag; the constructors
+// below set it.
+type UpdateKind string
+
+const (
+	UpdateMessage      UpdateKind = "agent_message_chunk"
+	UpdateThought      UpdateKind = "agent_thought_chunk"
+	UpdateUserMessage  UpdateKind = "user_message_chunk"
+	UpdateToolCall     UpdateKind = "tool_call"
+	UpdateToolProgress UpdateKind = "tool_call_update"
+	UpdatePlan         UpdateKind = "plan"
+	UpdateSessionInfo  UpdateKind = "session_info_update"
+	UpdateCurrentMode  UpdateKind = "current_mode_update"
+	UpdateConfigOption UpdateKind = "config_option_update"
+)
+
+// ToolKind is what a tool call does, for the client's icon.
+type ToolKind string
+
+const (
+	KindRead    ToolKind = "read"
+	KindEdit    ToolKind = "edit"
+	KindSearch  ToolKind = "search"
+	KindExecute ToolKind = "execute"
+	KindThink   ToolKind = "think"
+	KindFetch   ToolKind = "fetch"
+	KindOther   ToolKind = "other"
+)
+
+// ToolStatus is where a tool call stands.
+type ToolStatus string
+
+const (
+	StatusPending    ToolStatus = "pending"
+	StatusInProgress ToolStatus = "in_progress"
+	StatusCompleted  ToolStatus = "completed"
+	StatusFailed     ToolStatus = "failed"
 )
 
 // --- initialize ---
@@ -225,7 +270,7 @@ type PromptParams struct {
 }
 
 type PromptResult struct {
-	StopReason string `json:"stopReason"`
+	StopReason StopReason `json:"stopReason"`
 }
 
 // contentBlock is an ACP (= MCP) content block as received.
@@ -266,11 +311,11 @@ type Location struct {
 // toolCallUpdate is the payload of tool_call and tool_call_update, and the
 // toolCall of a permission request (without sessionUpdate).
 type ToolCallUpdate struct {
-	SessionUpdate string          `json:"sessionUpdate,omitempty"`
+	SessionUpdate UpdateKind      `json:"sessionUpdate,omitempty"`
 	ToolCallID    string          `json:"toolCallId"`
 	Title         string          `json:"title,omitempty"`
-	Kind          string          `json:"kind,omitempty"`
-	Status        string          `json:"status,omitempty"`
+	Kind          ToolKind        `json:"kind,omitempty"`
+	Status        ToolStatus      `json:"status,omitempty"`
 	Locations     json.RawMessage `json:"locations,omitempty"`
 	Content       json.RawMessage `json:"content,omitempty"`
 	RawInput      json.RawMessage `json:"rawInput,omitempty"`
@@ -301,41 +346,75 @@ type SessionNotification struct {
 }
 
 type SessionInfoUpdate struct {
-	SessionUpdate string `json:"sessionUpdate"` // "session_info_update"
-	Title         string `json:"title,omitempty"`
-	UpdatedAt     string `json:"updatedAt,omitempty"`
+	SessionUpdate UpdateKind `json:"sessionUpdate"` // "session_info_update"
+	Title         string     `json:"title,omitempty"`
+	UpdatedAt     string     `json:"updatedAt,omitempty"`
 }
 
 type UserMessageChunk struct {
-	SessionUpdate string          `json:"sessionUpdate"` // "user_message_chunk"
+	SessionUpdate UpdateKind      `json:"sessionUpdate"` // "user_message_chunk"
 	Content       json.RawMessage `json:"content"`
 	MessageID     string          `json:"messageId,omitempty"`
 }
 
 type CurrentModeUpdate struct {
-	SessionUpdate string `json:"sessionUpdate"` // "current_mode_update"
-	CurrentModeID string `json:"currentModeId"`
+	SessionUpdate UpdateKind `json:"sessionUpdate"` // "current_mode_update"
+	CurrentModeID string     `json:"currentModeId"`
 }
 
 type ConfigOptionUpdate struct {
-	SessionUpdate string         `json:"sessionUpdate"` // "config_option_update"
+	SessionUpdate UpdateKind     `json:"sessionUpdate"` // "config_option_update"
 	ConfigOptions []ConfigOption `json:"configOptions"`
+}
+
+// The constructors of session/update payloads: each sets its tag.
+
+// ToolCallStart announces a tool call: tool_call, pending.
+func ToolCallStart(id, title string, kind ToolKind, locations, rawInput json.RawMessage) ToolCallUpdate {
+	return ToolCallUpdate{SessionUpdate: UpdateToolCall, ToolCallID: id, Title: title, Kind: kind,
+		Status: StatusPending, Locations: locations, RawInput: rawInput}
+}
+
+// ToolCallProgress is a tool_call_update to status, with content and raw
+// output when it has them.
+func ToolCallProgress(id string, status ToolStatus, content, rawOutput json.RawMessage) ToolCallUpdate {
+	return ToolCallUpdate{SessionUpdate: UpdateToolProgress, ToolCallID: id, Status: status, Content: content, RawOutput: rawOutput}
+}
+
+func SessionInfoChanged(title, updatedAt string) SessionInfoUpdate {
+	return SessionInfoUpdate{SessionUpdate: UpdateSessionInfo, Title: title, UpdatedAt: updatedAt}
+}
+
+func UserMessage(content json.RawMessage, messageID string) UserMessageChunk {
+	return UserMessageChunk{SessionUpdate: UpdateUserMessage, Content: content, MessageID: messageID}
+}
+
+func CurrentMode(modeID string) CurrentModeUpdate {
+	return CurrentModeUpdate{SessionUpdate: UpdateCurrentMode, CurrentModeID: modeID}
+}
+
+func ConfigOptionsChanged(opts []ConfigOption) ConfigOptionUpdate {
+	return ConfigOptionUpdate{SessionUpdate: UpdateConfigOption, ConfigOptions: opts}
+}
+
+func Plan(entries json.RawMessage) PlanUpdate {
+	return PlanUpdate{SessionUpdate: UpdatePlan, Entries: entries}
 }
 
 // PlanUpdate is the plan session update.
 type PlanUpdate struct {
-	SessionUpdate string          `json:"sessionUpdate"` // "plan"
+	SessionUpdate UpdateKind      `json:"sessionUpdate"` // "plan"
 	Entries       json.RawMessage `json:"entries"`
 }
 
 // appendChunkUpdate appends the session/update params of one streamed
 // message or thought chunk. It is the hot path of a turn, so it is written by
 // hand rather than through reflection.
-func AppendChunkUpdate(b []byte, sessionID, kind, messageID, text string) []byte {
+func AppendChunkUpdate(b []byte, sessionID string, kind UpdateKind, messageID, text string) []byte {
 	b = append(b, `{"sessionId":`...)
 	b = appendJSONString(b, sessionID)
 	b = append(b, `,"update":{"sessionUpdate":"`...)
-	b = append(b, kind...)
+	b = append(b, string(kind)...)
 	b = append(b, `","messageId":`...)
 	b = appendJSONString(b, messageID)
 	b = append(b, `,"content":{"type":"text","text":`...)
@@ -351,10 +430,10 @@ func AppendToolCallUpdate(b []byte, sessionID string, u *ToolCallUpdate) []byte 
 	b = append(b, `{"sessionId":`...)
 	b = appendJSONString(b, sessionID)
 	b = append(b, `,"update":{"sessionUpdate":`...)
-	b = appendJSONString(b, u.SessionUpdate)
+	b = appendJSONString(b, string(u.SessionUpdate))
 	b = append(b, `,"toolCallId":`...)
 	b = appendJSONString(b, u.ToolCallID)
-	for _, f := range [...]struct{ name, value string }{{"title", u.Title}, {"kind", u.Kind}, {"status", u.Status}} {
+	for _, f := range [...]struct{ name, value string }{{"title", u.Title}, {"kind", string(u.Kind)}, {"status", string(u.Status)}} {
 		if f.value != "" {
 			b = append(b, ',', '"')
 			b = append(b, f.name...)

@@ -470,15 +470,15 @@ func (t Tool) ReadOnly() bool {
 }
 
 // kind is the ACP tool kind the tool's hints suggest.
-func (t Tool) Kind() string {
+func (t Tool) Kind() acp.ToolKind {
 	a := t.tool.Annotations
 	switch {
 	case a == nil || !a.ReadOnlyHint:
-		return "other"
+		return acp.KindOther
 	case a.OpenWorldHint != nil && *a.OpenWorldHint:
-		return "fetch"
+		return acp.KindFetch
 	}
-	return "read"
+	return acp.KindRead
 }
 
 func (t Tool) Title() string {

@@ -22,7 +22,7 @@ import (
 type Model interface {
 	// complete makes one model call on req and streams its output into out.
 	// It returns the stop reason: end_turn, tool_use, max_tokens or refusal.
-	Complete(ctx context.Context, req *Request, out Sink) (string, error)
+	Complete(ctx context.Context, req *Request, out Sink) (acp.StopReason, error)
 	// NeedsHistory says whether the model reads the conversation. The replay
 	// model does not, so a turn need not keep what streamed in memory.
 	NeedsHistory() bool
@@ -143,10 +143,10 @@ type Sink interface {
 
 // replayEntry is one line of a replay fixture as --record writes it.
 type Entry struct {
-	Expect string  `json:"expect,omitempty"`
-	Chunks []Chunk `json:"chunks"`
-	Stop   string  `json:"stop,omitempty"`
-	Error  string  `json:"error,omitempty"`
+	Expect string         `json:"expect,omitempty"`
+	Chunks []Chunk        `json:"chunks"`
+	Stop   acp.StopReason `json:"stop,omitempty"`
+	Error  string         `json:"error,omitempty"`
 }
 
 // recorder appends every model response to a replay fixture (--record),
@@ -166,7 +166,7 @@ func OpenRecorder(path string, log *slog.Logger) (*Recorder, error) {
 	return &Recorder{f: f, log: log}, nil
 }
 
-func (r *Recorder) Write(e *Entry, stop string, err error, cancelled bool) {
+func (r *Recorder) Write(e *Entry, stop acp.StopReason, err error, cancelled bool) {
 	switch {
 	case cancelled:
 	case err != nil:

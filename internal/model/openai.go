@@ -281,7 +281,7 @@ func argumentsOf(input json.RawMessage) string {
 
 // --- the call ---
 
-func (m *OpenAI) Complete(ctx context.Context, req *Request, out Sink) (string, error) {
+func (m *OpenAI) Complete(ctx context.Context, req *Request, out Sink) (acp.StopReason, error) {
 	if err := out.Pause(); err != nil { // what is buffered shows while the model thinks
 		return "", err
 	}
@@ -433,7 +433,7 @@ type pendingCall struct {
 var errStalled = errors.New("the model stream sent nothing")
 
 // stream reads a server-sent event stream into out.
-func (m *OpenAI) stream(ctx context.Context, resp *http.Response, out Sink, endpoint string) (string, error) {
+func (m *OpenAI) stream(ctx context.Context, resp *http.Response, out Sink, endpoint string) (acp.StopReason, error) {
 	defer resp.Body.Close()
 	// A stream that stays silent longer than idle is closed.
 	rctx, cancel := context.WithCancelCause(ctx)
@@ -445,7 +445,7 @@ func (m *OpenAI) stream(ctx context.Context, resp *http.Response, out Sink, endp
 	calls := &toolDeltas{index: map[int]int{}}
 	finish := ""
 	done, sawDone := false, false
-	fail := func(format string, args ...any) (string, error) {
+	fail := func(format string, args ...any) (acp.StopReason, error) {
 		return "", Errorf("the model stream from %s failed: %s; what streamed before is kept in the session", endpoint, fmt.Sprintf(format, args...))
 	}
 	for !done {

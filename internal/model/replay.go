@@ -71,7 +71,7 @@ func (m *Replay) NeedsHistory() bool  { return false }
 func (m *Replay) Models() []string    { return []string{m.DefaultName()} }
 func (m *Replay) DefaultName() string { return "replay:" + filepath.Base(m.path) }
 
-func (m *Replay) Complete(ctx context.Context, req *Request, out Sink) (string, error) {
+func (m *Replay) Complete(ctx context.Context, req *Request, out Sink) (acp.StopReason, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.openLocked(); err != nil {
@@ -174,11 +174,12 @@ func (m *Replay) skipToEntry() error {
 }
 
 // entry streams one entry.
-func (m *Replay) entry(ctx context.Context, dec *json.Decoder, req *Request, out Sink) (string, error) {
+func (m *Replay) entry(ctx context.Context, dec *json.Decoder, req *Request, out Sink) (acp.StopReason, error) {
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return "", fmt.Errorf("an entry must be a JSON object")
 	}
-	var stop, failure string
+	var stop acp.StopReason
+	var failure string
 	var sawCall bool
 	for dec.More() {
 		t, err := dec.Token()

@@ -57,7 +57,7 @@ func (e *Env) runInTerminal(ctx context.Context, id string, command, dir string,
 		}
 	}
 	embed := []acp.ToolContent{{Type: "terminal", TerminalID: created.TerminalID}}
-	e.Client.Update(&acp.ToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: id, Status: "in_progress", Content: acp.MustJSON(embed)})
+	e.Client.Update(new(acp.ToolCallProgress(id, acp.StatusInProgress, acp.MustJSON(embed), nil)))
 
 	waited := make(chan error, 1)
 	go func() { waited <- e.Client.Call(bg, acp.MethodTerminalWait, ids, nil) }()

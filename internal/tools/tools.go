@@ -62,7 +62,7 @@ type Env struct {
 // Call is a tool call prepared to run.
 type Call struct {
 	Title     string
-	Kind      string // the ACP tool kind
+	Kind      acp.ToolKind
 	Perm      Perm
 	Locations []acp.Location
 	// Err, when set, is why the call cannot run; it is announced and
@@ -101,7 +101,7 @@ func Cap(out *Outcome) {
 // Tool is one entry of the table.
 type Tool struct {
 	Spec Spec
-	Kind string // the ACP tool kind
+	Kind acp.ToolKind
 	Perm Perm
 	// prepare decodes the input into c and fills in what the call touches
 	// and how it runs; an error fails the call.
@@ -112,28 +112,28 @@ type Tool struct {
 var Builtin = []Tool{
 	{Spec{"read_file", "Read a text file, at most 2,000 lines a call (line and limit read a part). Relative paths are resolved against the session's working directory.",
 		json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"file path"},"line":{"type":"integer","description":"first line to read, 1-based"},"limit":{"type":"integer","description":"most lines to read"}},"required":["path"]}`)},
-		"read", PermRead, prepareRead},
+		acp.KindRead, PermRead, prepareRead},
 	{Spec{"write_file", "Create or overwrite a text file with the given content.",
 		json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"]}`)},
-		"edit", PermEdit, prepareWrite},
+		acp.KindEdit, PermEdit, prepareWrite},
 	{Spec{"edit_file", "Replace old_text with new_text in a file; old_text must occur exactly once.",
 		json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"old_text":{"type":"string"},"new_text":{"type":"string"}},"required":["path","old_text","new_text"]}`)},
-		"edit", PermEdit, prepareEdit},
+		acp.KindEdit, PermEdit, prepareEdit},
 	{Spec{"run_command", "Run a shell command line (sh -c) and return its exit status and output.",
 		json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"},"cwd":{"type":"string","description":"working directory, default the session's"},"timeout_ms":{"type":"integer","description":"default 120000"}},"required":["command"]}`)},
-		"execute", PermExecute, prepareCommand},
+		acp.KindExecute, PermExecute, prepareCommand},
 	{Spec{"list_directory", "List a directory's entries, sorted; directories end in /. Never asks permission.",
 		json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"directory, default the working directory"}}}`)},
-		"read", PermRead, prepareList},
+		acp.KindRead, PermRead, prepareList},
 	{Spec{"find_files", "Find files whose path matches a glob (** matches any number of directories), relative to path. Skips .git and what .gitignore ignores. Never asks permission.",
 		json.RawMessage(`{"type":"object","properties":{"pattern":{"type":"string","description":"glob, e.g. **/*.go"},"path":{"type":"string","description":"directory to search, default the working directory"}},"required":["pattern"]}`)},
-		"search", PermRead, prepareFind},
+		acp.KindSearch, PermRead, prepareFind},
 	{Spec{"search_text", "Search file contents for an RE2 regular expression; results are path:line:text. Skips .git, what .gitignore ignores, and binary files. Never asks permission.",
 		json.RawMessage(`{"type":"object","properties":{"pattern":{"type":"string","description":"RE2 regular expression"},"path":{"type":"string","description":"directory or file, default the working directory"},"glob":{"type":"string","description":"only files matching this glob, e.g. *.go"},"ignore_case":{"type":"boolean"}},"required":["pattern"]}`)},
-		"search", PermRead, prepareSearch},
+		acp.KindSearch, PermRead, prepareSearch},
 	{Spec{"update_plan", "Record your plan for the task as a list of entries and keep it current (mark entries in_progress and completed as you go). The user sees it. Never asks permission.",
 		json.RawMessage(`{"type":"object","properties":{"entries":{"type":"array","items":{"type":"object","properties":{"content":{"type":"string"},"status":{"type":"string","enum":["pending","in_progress","completed"]},"priority":{"type":"string","enum":["high","medium","low"]}},"required":["content","status"]}}},"required":["entries"]}`)},
-		"think", PermRead, preparePlan},
+		acp.KindThink, PermRead, preparePlan},
 }
 
 // Lookup returns the built-in tool named name.
