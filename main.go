@@ -73,7 +73,7 @@ func main() {
 	// SIGTERM, SIGINT and SIGHUP end the process as stdin's EOF does: the
 	// turn is cancelled and persisted, children are ended, status 0.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	// Descendants whose parents exit come back to acpbridge (reap.go).
+	// Descendants whose parents exit come back to acpbridge (internal/proc).
 	subreaper := proc.BecomeSubreaper()
 	code := run(ctx, os.Args[1:], pollable(os.Stdin), os.Stdout, os.Stderr)
 	stop()

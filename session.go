@@ -65,7 +65,7 @@ type config struct {
 	maxTurnRequests  int
 	maxLineBytes     int
 	models           []string // --models
-	fanout           bool     // --fanout: be the router (fanout.go)
+	fanout           bool     // --fanout: be the router (internal/fanout)
 	maxContextTokens int      // --max-context-tokens
 }
 

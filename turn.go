@@ -79,7 +79,7 @@ func (st *modelStream) chunk(kind acp.UpdateKind, s string) error {
 	return st.a.out.Notify(acp.MethodSessionUpdate, st.enc)
 }
 
-// toolCall records a tool call the model made; the loop runs it after the
+// ToolCall records a tool call the model made; the loop runs it after the
 // call. Its input is compacted here, once, so that it can be written as it
 // is; input that is not JSON is kept as a JSON string (the tool call then
 // fails as invalid input, and the model is told).
@@ -107,7 +107,7 @@ func (st *modelStream) AddUsage(u model.Usage) {
 	st.usage.OutputTokens += u.OutputTokens
 }
 
-// pause flushes what streamed: the model is about to wait.
+// Pause flushes what streamed: the model is about to wait.
 func (st *modelStream) Pause() error { return st.a.pause(st.s) }
 
 // pause writes what the client and the session log have buffered: the agent

@@ -37,7 +37,7 @@ func Errorf(code jrpc2.Code, format string, args ...any) *jrpc2.Error {
 	return &jrpc2.Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// invalidParams names the field that is wrong.
+// InvalidParams names the field that is wrong.
 func InvalidParams(field, format string, args ...any) *jrpc2.Error {
 	return Errorf(CodeInvalidParams, "invalid params: %s: %s", field, fmt.Sprintf(format, args...)).
 		WithData(map[string]string{"field": field})

@@ -1,4 +1,4 @@
-// protocol.go holds the ACP v1 wire types acpbridge reads and writes, the
+// Package acp holds the ACP v1 wire types acpbridge reads and writes, the
 // method names, and the hand-written encoder for the streamed chunk updates.
 //
 // Inbound types are decoded leniently (unknown fields and _meta are ignored).
@@ -273,7 +273,7 @@ type PromptResult struct {
 	StopReason StopReason `json:"stopReason"`
 }
 
-// contentBlock is an ACP (= MCP) content block as received.
+// ContentBlock is an ACP (= MCP) content block as received.
 type ContentBlock struct {
 	Type        string            `json:"type"`
 	Text        *string           `json:"text,omitempty"`
@@ -302,13 +302,13 @@ func textBlock(s string) textContent { return textContent{Type: "text", Text: s}
 
 // --- tool calls ---
 
-// location is an ACP ToolCallLocation.
+// Location is an ACP ToolCallLocation.
 type Location struct {
 	Path string `json:"path"`
 	Line int    `json:"line,omitempty"`
 }
 
-// toolCallUpdate is the payload of tool_call and tool_call_update, and the
+// ToolCallUpdate is the payload of tool_call and tool_call_update, and the
 // toolCall of a permission request (without sessionUpdate).
 type ToolCallUpdate struct {
 	SessionUpdate UpdateKind      `json:"sessionUpdate,omitempty"`
@@ -322,7 +322,7 @@ type ToolCallUpdate struct {
 	RawOutput     json.RawMessage `json:"rawOutput,omitempty"`
 }
 
-// toolContent is an ACP ToolCallContent.
+// ToolContent is an ACP ToolCallContent.
 type ToolContent struct {
 	Type       string          `json:"type"`              // content, diff or terminal
 	Content    json.RawMessage `json:"content,omitempty"` // a content block`
@@ -407,7 +407,7 @@ type PlanUpdate struct {
 	Entries       json.RawMessage `json:"entries"`
 }
 
-// appendChunkUpdate appends the session/update params of one streamed
+// AppendChunkUpdate appends the session/update params of one streamed
 // message or thought chunk. It is the hot path of a turn, so it is written by
 // hand rather than through reflection.
 func AppendChunkUpdate(b []byte, sessionID string, kind UpdateKind, messageID, text string) []byte {
@@ -422,7 +422,7 @@ func AppendChunkUpdate(b []byte, sessionID string, kind UpdateKind, messageID, t
 	return append(b, "}}}"...)
 }
 
-// appendToolCallUpdate appends the session/update params of a tool_call or
+// AppendToolCallUpdate appends the session/update params of a tool_call or
 // tool_call_update. Its raw fields hold compact JSON made by acpbridge (or
 // compacted on arrival, see modelStream.toolCall), so they are spliced in
 // as they are rather than scanned again as encoding/json would.
@@ -507,7 +507,7 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// marshal encodes v as compact JSON without escaping <, > and &, which
+// Marshal encodes v as compact JSON without escaping <, > and &, which
 // encoding/json does by default for HTML's sake.
 func Marshal(v any) ([]byte, error) {
 	var buf bytes.Buffer
@@ -519,7 +519,7 @@ func Marshal(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// mustJSON encodes v, which is known to encode.
+// MustJSON encodes v, which is known to encode.
 func MustJSON(v any) json.RawMessage {
 	b, err := Marshal(v)
 	if err != nil {

@@ -1,7 +1,7 @@
-// fanout.go holds the router of --fanout: many sessions on one connection,
+// Package fanout holds the router of --fanout: many sessions on one connection,
 // each in a single-session acpbridge child process of its own. It is for
 // clients that open several sessions on one agent process (Zed's threads);
-// the one-session agent (session.go) is untouched, and the demultiplexing
+// the one-session agent (the root's session.go) is untouched, and the demultiplexing
 // lives here only.
 //
 // What the router holds: which child serves which session id, and for each
@@ -443,7 +443,7 @@ func readWhole(br *bufio.Reader) ([]byte, error) {
 	}
 }
 
-// notificationPrefix starts every notification acpbridge writes (wire.go).
+// notificationPrefix starts every notification acpbridge writes (internal/channel).
 var notificationPrefix = []byte(`{"jsonrpc":"2.0","method":"`)
 
 // handle passes one line of the child's on.

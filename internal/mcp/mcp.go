@@ -1,4 +1,4 @@
-// mcp.go holds the MCP servers the editor passes in session/new, load and
+// Package mcp holds the MCP servers the editor passes in session/new, load and
 // resume: stdio (command, args, env), streamable HTTP and SSE (url,
 // headers), connected with the official MCP Go SDK. Their tools join the
 // built-in ones as mcp__<server>__<tool>.
@@ -306,7 +306,7 @@ func (h *Hub) refresh(srv *mcpServer) {
 	h.log.Info("MCP server's tools changed", "server", srv.spec.Name, "tools", len(tools))
 }
 
-// takeNotices returns what the user has not been told yet.
+// TakeNotices returns what the user has not been told yet.
 func (h *Hub) TakeNotices() []string {
 	if h == nil {
 		return nil
@@ -318,7 +318,7 @@ func (h *Hub) TakeNotices() []string {
 	return n
 }
 
-// tools lists every live server's tools under their model-facing names.
+// Tools lists every live server's tools under their model-facing names.
 func (h *Hub) Tools() []Tool {
 	if h == nil {
 		return nil
@@ -343,7 +343,7 @@ func (h *Hub) Tools() []Tool {
 	return out
 }
 
-// lookup finds a tool by its model-facing name, refreshing the servers'
+// Lookup finds a tool by its model-facing name, refreshing the servers'
 // lists once when it is not there (a list change not seen yet).
 func (h *Hub) Lookup(name string) (Tool, error) {
 	find := func() (Tool, bool) {
@@ -380,7 +380,7 @@ func (h *Hub) Lookup(name string) (Tool, error) {
 	return Tool{}, fmt.Errorf("unknown tool %q: no connected MCP server offers it", name)
 }
 
-// close ends every server. It returns once they have exited.
+// Close ends every server. It returns once they have exited.
 func (h *Hub) Close() {
 	if h == nil {
 		return
@@ -451,7 +451,7 @@ func toolName(prefix, tool string) string {
 	return name[:nameLimit-len(tag)-1] + "_" + tag
 }
 
-// spec is the tool as the model sees it.
+// Spec is the tool as the model sees it.
 func (t Tool) Spec() tools.Spec {
 	schema, err := json.Marshal(t.tool.InputSchema)
 	if err != nil || len(schema) == 0 || string(schema) == "null" {
@@ -464,12 +464,12 @@ func (t Tool) Spec() tools.Spec {
 	return tools.Spec{Name: t.name, Description: desc, Parameters: schema}
 }
 
-// readOnly reports whether the server marks the tool as changing nothing.
+// ReadOnly reports whether the server marks the tool as changing nothing.
 func (t Tool) ReadOnly() bool {
 	return t.tool.Annotations != nil && t.tool.Annotations.ReadOnlyHint
 }
 
-// kind is the ACP tool kind the tool's hints suggest.
+// Kind is the ACP tool kind the tool's hints suggest.
 func (t Tool) Kind() acp.ToolKind {
 	a := t.tool.Annotations
 	switch {
@@ -491,7 +491,7 @@ func (t Tool) Title() string {
 	return t.tool.Name + " (" + t.server.spec.Name + ")"
 }
 
-// call runs the tool and turns its result into an tools.Outcome.
+// Call runs the tool and turns its result into an tools.Outcome.
 func (t Tool) Call(ctx context.Context, input json.RawMessage) tools.Outcome {
 	res, err := t.server.session.CallTool(ctx, &mcp.CallToolParams{Name: t.tool.Name, Arguments: input})
 	if err != nil {

@@ -12,13 +12,13 @@ package model
 
 import "strings"
 
-// bytesPerToken is the estimate of a token's size.
+// BytesPerToken is the estimate of a token's size.
 const BytesPerToken = 4
 
-// leftOut replaces a tool result the budget leaves out.
+// LeftOut replaces a tool result the budget leaves out.
 const LeftOut = "[This tool result was left out to fit the model's context window; run the tool again if you need it.]"
 
-// estimate is a message's size in tokens.
+// Estimate is a message's size in tokens.
 func Estimate(m Message) int {
 	n := len(m.Text) + 16
 	for _, tc := range m.ToolCalls {
@@ -27,7 +27,7 @@ func Estimate(m Message) int {
 	return n / BytesPerToken
 }
 
-// fit returns the messages to send within budget tokens (the system prompt
+// Fit returns the messages to send within budget tokens (the system prompt
 // and the tools not counted), and whether anything was left out. The
 // conversation itself is not changed.
 func (c *Conversation) Fit(budget int) ([]Message, bool) {
@@ -69,7 +69,7 @@ func (c *Conversation) Fit(budget int) ([]Message, bool) {
 	return msgs[start:], true
 }
 
-// contextTooLong reports whether a model error says the request was over
+// ContextTooLong reports whether a model error says the request was over
 // the model's context window (OpenAI, vLLM, llama.cpp and Ollama word it
 // in these ways).
 func ContextTooLong(err error) bool {

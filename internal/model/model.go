@@ -1,4 +1,4 @@
-// model.go holds what a model is given and gives: the Model interface,
+// Package model holds what a model is given and gives: the Model interface,
 // the request, the conversation, the Sink its output streams into, and the
 // recorder that writes a model's responses as a replay fixture (--record).
 package model
@@ -17,7 +17,7 @@ import (
 	"acpbridge/internal/acp"
 )
 
-// model is a source of model responses: the replay fixture or an
+// Model is a source of model responses: the replay fixture or an
 // OpenAI-compatible endpoint.
 type Model interface {
 	// complete makes one model call on req and streams its output into out.
@@ -44,7 +44,7 @@ type Request struct {
 	Mode  string
 }
 
-// message is one entry of the conversation the model is sent.
+// Message is one entry of the conversation the model is sent.
 type Message struct {
 	Role       string // "user", "assistant" or "tool"
 	Text       string
@@ -52,7 +52,7 @@ type Message struct {
 	ToolCallID string     // tool: the model's id of the call answered
 }
 
-// toolCall is a tool call as the model made it.
+// ToolCall is a tool call as the model made it.
 type ToolCall struct {
 	ID    string          `json:"id"`
 	Name  string          `json:"name"`
@@ -66,7 +66,7 @@ type Tool struct {
 	Parameters  json.RawMessage // JSON Schema of the input
 }
 
-// conversation is the model-side history of a session.
+// Conversation is the model-side history of a session.
 type Conversation struct {
 	Full bool // keep every message; otherwise only the newest
 	Msgs []Message
@@ -83,7 +83,7 @@ func (c *Conversation) Add(m Message) {
 	c.Msgs = append(c.Msgs, m)
 }
 
-// mark and truncate drop a refused turn from what the model is sent.
+// Mark and truncate drop a refused turn from what the model is sent.
 func (c *Conversation) Mark() int { return len(c.Msgs) }
 
 func (c *Conversation) Truncate(n int) {
@@ -92,7 +92,7 @@ func (c *Conversation) Truncate(n int) {
 	}
 }
 
-// answerUnrun gives each of calls that has no result yet one saying why it
+// AnswerUnrun gives each of calls that has no result yet one saying why it
 // did not run: a model's next request must answer every tool call it made,
 // or servers reject it.
 func (c *Conversation) AnswerUnrun(calls []ToolCall, why string) {
@@ -114,7 +114,7 @@ func (c *Conversation) answered(id string) bool {
 	return false
 }
 
-// newest is the text of the newest user message or tool result.
+// Newest is the text of the newest user message or tool result.
 func (c *Conversation) Newest() string {
 	for i := len(c.Msgs) - 1; i >= 0; i-- {
 		if m := c.Msgs[i]; m.Role != "assistant" {
@@ -124,7 +124,7 @@ func (c *Conversation) Newest() string {
 	return ""
 }
 
-// usage is the tokens a model call used.
+// Usage is the tokens a model call used.
 type Usage struct {
 	InputTokens  int64 `json:"inputTokens"`
 	OutputTokens int64 `json:"outputTokens"`
@@ -149,7 +149,7 @@ type Entry struct {
 	Error  string         `json:"error,omitempty"`
 }
 
-// recorder appends every model response to a replay fixture (--record),
+// Recorder appends every model response to a replay fixture (--record),
 // so that --model replay:PATH plays the conversation back. A cancelled call
 // is recorded with what it streamed, since replay is positional.
 type Recorder struct {

@@ -94,7 +94,7 @@ func (m *OpenAI) NeedsHistory() bool { return true }
 
 func (m *OpenAI) DefaultName() string { return m.model }
 
-// models lists the models that can be chosen: --models, else the server's
+// Models lists the models that can be chosen: --models, else the server's
 // GET /models (asked once, with a short timeout), else the default one.
 // The first caller asks; callers meanwhile wait for that answer, holding no
 // lock of the agent's.
@@ -219,7 +219,7 @@ Change files with edit_file (one exact occurrence of old_text) rather than rewri
 For a task of several steps, record a plan with update_plan and keep it current as you go.
 `
 
-// systemPrompt tells the model where it works and how.
+// SystemPrompt tells the model where it works and how.
 func SystemPrompt(req *Request) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "You are acpbridge, a coding agent working in %s for a user in their editor.\n", req.Cwd)

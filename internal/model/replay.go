@@ -98,14 +98,14 @@ func (m *Replay) Complete(ctx context.Context, req *Request, out Sink) (acp.Stop
 	return stop, err
 }
 
-// position is how many entries have been served.
+// Position is how many entries have been served.
 func (m *Replay) Position() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.served
 }
 
-// advanceTo skips entries until n have been served: a session loaded in a
+// AdvanceTo skips entries until n have been served: a session loaded in a
 // new process continues the fixture where it stopped. Within one process
 // the fixture only moves forward.
 func (m *Replay) AdvanceTo(n int) error {
@@ -377,7 +377,7 @@ func fromPlaceholders(text string, roots []string) string {
 	return text
 }
 
-// recordedExpect is what --record writes as an entry's expect: the newest
+// RecordedExpect is what --record writes as an entry's expect: the newest
 // message's start, roots as placeholders, never a placeholder cut in two.
 func RecordedExpect(newest string, roots []string) string {
 	e := clip.Cut(toPlaceholders(newest, roots), 200)

@@ -1,4 +1,4 @@
-// reap.go makes sure that nothing acpbridge starts outlives it: local
+// Package proc makes sure that nothing acpbridge starts outlives it: local
 // commands, MCP servers, and whatever they start in turn, daemons included.
 //
 // Three layers, because each covers what the others cannot:
@@ -8,7 +8,7 @@
 //   - the process is a child subreaper (prctl), so a descendant whose
 //     parent exits (a setsid or nohup daemon, a double fork) is re-parented
 //     to acpbridge rather than to init, and stays findable;
-//   - at exit, endDescendants kills every process still below acpbridge.
+//   - at exit, EndDescendants kills every process still below acpbridge.
 //
 // What no layer can cover: after kill -9 of acpbridge, a grandchild that left
 // its group (setsid) is re-parented to init and lives on.
@@ -24,12 +24,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// becomeSubreaper makes orphaned descendants this process's children.
+// BecomeSubreaper makes orphaned descendants this process's children.
 func BecomeSubreaper() error {
 	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 }
 
-// endDescendants kills every process below this one and reaps what it can.
+// EndDescendants kills every process below this one and reaps what it can.
 // A few passes catch what a dying process forked meanwhile.
 func EndDescendants() {
 	self := os.Getpid()
@@ -51,7 +51,7 @@ func EndDescendants() {
 	}
 }
 
-// descendants lists the processes below pid, from /proc.
+// Descendants lists the processes below pid, from /proc.
 func Descendants(pid int) []int {
 	children := map[int][]int{}
 	entries, _ := os.ReadDir("/proc")

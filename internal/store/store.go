@@ -1,4 +1,4 @@
-// store.go holds the session store under --state-dir: every session is
+// Package store holds the session store under --state-dir: every session is
 // three files in <state-dir>/sessions/.
 //
 //	<id>.jsonl  the log: one JSON record a line, appended at message
@@ -58,7 +58,7 @@ const storeVersion = 1
 // flushBytes is how much the log buffers before it writes without a pause.
 const flushBytes = 64 << 10
 
-// record is one line of a session log. Each type uses some of the fields.
+// Record is one line of a session log. Each type uses some of the fields.
 type Record struct {
 	Type string `json:"type"`
 
@@ -130,7 +130,7 @@ type Store struct {
 	Log *slog.Logger
 }
 
-// stamp formats a time for the wire and the store.
+// Stamp formats a time for the wire and the store.
 func Stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 func parseStamp(s string) time.Time {
@@ -200,7 +200,7 @@ func validID(id string) bool {
 
 func (st *Store) errNotFound(id string) error { return &NotFoundError{ID: id, Dir: st.Dir} }
 
-// create makes the files of a new session and locks it.
+// Create makes the files of a new session and locks it.
 func (st *Store) Create(info Info) (*File, error) {
 	if err := os.MkdirAll(st.Dir, 0o700); err != nil {
 		return nil, storeError("creating the state directory "+st.Dir, err)
@@ -259,7 +259,7 @@ func unlock(f *os.File) {
 	f.Close()
 }
 
-// history is the state of a session read back from its log.
+// History is the state of a session read back from its log.
 type History struct {
 	Title, Mode, Model string
 	Rules              map[string]bool
@@ -268,7 +268,7 @@ type History struct {
 	ReplayPos          int   // replay fixture entries the session had used
 }
 
-// open locks a stored session, checks its log, rebuilds its state and
+// Open locks a stored session, checks its log, rebuilds its state and
 // hands every good record to feed, in order. It gives up, unlocked, when
 // ctx ends while it reads.
 func (st *Store) Open(ctx context.Context, id string, feed func(Record)) (*History, *File, error) {
@@ -369,7 +369,7 @@ func (st *Store) read(ctx context.Context, path string, feed func(Record)) (h *H
 	return h, size, nil
 }
 
-// replay calls fn with every record of the first good bytes of the log,
+// Replay calls fn with every record of the first good bytes of the log,
 // in order.
 func (f *File) Replay(good int64, fn func(Record) error) error {
 	path := f.st.Path(f.id, ".jsonl")
@@ -443,7 +443,7 @@ type File struct {
 	failed error  // the first failed write since takeFailure
 }
 
-// append adds one record to the buffer; a full buffer is written at once.
+// Append adds one record to the buffer; a full buffer is written at once.
 func (f *File) Append(r Record) error {
 	b, err := marshal(r)
 	if err != nil {
@@ -458,7 +458,7 @@ func (f *File) Append(r Record) error {
 	return nil
 }
 
-// appendNow adds a record and writes it.
+// AppendNow adds a record and writes it.
 func (f *File) AppendNow(r Record) error {
 	if err := f.Append(r); err != nil {
 		return err
@@ -466,7 +466,7 @@ func (f *File) AppendNow(r Record) error {
 	return f.Flush()
 }
 
-// flush writes the buffered records with one write(2).
+// Flush writes the buffered records with one write(2).
 func (f *File) Flush() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -493,7 +493,7 @@ func (f *File) flushLocked() error {
 	return nil
 }
 
-// swapLog replaces the file the log writes to and returns the one it
+// SwapLog replaces the file the log writes to and returns the one it
 // replaced: tests make writes fail with it, as a full disk would.
 func (f *File) SwapLog(w *os.File) *os.File {
 	f.mu.Lock()
@@ -503,7 +503,7 @@ func (f *File) SwapLog(w *os.File) *os.File {
 	return old
 }
 
-// takeFailure returns the first write failure since the last call, even
+// TakeFailure returns the first write failure since the last call, even
 // when a later write caught up: the turn it happened in reports it.
 func (f *File) TakeFailure() error {
 	f.mu.Lock()
@@ -513,7 +513,7 @@ func (f *File) TakeFailure() error {
 	return err
 }
 
-// endTurn appends the turn's last record, writes, syncs, and updates the
+// EndTurn appends the turn's last record, writes, syncs, and updates the
 // info file.
 func (f *File) EndTurn(r Record, info Info) error {
 	if err := f.AppendNow(r); err != nil {
@@ -525,7 +525,7 @@ func (f *File) EndTurn(r Record, info Info) error {
 	return f.WriteInfo(info)
 }
 
-// writeInfo replaces <id>.json atomically.
+// WriteInfo replaces <id>.json atomically.
 func (f *File) WriteInfo(info Info) error {
 	b, _ := json.Marshal(info)
 	path := f.st.Path(f.id, ".json")
@@ -539,7 +539,7 @@ func (f *File) WriteInfo(info Info) error {
 	return nil
 }
 
-// close writes and syncs the log and releases the lock.
+// Close writes and syncs the log and releases the lock.
 func (f *File) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -565,7 +565,7 @@ func marshal(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// listPage is how many sessions session/list returns at a time.
+// ListPage is how many sessions session/list returns at a time.
 const ListPage = 50
 
 // listCursor marks the last session of a page.
@@ -574,7 +574,7 @@ type listCursor struct {
 	SessionID string `json:"i"`
 }
 
-// list returns the stored sessions, newest first, a page at a time.
+// List returns the stored sessions, newest first, a page at a time.
 // It returns the page and the cursor of the next one ("" at the end).
 func (st *Store) List(cwd, cursor string) ([]Info, string, error) {
 	var after *listCursor
@@ -640,7 +640,7 @@ func (st *Store) List(cwd, cursor string) ([]Info, string, error) {
 	return page, "", nil
 }
 
-// remove deletes a stored session that no process holds. An unknown id is
+// Remove deletes a stored session that no process holds. An unknown id is
 // not an error.
 func (st *Store) Remove(id string) error {
 	if !validID(id) {

@@ -108,7 +108,7 @@ func (e *Env) runLocal(ctx context.Context, command, dir string, timeout time.Du
 	e.Client.Pause() // the client sees the tool call while the command runs
 	cmd := exec.Command("sh", "-c", command)
 	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL} // reap.go
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL} // internal/proc
 	out := &tailBuffer{limit: terminalOutputLimit}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = time.Second // a background grandchild must not hold the turn

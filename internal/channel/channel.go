@@ -1,44 +1,52 @@
-// wire.go holds the stdio channel under the jrpc2 server: newline framing, a
-// line-size limit, the buffered stdout and the --trace file.
+// Package channel is the stdio channel under the jrpc2 server: newline
+// framing, a line-size limit, the buffered stdout, the arrival order of
+// requests, the agent's own requests to the client (calls.go) and --trace
+// (trace.go).
 //
 // The rules of the output side:
-//   - Everything jrpc2 sends (responses, our callbacks to the client, its own
-//     error replies) is written and flushed at once, after whatever was
-//     buffered before it, so the client never waits on a message it must act on.
+//   - Everything jrpc2 sends (responses, its own error replies) and every
+//     request of the agent's (Call) is written and flushed at once, after
+//     whatever was buffered before it, so the client never waits on a
+//     message it must act on.
 //   - Notifications (session/update) are written into the same buffer by
-//     notify without a flush; the agent loop calls flush when its stream
+//     Notify without a flush; the agent loop calls Flush when its stream
 //     pauses. One mutex orders all writes, so a turn's updates always precede
 //     its response on the wire.
-//   - The first write error is sticky and closes broken, so that main can end
+//   - The first write error is sticky and closes Broken, so that main can end
 //     the process when the client stops reading.
 //
 // The input side: Recv reads every whole line that one read brought before
 // it hands any to jrpc2, checks each (JSON, one message, a usable id, a
-// string method), answers what it must refuse, and tells arrive of each
-// well-formed request in arrival order (session.go's admissions), so that
+// string method), answers what it must refuse, and tells Arrive of each
+// well-formed request in arrival order (the root's admissions), so that
 // what arrived together takes effect in order even when jrpc2's handlers do
 // not start in order. An admission may answer at once; jrpc2 then never
 // sees the request.
 //
-// The agent's own requests to the client (permission, fs/*, terminal/*) go
-// out through call, not through jrpc2: Recv takes every response the client
-// sends out of the input before jrpc2 sees it and hands it to the waiting
-// call. A response nobody waits for any more (the turn was cancelled) is
-// dropped quietly; jrpc2 would answer it with a spurious error that a
-// client can mistake for the answer to its own request.
+// What of jrpc2 (v1.3.6) the channel overrides, why, and the test that pins it:
+//
+//	jrpc2 does                          the channel does instead                   pinned by
+//	Server.Callback for requests to     Call; responses taken out before jrpc2     TestHostile_clientAnswers,
+//	  the client; a late reply gets a     sees them; late ones dropped quietly      FuzzClientAnswer
+//	  spurious error sent back
+//	drops requests still queued at      Recv waits (eofGrace) until every request  TestHostile_answeredBeforeEOF
+//	  stdin EOF, unanswered               received is answered
+//	starts handlers in any order        Arrive, in read order, before dispatch     TestOrder, TestOrder_goldens
+//	answers a batch with an array       one error: batches are not ACP             TestHostile_badInput
+//	runs a null-id request as a         an invalid request error                   TestHostile_badInput,
+//	  notification; a parse error or      with the id the line's start shows         FuzzInbound
+//	  a non-string method with null id
+//	reads a line of any size            skips a line over --max-line-bytes and     TestHostile_longLine
+//	                                      answers it with its id
 package channel
 
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"runtime"
-	"strconv"
 	"sync"
 	"time"
 
@@ -48,7 +56,7 @@ import (
 	"acpbridge/internal/clip"
 )
 
-// wire implements jrpc2's channel.Channel over a reader and a writer.
+// Wire implements jrpc2's channel.Channel over a reader and a writer.
 type Wire struct {
 	in      *bufio.Reader
 	maxLine int
@@ -85,12 +93,6 @@ type Wire struct {
 // to be answered; the process exits within a second of EOF.
 const eofGrace = 300 * time.Millisecond
 
-// reply is the client's response to one of our requests.
-type reply struct {
-	result json.RawMessage
-	err    error
-}
-
 func NewWire(r io.Reader, w io.Writer, maxLine int, trace *Tracer) *Wire {
 	return &Wire{
 		in:      bufio.NewReaderSize(r, 64<<10),
@@ -107,52 +109,13 @@ func NewWire(r io.Reader, w io.Writer, maxLine int, trace *Tracer) *Wire {
 	}
 }
 
-// errConnClosed is the answer to a request the client can no longer answer.
-var errConnClosed = errors.New("the client closed the connection")
-
-// call sends a request to the client, flushes, and waits for its response
-// or for ctx to end.
-func (c *Wire) Call(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	p, err := acp.Marshal(params)
-	if err != nil {
-		return nil, err
-	}
-	ch := make(chan reply, 1)
-	c.mu.Lock()
-	if c.eof {
-		c.mu.Unlock()
-		return nil, errConnClosed
-	}
-	c.nextID++
-	id := c.nextID
-	c.calls[id] = ch
-	msg := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":`, id, method)
-	msg = append(append(msg, p...), '}')
-	c.writeLocked(msg)
-	c.flushLocked()
-	err = c.err
-	c.mu.Unlock()
-	if err == nil {
-		select {
-		case r := <-ch:
-			return r.result, r.err
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
-	}
-	c.mu.Lock()
-	delete(c.calls, id)
-	c.mu.Unlock()
-	return nil, err
-}
-
 // take handles the lines jrpc2 must not see and reports whether it took
 // this one: a response (no method; a result or an error) goes to the
 // request it answers; a request whose id ACP does not allow (null, or a
 // number that is not an integer) or whose method is not a string is
 // answered with an error here. Every other well-formed request or
 // notification is told to arrive, in the order lines are read, before
-// jrpc2 sees it (see the Order section of session.go).
+// jrpc2 sees it (see the Order section of the root's session.go).
 func (c *Wire) take(line []byte) bool {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(line, &m) != nil {
@@ -198,41 +161,12 @@ func (c *Wire) take(line []byte) bool {
 		}
 		return false
 	}
-	// No method: a response, whatever else is wrong with it. The agent
-	// never answers one; what it cannot use fails the request it answers.
-	result, hasResult := m["result"]
-	rawErr, hasErr := m["error"]
-	r := reply{result: result}
-	if !hasResult && !hasErr {
-		r.err = errors.New("the client's answer has neither a result nor an error")
-	}
-	if hasErr {
-		var e jrpc2.Error
-		if json.Unmarshal(rawErr, &e) != nil {
-			e = jrpc2.Error{Code: jrpc2.InternalError, Message: "malformed error response: " + string(rawErr)}
-		}
-		r.err = &e
-	}
-	id, valid := callID(m["id"])
-	c.mu.Lock()
-	ch, ok := c.calls[id]
-	if valid && ok {
-		delete(c.calls, id)
-	}
-	c.mu.Unlock()
-	if valid && ok {
-		ch <- r
-		// Let the waiting goroutine run here and now: this goroutine is about
-		// to block in read(2), and the runtime would otherwise have to wake
-		// another thread to take the waiter from this one's run queue.
-		runtime.Gosched()
-	}
-	// Otherwise it is late (its request was given up) or answers nothing we
-	// sent: there is nobody to tell, and no reply is due to a response.
+	// No method: a response, whatever else is wrong with it.
+	c.deliver(m)
 	return true
 }
 
-// wellFormed reports whether jrpc2 will dispatch the request or
+// WellFormed reports whether jrpc2 will dispatch the request or
 // notification m to a handler: the checks of jrpc2's parser (a "2.0"
 // version, a valid id, object or array params, no other members). Only
 // such a message arrives; one jrpc2 refuses never reaches its handler, so
@@ -261,18 +195,6 @@ func WellFormed(m map[string]json.RawMessage) bool {
 	return ok
 }
 
-// closeCalls fails every waiting request and every later one: stdin has
-// ended, or a signal asked the process to end as if it had.
-func (c *Wire) CloseCalls() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.eof = true
-	for id, ch := range c.calls {
-		ch <- reply{err: errConnClosed}
-		delete(c.calls, id)
-	}
-}
-
 // Send writes one message from jrpc2 (a response) and flushes.
 func (c *Wire) Send(msg []byte) error {
 	c.mu.Lock()
@@ -295,7 +217,7 @@ func (c *Wire) Send(msg []byte) error {
 	return c.err
 }
 
-// whenAnswered returns a channel closed once the client's request id has
+// WhenAnswered returns a channel closed once the client's request id has
 // been answered (at once if it has been).
 func (c *Wire) WhenAnswered(id string) <-chan struct{} {
 	c.mu.Lock()
@@ -329,7 +251,7 @@ func EncodeResponse(id string, result any, err *jrpc2.Error) []byte {
 	return append(b, '}')
 }
 
-// notify writes a notification of method with pre-encoded params. It does not
+// Notify writes a notification of method with pre-encoded params. It does not
 // flush: callers flush when they pause.
 func (c *Wire) Notify(method string, params []byte) error {
 	c.mu.Lock()
@@ -356,7 +278,7 @@ func (c *Wire) Notify(method string, params []byte) error {
 	return c.err
 }
 
-// notifyJSON writes a session/update with a struct payload, unflushed.
+// NotifyJSON writes a session/update with a struct payload, unflushed.
 func (c *Wire) NotifyJSON(sessionID string, u any) error {
 	b, err := acp.Marshal(acp.SessionNotification{SessionID: sessionID, Update: u})
 	if err != nil {
@@ -365,7 +287,7 @@ func (c *Wire) NotifyJSON(sessionID string, u any) error {
 	return c.Notify(acp.MethodSessionUpdate, b)
 }
 
-// forward writes a whole message line as it is (--fanout passes its
+// Forward writes a whole message line as it is (--fanout passes its
 // children's notifications on). It does not flush.
 func (c *Wire) Forward(line []byte) {
 	c.mu.Lock()
@@ -373,14 +295,14 @@ func (c *Wire) Forward(line []byte) {
 	c.writeLocked(line)
 }
 
-// gone reports whether the client has gone: stdin ended or stdout broke.
+// Gone reports whether the client has gone: stdin ended or stdout broke.
 func (c *Wire) Gone() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.eof || c.err != nil
 }
 
-// flush writes out whatever notifications are buffered.
+// Flush writes out whatever notifications are buffered.
 func (c *Wire) Flush() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -417,7 +339,7 @@ func (c *Wire) failLocked(err error) {
 func (c *Wire) Close() error { return c.Flush() }
 
 // Recv returns the next line without its newline, for jrpc2. Responses to
-// the agent's own requests are taken out on the way (see call). A last line
+// the agent's own requests are taken out on the way (see Call). A last line
 // without a newline at EOF is returned whole. A line longer than maxLine is
 // skipped and answered here with an error carrying the id found at the
 // line's start (if any); the next line is served.
@@ -572,87 +494,6 @@ func (c *Wire) reject(id string, code jrpc2.Code, message string) {
 	c.Send(msg)
 }
 
-// failCall fails the request of ours that an unusable line answers, and
-// reports whether the line was such an answer: "result" or "error" before
-// any "method", or no "method" in what could be read and an id we wait on.
-// The agent never answers a response; the turn learns what was wrong.
-func (c *Wire) failCall(head []byte, what string) bool {
-	id, kind := leadingKind(head)
-	if kind == isRequest {
-		return false
-	}
-	n, ok := callID(json.RawMessage(id))
-	c.mu.Lock()
-	ch, waiting := c.calls[n]
-	if ok && waiting {
-		delete(c.calls, n)
-	}
-	c.mu.Unlock()
-	if ok && waiting {
-		ch <- reply{err: fmt.Errorf("the client's answer %s", what)}
-		return true
-	}
-	return kind == isResponse // a response nobody waits for is dropped, as in take
-}
-
-// What the start of a line that may be cut or broken shows it to be.
-const (
-	isUnknown = iota
-	isRequest
-	isResponse
-)
-
-// leadingKind reads the top-level members at the start of a line that may
-// be cut or broken: the id (its JSON text, or ""), and whether "method" (a
-// request) or "result" or "error" (a response) comes first.
-func leadingKind(head []byte) (id string, kind int) {
-	if len(head) > 4096 {
-		head = head[:4096]
-	}
-	dec := json.NewDecoder(bytes.NewReader(head))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return "", isUnknown
-	}
-	for {
-		k, err := dec.Token()
-		key, ok := k.(string)
-		if err != nil || !ok {
-			return id, kind
-		}
-		if kind == isUnknown {
-			switch key {
-			case "method":
-				kind = isRequest
-			case "result", "error":
-				kind = isResponse
-			}
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return id, kind
-		}
-		if key == "id" && IsValidID(v) {
-			id = string(v)
-		}
-	}
-}
-
-// callID reads a response's id as one of ours: ids are matched as JSON
-// values, so 1, 1.0 and 1e0 are the same id; "1" is not.
-func callID(id json.RawMessage) (int64, bool) {
-	if len(id) == 0 || id[0] == '"' {
-		return 0, false
-	}
-	if n, err := strconv.ParseInt(string(id), 10, 64); err == nil {
-		return n, true
-	}
-	f, err := strconv.ParseFloat(string(id), 64)
-	if err != nil || f != float64(int64(f)) {
-		return 0, false
-	}
-	return int64(f), true
-}
-
 // leadingID finds the top-level "id" member in the first bytes of a JSON
 // object, for answering a line too long to parse. It returns "null" when
 // there is none.
@@ -663,7 +504,7 @@ func leadingID(head []byte) string {
 	return "null"
 }
 
-// isValidID reports whether v is a JSON-RPC id: a string, a number or null.
+// IsValidID reports whether v is a JSON-RPC id: a string, a number or null.
 func IsValidID(v json.RawMessage) bool {
 	if len(v) == 0 {
 		return false
@@ -673,59 +514,4 @@ func IsValidID(v json.RawMessage) bool {
 		return true
 	}
 	return string(v) == "null"
-}
-
-// tracer writes every protocol message, in and out, to a JSON Lines file:
-// {"time":..., "pid":..., "dir":"in"|"out", "msg":<the message>}. The pid
-// tells apart the processes that share one file (acpx runs several).
-type Tracer struct {
-	pid int
-	mu  sync.Mutex
-	f   *os.File
-	w   *bufio.Writer
-	buf []byte
-}
-
-func OpenTrace(path string) (*Tracer, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("opening trace file: %w", err)
-	}
-	return &Tracer{pid: os.Getpid(), f: f, w: bufio.NewWriter(f)}, nil
-}
-
-func (t *Tracer) in(msg []byte) {
-	t.write("in", func(b []byte) []byte { return append(b, msg...) })
-}
-
-func (t *Tracer) out(appendMsg func([]byte) []byte) { t.write("out", appendMsg) }
-
-func (t *Tracer) write(dir string, appendMsg func([]byte) []byte) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	b := append(t.buf[:0], `{"time":"`...)
-	b = time.Now().UTC().AppendFormat(b, time.RFC3339Nano)
-	b = append(b, `","pid":`...)
-	b = strconv.AppendInt(b, int64(t.pid), 10)
-	b = append(b, `,"dir":"`...)
-	b = append(b, dir...)
-	b = append(b, `","msg":`...)
-	start := len(b)
-	b = appendMsg(b)
-	if !json.Valid(b[start:]) {
-		// Not JSON (a malformed input line): keep it as a string.
-		q, _ := json.Marshal(string(b[start:]))
-		b = append(b[:start], q...)
-	}
-	b = append(b, "}\n"...)
-	t.buf = b
-	t.w.Write(b)
-	t.w.Flush()
-}
-
-func (t *Tracer) Close() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.w.Flush()
-	return t.f.Close()
 }

@@ -1,0 +1,196 @@
+// calls.go holds the agent's own requests to the client (permission,
+// fs/*, terminal/*). They go out through Call, not through jrpc2: Recv takes
+// every response the client sends out of the input before jrpc2 sees it
+// and hands it to the waiting Call. Ids are the agent's own, counted from 1,
+// and a response's id is matched as a JSON value (1, 1.0 and 1e0 are one
+// id; "1" is not). A response nobody waits for any more (the turn was
+// cancelled) is dropped quietly; a line too broken to read that looks like
+// an answer fails the request it answers.
+package channel
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+
+	"github.com/creachadair/jrpc2"
+
+	"acpbridge/internal/acp"
+)
+
+// reply is the client's response to one of our requests.
+type reply struct {
+	result json.RawMessage
+	err    error
+}
+
+// errConnClosed is the answer to a request the client can no longer answer.
+var errConnClosed = errors.New("the client closed the connection")
+
+// Call sends a request to the client, flushes, and waits for its response
+// or for ctx to end.
+func (c *Wire) Call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	p, err := acp.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan reply, 1)
+	c.mu.Lock()
+	if c.eof {
+		c.mu.Unlock()
+		return nil, errConnClosed
+	}
+	c.nextID++
+	id := c.nextID
+	c.calls[id] = ch
+	msg := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":`, id, method)
+	msg = append(append(msg, p...), '}')
+	c.writeLocked(msg)
+	c.flushLocked()
+	err = c.err
+	c.mu.Unlock()
+	if err == nil {
+		select {
+		case r := <-ch:
+			return r.result, r.err
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	c.mu.Lock()
+	delete(c.calls, id)
+	c.mu.Unlock()
+	return nil, err
+}
+
+// CloseCalls fails every waiting request and every later one: stdin has
+// ended, or a signal asked the process to end as if it had.
+func (c *Wire) CloseCalls() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.eof = true
+	for id, ch := range c.calls {
+		ch <- reply{err: errConnClosed}
+		delete(c.calls, id)
+	}
+}
+
+// deliver hands a response to the request of ours it answers. The agent
+// never answers a response; what it cannot use fails the request it
+// answers.
+func (c *Wire) deliver(m map[string]json.RawMessage) {
+	result, hasResult := m["result"]
+	rawErr, hasErr := m["error"]
+	r := reply{result: result}
+	if !hasResult && !hasErr {
+		r.err = errors.New("the client's answer has neither a result nor an error")
+	}
+	if hasErr {
+		var e jrpc2.Error
+		if json.Unmarshal(rawErr, &e) != nil {
+			e = jrpc2.Error{Code: jrpc2.InternalError, Message: "malformed error response: " + string(rawErr)}
+		}
+		r.err = &e
+	}
+	id, valid := callID(m["id"])
+	c.mu.Lock()
+	ch, ok := c.calls[id]
+	if valid && ok {
+		delete(c.calls, id)
+	}
+	c.mu.Unlock()
+	if valid && ok {
+		ch <- r
+		// Let the waiting goroutine run here and now: this goroutine is about
+		// to block in read(2), and the runtime would otherwise have to wake
+		// another thread to take the waiter from this one's run queue.
+		runtime.Gosched()
+	}
+	// Otherwise it is late (its request was given up) or answers nothing we
+	// sent: there is nobody to tell, and no reply is due to a response.
+}
+
+// failCall fails the request of ours that an unusable line answers, and
+// reports whether the line was such an answer: "result" or "error" before
+// any "method", or no "method" in what could be read and an id we wait on.
+// The agent never answers a response; the turn learns what was wrong.
+func (c *Wire) failCall(head []byte, what string) bool {
+	id, kind := leadingKind(head)
+	if kind == isRequest {
+		return false
+	}
+	n, ok := callID(json.RawMessage(id))
+	c.mu.Lock()
+	ch, waiting := c.calls[n]
+	if ok && waiting {
+		delete(c.calls, n)
+	}
+	c.mu.Unlock()
+	if ok && waiting {
+		ch <- reply{err: fmt.Errorf("the client's answer %s", what)}
+		return true
+	}
+	return kind == isResponse // a response nobody waits for is dropped, as in take
+}
+
+// What the start of a line that may be cut or broken shows it to be.
+const (
+	isUnknown = iota
+	isRequest
+	isResponse
+)
+
+// leadingKind reads the top-level members at the start of a line that may
+// be cut or broken: the id (its JSON text, or ""), and whether "method" (a
+// request) or "result" or "error" (a response) comes first.
+func leadingKind(head []byte) (id string, kind int) {
+	if len(head) > 4096 {
+		head = head[:4096]
+	}
+	dec := json.NewDecoder(bytes.NewReader(head))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", isUnknown
+	}
+	for {
+		k, err := dec.Token()
+		key, ok := k.(string)
+		if err != nil || !ok {
+			return id, kind
+		}
+		if kind == isUnknown {
+			switch key {
+			case "method":
+				kind = isRequest
+			case "result", "error":
+				kind = isResponse
+			}
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return id, kind
+		}
+		if key == "id" && IsValidID(v) {
+			id = string(v)
+		}
+	}
+}
+
+// callID reads a response's id as one of ours: ids are matched as JSON
+// values, so 1, 1.0 and 1e0 are the same id; "1" is not.
+func callID(id json.RawMessage) (int64, bool) {
+	if len(id) == 0 || id[0] == '"' {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(string(id), 10, 64); err == nil {
+		return n, true
+	}
+	f, err := strconv.ParseFloat(string(id), 64)
+	if err != nil || f != float64(int64(f)) {
+		return 0, false
+	}
+	return int64(f), true
+}
