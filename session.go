@@ -6,7 +6,7 @@
 //   - The agent holds at most one *SessionRecord. It is set (not yet ready)
 //     the moment a session/new, load or resume claims it, so a second one is
 //     rejected even while the first is being created or loaded.
-//   - The rejection uses codeSessionLive, names the live id, and carries
+//   - The rejection uses acp.CodeSessionLive, names the live id, and carries
 //     {"activeSessionId": id}. The live session is not touched.
 //   - A record has at most one running turn. session/cancel cancels it;
 //     session/close cancels it, waits for it, and frees the record.

@@ -32,7 +32,7 @@ const (
 	CodeStoreFailed    = jrpc2.Code(1006) // the session store could not be written or read
 )
 
-// rpcError builds a *jrpc2.Error with a formatted message.
+// Errorf builds a *jrpc2.Error with a formatted message.
 func Errorf(code jrpc2.Code, format string, args ...any) *jrpc2.Error {
 	return &jrpc2.Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
@@ -43,7 +43,7 @@ func InvalidParams(field, format string, args ...any) *jrpc2.Error {
 		WithData(map[string]string{"field": field})
 }
 
-// asRPCError turns any error into one fit for the wire. Errors that already
+// AsError turns any error into one fit for the wire. Errors that already
 // are *jrpc2.Error (wrapped or not) keep their code, message and data.
 func AsError(err error) *jrpc2.Error {
 	var e *jrpc2.Error

@@ -424,7 +424,7 @@ func AppendChunkUpdate(b []byte, sessionID string, kind UpdateKind, messageID, t
 
 // AppendToolCallUpdate appends the session/update params of a tool_call or
 // tool_call_update. Its raw fields hold compact JSON made by acpbridge (or
-// compacted on arrival, see modelStream.toolCall), so they are spliced in
+// compacted on arrival by the root's modelStream.ToolCall), so they are spliced in
 // as they are rather than scanned again as encoding/json would.
 func AppendToolCallUpdate(b []byte, sessionID string, u *ToolCallUpdate) []byte {
 	b = append(b, `{"sessionId":`...)

@@ -86,7 +86,7 @@ type forwarded struct {
 	session  string // for load and resume: the session it opens
 }
 
-// serveFanout serves stdin/stdout as the router until EOF or a signal.
+// Serve serves stdin/stdout as the router until EOF or a signal.
 // args is acpbridge's command line, which the children get less --fanout.
 func Serve(ctx context.Context, args []string, maxLine int, log *slog.Logger, stdin io.Reader, stdout, stderr io.Writer, trace *channel.Tracer) int {
 	exe, err := os.Executable()

@@ -46,7 +46,7 @@ const (
 	nameLimit       = 64                     // function names models accept
 )
 
-// mcpServerSpec is an ACP McpServer as received.
+// ServerSpec is an ACP McpServer as received.
 type ServerSpec struct {
 	Type    string      `json:"type"` // "" (stdio), "http" or "sse"
 	Name    string      `json:"name"`
@@ -62,7 +62,7 @@ type nameValue struct {
 	Value string `json:"value"`
 }
 
-// parseMCPServers decodes the mcpServers param; an absent one is empty.
+// ParseServers decodes the mcpServers param; an absent one is empty.
 func ParseServers(raw json.RawMessage) ([]ServerSpec, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
@@ -85,7 +85,7 @@ func ParseServers(raw json.RawMessage) ([]ServerSpec, error) {
 	return specs, nil
 }
 
-// mcpHub is a session's MCP servers.
+// Hub is a session's MCP servers.
 type Hub struct {
 	version string // acpbridge's, told to the servers
 	log     *slog.Logger
@@ -110,14 +110,14 @@ type mcpServer struct {
 	dead    error       // h.mu: why it stopped, once it has
 }
 
-// mcpTool is one server tool as offered to the model.
+// Tool is one server tool as offered to the model.
 type Tool struct {
 	name   string // mcp__<server>__<tool>
 	server *mcpServer
 	tool   *mcp.Tool
 }
 
-// startMCP connects every server, concurrently, within mcpStartTimeout.
+// Start connects every server, concurrently, within mcpStartTimeout.
 func Start(specs []ServerSpec, version string, log *slog.Logger, stderr io.Writer) *Hub {
 	h := &Hub{version: version, log: log, stderr: stderr}
 	if len(specs) == 0 {
@@ -439,7 +439,7 @@ func sanitize(s string, n int) string {
 	return string(b)
 }
 
-// toolName is prefix + the sanitised tool name, within mcpNameLimit; a
+// toolName is prefix + the sanitised tool name, within nameLimit; a
 // name cut short ends with a hash of the whole so that it stays unique.
 func toolName(prefix, tool string) string {
 	name := prefix + sanitize(tool, len(tool)+1)

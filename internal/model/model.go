@@ -29,11 +29,11 @@ type Model interface {
 	// models lists the model names a session may choose; it may ask the
 	// server once, so call it without the agent's lock held.
 	Models() []string
-	// defaultName is the model a new session starts on.
+	// DefaultName is the model a new session starts on.
 	DefaultName() string
 }
 
-// modelRequest is what one model call is given.
+// Request is what one model call is given.
 type Request struct {
 	Model string // the session's chosen model
 	Conv  *Conversation
@@ -59,7 +59,7 @@ type ToolCall struct {
 	Input json.RawMessage `json:"input"`
 }
 
-// toolSpec is a tool as the model sees it.
+// Tool is a tool as the model sees it.
 type Tool struct {
 	Name        string
 	Description string
@@ -141,7 +141,7 @@ type Sink interface {
 	Pause() error
 }
 
-// replayEntry is one line of a replay fixture as --record writes it.
+// Entry is one line of a replay fixture as --record writes it.
 type Entry struct {
 	Expect string         `json:"expect,omitempty"`
 	Chunks []Chunk        `json:"chunks"`
@@ -193,7 +193,7 @@ func (r *Recorder) Write(e *Entry, stop acp.StopReason, err error, cancelled boo
 
 func (r *Recorder) Close() error { return r.f.Close() }
 
-// modelError makes a failed model call a JSON-RPC error.
+// Errorf makes a failed model call a JSON-RPC error.
 func Errorf(format string, args ...any) error {
 	return acp.Errorf(acp.CodeModelFailed, "%s", fmt.Sprintf(format, args...))
 }

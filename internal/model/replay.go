@@ -39,7 +39,7 @@ type Replay struct {
 	served int // entries served so far
 }
 
-// replayChunk is one element of an entry's chunks: exactly one key is set.
+// Chunk is one element of an entry's chunks: exactly one key is set.
 type Chunk struct {
 	Text     *string   `json:"text,omitempty"`
 	Thought  *string   `json:"thought,omitempty"`

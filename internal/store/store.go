@@ -115,7 +115,7 @@ type Usage struct {
 	OutputTokens int64 `json:"outputTokens"`
 }
 
-// infoFile is <id>.json.
+// Info is <id>.json.
 type Info struct {
 	SessionID string   `json:"sessionId"`
 	Cwd       string   `json:"cwd"`
@@ -432,7 +432,7 @@ func (h *History) apply(rec Record) {
 	}
 }
 
-// sessionFile is an open, locked session log.
+// File is an open, locked session log.
 type File struct {
 	st     *Store
 	id     string
@@ -440,7 +440,7 @@ type File struct {
 	log    *os.File
 	lock   *os.File
 	buf    []byte // records not yet written (the head of one may be written)
-	failed error  // the first failed write since takeFailure
+	failed error  // the first failed write since TakeFailure
 }
 
 // Append adds one record to the buffer; a full buffer is written at once.
