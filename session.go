@@ -1183,12 +1183,13 @@ func (a *agent) changeSetting(id, field string, rec store.Record, result any) ti
 	mode, model := s.mode, s.model
 	a.mu.Unlock()
 	opts := a.configOptions(mode, model)
+	var sent error
 	if rec.Mode != "" {
-		a.out.NotifyJSON(id, acp.CurrentMode(mode))
+		sent = a.out.NotifyJSON(id, acp.CurrentMode(mode))
 	}
-	a.out.NotifyJSON(id, acp.ConfigOptionsChanged(opts))
-	if err := s.file.AppendNow(rec); err != nil {
-		return fail(err)
+	sent = errors.Join(sent, a.out.NotifyJSON(id, acp.ConfigOptionsChanged(opts)))
+	if err := errors.Join(s.file.AppendNow(rec), sent); err != nil {
+		return fail(err) // the setting holds; the log or the client failed
 	}
 	if result == nil {
 		result = acp.ConfigOptionsResult{ConfigOptions: opts}

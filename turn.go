@@ -145,7 +145,7 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []acp.Cont
 	// Written at once: whatever happens to the turn, what was asked is kept.
 	user := store.Record{Type: store.RecUser, MessageID: a.newID("msg"), Blocks: raw}
 	if err := s.file.AppendNow(user); err != nil {
-		s.file.TakeFailure() // reported now; the record stays buffered
+		_ = s.file.TakeFailure() // reported now; the record stays buffered
 		return "", err
 	}
 	mark := s.conv.Mark()
@@ -189,7 +189,10 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []acp.Cont
 		storeErr = err
 	}
 	if first && title != "" {
-		a.update(s.id, acp.SessionInfoChanged(title, store.Stamp(updated)))
+		if err := a.update(s.id, acp.SessionInfoChanged(title, store.Stamp(updated))); err != nil {
+			// The client has gone: the title is in the log for the next one.
+			a.log.Debug("the session's title did not reach the client", "session", s.id, "err", err)
+		}
 	}
 	if turnErr != nil {
 		return "", turnErr
@@ -255,7 +258,9 @@ func (a *agent) loop(ctx context.Context, s *SessionRecord) (acp.StopReason, *mo
 			// Replay is positional per session: a new process that opens it
 			// continues after this call's entry, even if it is killed in it
 			// (the stream's first pause writes this).
-			s.file.Append(store.Record{Type: store.RecReplay, ReplayPos: rm.Position() + 1})
+			if err := s.file.Append(store.Record{Type: store.RecReplay, ReplayPos: rm.Position() + 1}); err != nil {
+				return "", &total, err
+			}
 		}
 		stop, err := a.model.Complete(ctx, req, st)
 		if model.ContextTooLong(err) && st.kind == "" && len(st.calls) == 0 && len(st.text) == 0 && s.budget == 0 {
@@ -460,8 +465,7 @@ func (a *agent) runTool(ctx context.Context, s *SessionRecord, c model.ToolCall)
 	}
 	out, err := a.runPrepared(ctx, s, c, p, id)
 	if err != nil {
-		a.finishTool(s, c, id, tools.Failure("cancelled before it ran"))
-		return err
+		return errors.Join(err, a.finishTool(s, c, id, tools.Failure("cancelled before it ran")))
 	}
 	tools.Cap(&out)
 	err = a.finishTool(s, c, id, out)
@@ -667,7 +671,9 @@ func (a *agent) prepare(s *SessionRecord, c model.ToolCall) *tools.Call {
 			p.Perm = tools.PermRead
 		}
 		p.Run = func(ctx context.Context, _ string) tools.Outcome {
-			a.pause(s) // the server may take a while
+			if err := a.pause(s); err != nil { // the server may take a while
+				return tools.Failure("%v", err)
+			}
 			return t.Call(ctx, c.Input)
 		}
 		return p

@@ -244,8 +244,13 @@ func (st *Store) lock(id string) (*os.File, error) {
 		}
 		return nil, storeError("locking session "+id, err)
 	}
-	f.Truncate(0)
-	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	// The pid only names the holder in another process's LockedError: a
+	// lock whose pid cannot be written still locks.
+	if err := f.Truncate(0); err != nil {
+		st.Log.Warn("cannot write this process's pid into the session lock", "session", id, "err", err)
+	} else if _, err := f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0); err != nil {
+		st.Log.Warn("cannot write this process's pid into the session lock", "session", id, "err", err)
+	}
 	return f, nil
 }
 
