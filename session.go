@@ -548,13 +548,20 @@ func checkRoots(cwd *string, extra []string) ([]string, error) {
 	return roots, nil
 }
 
-// admitNew claims the slot for a new session; its step creates it.
-func (a *agent) admitNew(_, _ string, p *acp.NewSessionParams) ticket {
+// openParams checks what session/new, load and resume give: the roots and
+// the MCP servers.
+func openParams(p *acp.NewSessionParams) ([]string, []mcp.ServerSpec, error) {
 	roots, err := checkRoots(p.Cwd, p.AdditionalDirectories)
 	if err != nil {
-		return fail(err)
+		return nil, nil, err
 	}
 	specs, err := mcp.ParseServers(p.McpServers)
+	return roots, specs, err
+}
+
+// admitNew claims the slot for a new session; its step creates it.
+func (a *agent) admitNew(_, _ string, p *acp.NewSessionParams) ticket {
+	roots, specs, err := openParams(p)
 	if err != nil {
 		return fail(err)
 	}
@@ -604,11 +611,7 @@ func (a *agent) admitOpen(replay bool) func(reqID, id string, p *acp.LoadSession
 }
 
 func (a *agent) open(reqID, id string, p *acp.LoadSessionParams, replay bool) ticket {
-	roots, err := checkRoots(p.Cwd, p.AdditionalDirectories)
-	if err != nil {
-		return fail(err)
-	}
-	specs, err := mcp.ParseServers(p.McpServers)
+	roots, specs, err := openParams(&p.NewSessionParams)
 	if err != nil {
 		return fail(err)
 	}
@@ -902,43 +905,7 @@ func (a *agent) admitPrompt(reqID, id string, p *acp.PromptParams) ticket {
 	}
 	return ticket{
 		run: func(ctx context.Context) (any, error) {
-			a.mu.Lock()
-			if t.abandoned {
-				a.mu.Unlock()
-				return acp.PromptResult{StopReason: acp.StopCancelled}, nil
-			}
-			t.started = true
-			a.mu.Unlock()
-			defer end()
-			defer context.AfterFunc(ctx, cancel)()
-			<-s.opened
-			a.mu.Lock()
-			ready := s.ready
-			a.mu.Unlock()
-			if behind != "" {
-				// The load answers before the prompt behind it does.
-				select {
-				case <-a.out.WhenAnswered(behind):
-				case <-ctx.Done():
-				}
-			}
-			if !ready {
-				return nil, acp.Errorf(acp.CodeResourceNotFound, "session %s did not open, so the prompt was not run; open it again with session/load or session/resume", id).
-					WithData(map[string]string{"sessionId": id})
-			}
-			if prev != nil {
-				// The cancelled turn ends, and answers, first.
-				<-prev.done
-				select {
-				case <-a.out.WhenAnswered(prev.reqID):
-				case <-ctx.Done():
-				}
-			}
-			stop, err := a.runTurn(tctx, s, blocks, p.Prompt)
-			if err != nil {
-				return nil, err
-			}
-			return acp.PromptResult{StopReason: stop}, nil
+			return a.promptStep(ctx, s, t, prev, behind, end, blocks, p.Prompt)
 		},
 		abandon: func() {
 			a.mu.Lock()
@@ -950,6 +917,50 @@ func (a *agent) admitPrompt(reqID, id string, p *acp.PromptParams) ticket {
 			}
 		},
 	}
+}
+
+// promptStep runs an admitted turn t in s once what it must wait for is
+// done: the load behind which it arrived (behind, a request id) and the
+// cancelled turn prev still winding down; end frees the turn.
+func (a *agent) promptStep(ctx context.Context, s *SessionRecord, t *turn, prev *turn, behind string, end func(),
+	blocks []acp.ContentBlock, raw []json.RawMessage) (any, error) {
+	a.mu.Lock()
+	if t.abandoned {
+		a.mu.Unlock()
+		return acp.PromptResult{StopReason: acp.StopCancelled}, nil
+	}
+	t.started = true
+	a.mu.Unlock()
+	defer end()
+	defer context.AfterFunc(ctx, t.cancel)()
+	<-s.opened
+	a.mu.Lock()
+	ready := s.ready
+	a.mu.Unlock()
+	if behind != "" {
+		// The load answers before the prompt behind it does.
+		select {
+		case <-a.out.WhenAnswered(behind):
+		case <-ctx.Done():
+		}
+	}
+	if !ready {
+		return nil, acp.Errorf(acp.CodeResourceNotFound, "session %s did not open, so the prompt was not run; open it again with session/load or session/resume", s.id).
+			WithData(map[string]string{"sessionId": s.id})
+	}
+	if prev != nil {
+		// The cancelled turn ends, and answers, first.
+		<-prev.done
+		select {
+		case <-a.out.WhenAnswered(prev.reqID):
+		case <-ctx.Done():
+		}
+	}
+	stop, err := a.runTurn(t.ctx, s, blocks, raw)
+	if err != nil {
+		return nil, err
+	}
+	return acp.PromptResult{StopReason: stop}, nil
 }
 
 // errNoModel answers a prompt when no model is configured or --model's is

@@ -96,14 +96,7 @@ func (c *Wire) deliver(m map[string]json.RawMessage) {
 		}
 		r.err = &e
 	}
-	id, valid := callID(m["id"])
-	c.mu.Lock()
-	ch, ok := c.calls[id]
-	if valid && ok {
-		delete(c.calls, id)
-	}
-	c.mu.Unlock()
-	if valid && ok {
+	if ch := c.takeCall(m["id"]); ch != nil {
 		ch <- r
 		// Let the waiting goroutine run here and now: this goroutine is about
 		// to block in read(2), and the runtime would otherwise have to wake
@@ -112,6 +105,20 @@ func (c *Wire) deliver(m map[string]json.RawMessage) {
 	}
 	// Otherwise it is late (its request was given up) or answers nothing we
 	// sent: there is nobody to tell, and no reply is due to a response.
+}
+
+// takeCall returns the channel of the request of ours that id answers, and
+// forgets it; nil when none waits for an answer with that id.
+func (c *Wire) takeCall(id json.RawMessage) chan reply {
+	n, ok := callID(id)
+	if !ok {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := c.calls[n]
+	delete(c.calls, n)
+	return ch
 }
 
 // failCall fails the request of ours that an unusable line answers, and
@@ -123,14 +130,7 @@ func (c *Wire) failCall(head []byte, what string) bool {
 	if kind == isRequest {
 		return false
 	}
-	n, ok := callID(json.RawMessage(id))
-	c.mu.Lock()
-	ch, waiting := c.calls[n]
-	if ok && waiting {
-		delete(c.calls, n)
-	}
-	c.mu.Unlock()
-	if ok && waiting {
+	if ch := c.takeCall(json.RawMessage(id)); ch != nil {
 		ch <- reply{err: fmt.Errorf("the client's answer %s", what)}
 		return true
 	}

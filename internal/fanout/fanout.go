@@ -258,6 +258,12 @@ func (r *router) route(line []byte) {
 		}
 		return
 	}
+	r.dispatch(id, e, p.SessionID)
+}
+
+// dispatch sends a request where it goes: a child of its session, a new
+// child, or the warm one; or answers it here.
+func (r *router) dispatch(id json.RawMessage, e envelope, session *string) {
 	switch e.Method {
 	case acp.MethodInitialize:
 		r.mu.Lock()
@@ -267,32 +273,32 @@ func (r *router) route(line []byte) {
 	case acp.MethodSessionNew:
 		r.open(e, "")
 	case acp.MethodSessionLoad, acp.MethodSessionResume:
-		if p.SessionID == nil {
+		if session == nil {
 			r.forwardWarm(e) // the child answers the missing field
 			return
 		}
-		if r.child(*p.SessionID) != nil {
-			r.answer(id, nil, acp.Errorf(acp.CodeSessionLive, "session %s is already open on this connection; use it, or close it with session/close before opening it again", *p.SessionID).
-				WithData(map[string]string{"activeSessionId": *p.SessionID}))
+		if r.child(*session) != nil {
+			r.answer(id, nil, acp.Errorf(acp.CodeSessionLive, "session %s is already open on this connection; use it, or close it with session/close before opening it again", *session).
+				WithData(map[string]string{"activeSessionId": *session}))
 			return
 		}
-		r.open(e, *p.SessionID)
+		r.open(e, *session)
 	case acp.MethodSessionDelete:
-		if p.SessionID != nil && r.child(*p.SessionID) != nil {
-			r.answer(id, nil, acp.Errorf(acp.CodeSessionLive, "session %s is open on this connection and cannot be deleted; close it with session/close first", *p.SessionID).
-				WithData(map[string]string{"activeSessionId": *p.SessionID}))
+		if session != nil && r.child(*session) != nil {
+			r.answer(id, nil, acp.Errorf(acp.CodeSessionLive, "session %s is open on this connection and cannot be deleted; close it with session/close first", *session).
+				WithData(map[string]string{"activeSessionId": *session}))
 			return
 		}
 		r.forwardWarm(e)
 	default:
-		if p.SessionID == nil || e.Method == acp.MethodSessionList {
+		if session == nil || e.Method == acp.MethodSessionList {
 			r.forwardWarm(e)
 			return
 		}
-		c := r.child(*p.SessionID)
+		c := r.child(*session)
 		if c == nil {
-			r.answer(id, nil, acp.Errorf(acp.CodeResourceNotFound, "session %s is not open on this connection; open it with session/load or session/resume, or create one with session/new", *p.SessionID).
-				WithData(map[string]string{"sessionId": *p.SessionID}))
+			r.answer(id, nil, acp.Errorf(acp.CodeResourceNotFound, "session %s is not open on this connection; open it with session/load or session/resume, or create one with session/new", *session).
+				WithData(map[string]string{"sessionId": *session}))
 			return
 		}
 		c.send(forwarded{clientID: id, method: e.Method}, e.Method, e.Params)

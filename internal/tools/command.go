@@ -6,7 +6,6 @@ package tools
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -222,21 +221,20 @@ func (b *tailBuffer) String() (string, bool) {
 	return string(b.buf), b.dropped
 }
 
-func prepareCommand(env *Env, input json.RawMessage, c *Call) error {
-	in, err := decode[struct {
-		Command   string `json:"command"`
-		Cwd       string `json:"cwd"`
-		TimeoutMs int64  `json:"timeout_ms"`
-	}]("run_command", input)
-	if err != nil {
-		return err
-	}
+type commandInput struct {
+	Command   string `json:"command"`
+	Cwd       string `json:"cwd"`
+	TimeoutMs int64  `json:"timeout_ms"`
+}
+
+func prepareCommand(env *Env, in commandInput, c *Call) error {
 	c.Title = "Run " + clip.Marked(in.Command, 80)
 	if strings.TrimSpace(in.Command) == "" {
 		return errors.New("run_command needs a command")
 	}
 	dir := env.Cwd
 	if in.Cwd != "" {
+		var err error
 		if dir, err = env.resolve(in.Cwd); err != nil {
 			return err
 		}

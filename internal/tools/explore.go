@@ -16,6 +16,7 @@ package tools
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,7 +32,6 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 
-	"acpbridge/internal/acp"
 	"acpbridge/internal/clip"
 )
 
@@ -43,29 +43,24 @@ const (
 	binarySniffBytes = 8 << 10
 )
 
-// exploreBase resolves the path of list_directory, find_files and
-// search_text (default the cwd) and sets the call's title and location.
-func exploreBase(env *Env, path, title string, c *Call) (string, error) {
-	base := path
-	if base == "" {
-		base = "."
-	}
-	resolved, err := env.resolve(base)
-	if err != nil {
-		return "", err
-	}
-	c.Title = title
-	c.Locations = []acp.Location{{Path: resolved}}
-	return resolved, nil
+// exploreInput is the input of list_directory, find_files and search_text.
+type exploreInput struct {
+	Path       string          `json:"path"`
+	Pattern    string          `json:"pattern"`
+	Glob       string          `json:"glob"`
+	IgnoreCase bool            `json:"ignore_case"`
+	Entries    json.RawMessage `json:"entries"` // update_plan
 }
 
-func prepareList(env *Env, input json.RawMessage, c *Call) error {
-	in, err := decode[struct {
-		Path string `json:"path"`
-	}]("list_directory", input)
-	if err != nil {
-		return err
-	}
+// exploreBase resolves the path a exploring tool starts at (default the
+// cwd) and sets the call's title and location.
+func exploreBase(env *Env, path, title string, c *Call) (string, error) {
+	base, err := env.target(c, "", cmp.Or(path, "."))
+	c.Title = title
+	return base, err
+}
+
+func prepareList(env *Env, in exploreInput, c *Call) error {
 	base, err := exploreBase(env, in.Path, "List "+env.display(in.Path), c)
 	if err != nil {
 		return err
@@ -74,14 +69,7 @@ func prepareList(env *Env, input json.RawMessage, c *Call) error {
 	return nil
 }
 
-func prepareFind(env *Env, input json.RawMessage, c *Call) error {
-	in, err := decode[struct {
-		Path    string `json:"path"`
-		Pattern string `json:"pattern"`
-	}]("find_files", input)
-	if err != nil {
-		return err
-	}
+func prepareFind(env *Env, in exploreInput, c *Call) error {
 	base, err := exploreBase(env, in.Path, "Find "+in.Pattern, c)
 	if err != nil {
 		return err
@@ -93,16 +81,7 @@ func prepareFind(env *Env, input json.RawMessage, c *Call) error {
 	return nil
 }
 
-func prepareSearch(env *Env, input json.RawMessage, c *Call) error {
-	in, err := decode[struct {
-		Path       string `json:"path"`
-		Pattern    string `json:"pattern"`
-		Glob       string `json:"glob"`
-		IgnoreCase bool   `json:"ignore_case"`
-	}]("search_text", input)
-	if err != nil {
-		return err
-	}
+func prepareSearch(env *Env, in exploreInput, c *Call) error {
 	base, err := exploreBase(env, in.Path, "Search "+clip.Marked(in.Pattern, 60), c)
 	if err != nil {
 		return err
@@ -112,10 +91,10 @@ func prepareSearch(env *Env, input json.RawMessage, c *Call) error {
 		expr = "(?i)" + expr
 	}
 	re, err := regexp.Compile(expr)
-	if err != nil || in.Pattern == "" {
-		if err == nil {
-			err = errors.New("the pattern is empty")
-		}
+	if err == nil && in.Pattern == "" {
+		err = errors.New("the pattern is empty")
+	}
+	if err != nil {
 		return fmt.Errorf("search_text: invalid pattern: %v", err)
 	}
 	if in.Glob != "" && !doublestar.ValidatePattern(in.Glob) {
@@ -125,13 +104,7 @@ func prepareSearch(env *Env, input json.RawMessage, c *Call) error {
 	return nil
 }
 
-func preparePlan(env *Env, input json.RawMessage, c *Call) error {
-	in, err := decode[struct {
-		Entries json.RawMessage `json:"entries"`
-	}]("update_plan", input)
-	if err != nil {
-		return err
-	}
+func preparePlan(env *Env, in exploreInput, c *Call) error {
 	c.Title = "Update the plan"
 	entries, err := planEntries(in.Entries)
 	if err != nil {

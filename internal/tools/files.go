@@ -6,7 +6,6 @@ package tools
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -267,27 +266,23 @@ func (e *Env) editFile(ctx context.Context, path, oldText, newText string) Outco
 	}
 }
 
-func prepareRead(env *Env, input json.RawMessage, c *Call) error {
-	in, err := decode[struct {
-		Path  string `json:"path"`
-		Line  *int   `json:"line"`
-		Limit *int   `json:"limit"`
-	}]("read_file", input)
-	if err != nil {
-		return err
-	}
-	path, err := env.resolve(in.Path)
-	c.Title = "Read " + env.display(in.Path)
+type readInput struct {
+	Path  string `json:"path"`
+	Line  *int   `json:"line"`
+	Limit *int   `json:"limit"`
+}
+
+func prepareRead(env *Env, in readInput, c *Call) error {
+	path, err := env.target(c, "Read", in.Path)
 	if err != nil {
 		return err
 	}
 	w := window{first: 1, limit: readMaxLines}
-	line := 0
 	if in.Line != nil {
 		if *in.Line < 1 {
 			return fmt.Errorf("read_file: line must be 1 or more (the first line is 1), not %d", *in.Line)
 		}
-		w.first, line = *in.Line, *in.Line
+		w.first, c.Locations[0].Line = *in.Line, *in.Line
 	}
 	if in.Limit != nil {
 		if *in.Limit < 1 {
@@ -295,47 +290,38 @@ func prepareRead(env *Env, input json.RawMessage, c *Call) error {
 		}
 		w.limit = *in.Limit
 	}
-	c.Locations = []acp.Location{{Path: path, Line: line}}
 	c.Run = func(ctx context.Context, _ string) Outcome { return env.readFile(ctx, path, w) }
 	return nil
 }
 
-func prepareWrite(env *Env, input json.RawMessage, c *Call) error {
-	in, err := decode[struct {
-		Path    string `json:"path"`
-		Content string `json:"content"`
-	}]("write_file", input)
+type writeInput struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+}
+
+func prepareWrite(env *Env, in writeInput, c *Call) error {
+	path, err := env.target(c, "Write", in.Path)
 	if err != nil {
 		return err
 	}
-	path, err := env.resolve(in.Path)
-	c.Title = "Write " + env.display(in.Path)
-	if err != nil {
-		return err
-	}
-	c.Locations = []acp.Location{{Path: path}}
 	c.Run = func(ctx context.Context, _ string) Outcome { return env.writeFile(ctx, path, in.Content) }
 	return nil
 }
 
-func prepareEdit(env *Env, input json.RawMessage, c *Call) error {
-	in, err := decode[struct {
-		Path    string `json:"path"`
-		OldText string `json:"old_text"`
-		NewText string `json:"new_text"`
-	}]("edit_file", input)
-	if err != nil {
-		return err
-	}
-	path, err := env.resolve(in.Path)
-	c.Title = "Edit " + env.display(in.Path)
+type editInput struct {
+	Path    string `json:"path"`
+	OldText string `json:"old_text"`
+	NewText string `json:"new_text"`
+}
+
+func prepareEdit(env *Env, in editInput, c *Call) error {
+	path, err := env.target(c, "Edit", in.Path)
 	if err != nil {
 		return err
 	}
 	if in.OldText == "" {
 		return errors.New("edit_file needs a non-empty old_text")
 	}
-	c.Locations = []acp.Location{{Path: path}}
 	c.Run = func(ctx context.Context, _ string) Outcome { return env.editFile(ctx, path, in.OldText, in.NewText) }
 	return nil
 }

@@ -112,28 +112,28 @@ type Tool struct {
 var Builtin = []Tool{
 	{Spec{"read_file", "Read a text file, at most 2,000 lines a call (line and limit read a part). Relative paths are resolved against the session's working directory.",
 		json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"file path"},"line":{"type":"integer","description":"first line to read, 1-based"},"limit":{"type":"integer","description":"most lines to read"}},"required":["path"]}`)},
-		acp.KindRead, PermRead, prepareRead},
+		acp.KindRead, PermRead, typed(prepareRead)},
 	{Spec{"write_file", "Create or overwrite a text file with the given content.",
 		json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"]}`)},
-		acp.KindEdit, PermEdit, prepareWrite},
+		acp.KindEdit, PermEdit, typed(prepareWrite)},
 	{Spec{"edit_file", "Replace old_text with new_text in a file; old_text must occur exactly once.",
 		json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"old_text":{"type":"string"},"new_text":{"type":"string"}},"required":["path","old_text","new_text"]}`)},
-		acp.KindEdit, PermEdit, prepareEdit},
+		acp.KindEdit, PermEdit, typed(prepareEdit)},
 	{Spec{"run_command", "Run a shell command line (sh -c) and return its exit status and output.",
 		json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"},"cwd":{"type":"string","description":"working directory, default the session's"},"timeout_ms":{"type":"integer","description":"default 120000"}},"required":["command"]}`)},
-		acp.KindExecute, PermExecute, prepareCommand},
+		acp.KindExecute, PermExecute, typed(prepareCommand)},
 	{Spec{"list_directory", "List a directory's entries, sorted; directories end in /. Never asks permission.",
 		json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"directory, default the working directory"}}}`)},
-		acp.KindRead, PermRead, prepareList},
+		acp.KindRead, PermRead, typed(prepareList)},
 	{Spec{"find_files", "Find files whose path matches a glob (** matches any number of directories), relative to path. Skips .git and what .gitignore ignores. Never asks permission.",
 		json.RawMessage(`{"type":"object","properties":{"pattern":{"type":"string","description":"glob, e.g. **/*.go"},"path":{"type":"string","description":"directory to search, default the working directory"}},"required":["pattern"]}`)},
-		acp.KindSearch, PermRead, prepareFind},
+		acp.KindSearch, PermRead, typed(prepareFind)},
 	{Spec{"search_text", "Search file contents for an RE2 regular expression; results are path:line:text. Skips .git, what .gitignore ignores, and binary files. Never asks permission.",
 		json.RawMessage(`{"type":"object","properties":{"pattern":{"type":"string","description":"RE2 regular expression"},"path":{"type":"string","description":"directory or file, default the working directory"},"glob":{"type":"string","description":"only files matching this glob, e.g. *.go"},"ignore_case":{"type":"boolean"}},"required":["pattern"]}`)},
-		acp.KindSearch, PermRead, prepareSearch},
+		acp.KindSearch, PermRead, typed(prepareSearch)},
 	{Spec{"update_plan", "Record your plan for the task as a list of entries and keep it current (mark entries in_progress and completed as you go). The user sees it. Never asks permission.",
 		json.RawMessage(`{"type":"object","properties":{"entries":{"type":"array","items":{"type":"object","properties":{"content":{"type":"string"},"status":{"type":"string","enum":["pending","in_progress","completed"]},"priority":{"type":"string","enum":["high","medium","low"]}},"required":["content","status"]}}},"required":["entries"]}`)},
-		acp.KindThink, PermRead, preparePlan},
+		acp.KindThink, PermRead, typed(preparePlan)},
 }
 
 // Lookup returns the built-in tool named name.
@@ -154,11 +154,25 @@ func (t Tool) Prepare(env *Env, input json.RawMessage) *Call {
 	return c
 }
 
-// decode reads a tool's input into a T.
-func decode[T any](name string, input json.RawMessage) (T, error) {
-	var in T
-	if err := json.Unmarshal(input, &in); err != nil {
-		return in, fmt.Errorf("invalid input for %s: %s", name, acp.DescribeJSONError(err))
+// typed makes a tool's prepare from one that takes its input decoded.
+func typed[T any](prepare func(env *Env, in T, c *Call) error) func(*Env, json.RawMessage, *Call) error {
+	return func(env *Env, input json.RawMessage, c *Call) error {
+		var in T
+		if err := json.Unmarshal(input, &in); err != nil {
+			return fmt.Errorf("invalid input for %s: %s", c.Title, acp.DescribeJSONError(err))
+		}
+		return prepare(env, in, c)
 	}
-	return in, nil
+}
+
+// target resolves the path a call works on, within the roots, and names
+// it in the call's title ("Read src/a.go") and location.
+func (env *Env) target(c *Call, verb, path string) (string, error) {
+	resolved, err := env.resolve(path)
+	c.Title = verb + " " + env.display(path)
+	if err != nil {
+		return "", err
+	}
+	c.Locations = []acp.Location{{Path: resolved}}
+	return resolved, nil
 }
