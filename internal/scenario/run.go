@@ -270,12 +270,20 @@ func (r *run) close() {
 
 // next reads the agent's next line for the expect step st.
 func (r *run) next(st Step) ([]byte, error) {
-	waiting := "< " + clip.Marked(st.Text, 300)
+	waiting := "< " + clip.Marked(st.Text, 300) + st.where()
 	line, ok, err := r.read(st.Line, waiting)
 	if err == nil && !ok {
 		err = r.fail(st.Line, fmt.Sprintf("the agent ended its output (exit status %d) while the scenario waited for %s", r.agent.Wait(), waiting))
 	}
 	return line, err
+}
+
+// where says, for a step from an included file, where it stands there.
+func (st Step) where() string {
+	if st.From == "" {
+		return ""
+	}
+	return " (included: " + st.From + ")"
 }
 
 // read reads the agent's next line; ok is false at the end of its output.
@@ -326,8 +334,8 @@ func (r *run) compare(st Step, line []byte) error {
 	if at == "" {
 		at = "the top"
 	}
-	return r.fail(st.Line, fmt.Sprintf("the agent's line %d differs at %s\n  want: %s\n  got:  %s\n  expected: < %s\n  the agent sent: %s",
-		r.n, at, clip.Marked(m.want, 400), clip.Marked(m.got, 400), clip.Marked(st.Text, 1000), clip.Marked(string(line), 1000)))
+	return r.fail(st.Line, fmt.Sprintf("the agent's line %d differs at %s%s\n  want: %s\n  got:  %s\n  expected: < %s\n  the agent sent: %s",
+		r.n, at, st.where(), clip.Marked(m.want, 400), clip.Marked(m.got, 400), clip.Marked(st.Text, 1000), clip.Marked(string(line), 1000)))
 }
 
 // finish closes stdin, checks that nothing more comes, that the agent

@@ -11,6 +11,8 @@
 //	                             go out in one write
 //	                    >! TEXT  a line sent as it is (malformed input)
 //	                    < JSON   a line the agent must send next
+//	                    include FILE  the transcript of the scenario file
+//	                             FILE (relative to this one), here
 //	                    close    the client closes the agent's stdin; the <
 //	                             lines after it are what the agent writes as
 //	                             it ends
@@ -40,6 +42,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"acpbridge/internal/clip"
@@ -58,6 +61,7 @@ type Step struct {
 	Kind int
 	Line int    // its line in the file
 	Text string // what follows the marker
+	From string // "FILE:LINE" when it comes from an included file
 	want any    // Expect: the parsed template
 }
 
@@ -144,7 +148,7 @@ func Parse(path string, data []byte) (*Scenario, error) {
 	if transcript == nil {
 		return nil, &Error{path, 0, "no -- transcript -- section: it holds the > and < lines"}
 	}
-	steps, err := parseSteps(path, transcript)
+	steps, err := parseSteps(path, transcript, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +156,7 @@ func Parse(path string, data []byte) (*Scenario, error) {
 	return sc, nil
 }
 
-func parseSteps(path string, s *Section) ([]Step, error) {
+func parseSteps(path string, s *Section, depth int) ([]Step, error) {
 	var steps []Step
 	for i, line := range strings.Split(s.Data, "\n") {
 		n := s.Line + 1 + i
@@ -162,6 +166,18 @@ func parseSteps(path string, s *Section) ([]Step, error) {
 			continue
 		case t == "close":
 			steps = append(steps, Step{Kind: Close, Line: n})
+		case strings.HasPrefix(t, "include "):
+			inc, err := include(path, strings.TrimSpace(strings.TrimPrefix(t, "include ")), depth)
+			if err != nil {
+				return nil, &Error{path, n, err.Error()}
+			}
+			for _, st := range inc {
+				if st.From == "" {
+					st.From = fmt.Sprintf("%s:%d", filepath.Join(filepath.Dir(path), strings.TrimSpace(strings.TrimPrefix(t, "include "))), st.Line)
+				}
+				st.Line = n
+				steps = append(steps, st)
+			}
 		case strings.HasPrefix(t, ">!"):
 			steps = append(steps, Step{Kind: SendRaw, Line: n, Text: strings.TrimPrefix(strings.TrimPrefix(t, ">!"), " ")})
 		case strings.HasPrefix(t, ">"), strings.HasPrefix(t, "<"):
@@ -183,6 +199,26 @@ func parseSteps(path string, s *Section) ([]Step, error) {
 		}
 	}
 	return steps, nil
+}
+
+// include reads the transcript of the scenario file name, relative to the
+// file that includes it.
+func include(from, name string, depth int) ([]Step, error) {
+	if depth >= 4 {
+		return nil, fmt.Errorf("include %s: includes nest more than 4 deep", name)
+	}
+	path := filepath.Join(filepath.Dir(from), name)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("include: %v", err)
+	}
+	_, sections := ParseArchive(string(b))
+	for i := range sections {
+		if sections[i].Name == "transcript" {
+			return parseSteps(path, &sections[i], depth+1)
+		}
+	}
+	return nil, fmt.Errorf("include %s: it has no -- transcript -- section", name)
 }
 
 // decode parses one JSON value, numbers kept as json.Number, and nothing after it.

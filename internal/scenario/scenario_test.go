@@ -297,3 +297,37 @@ func TestRecorder_notesBeforePassing(t *testing.T) {
 	require.NoError(t, rec.Pipe(probe{t, rec}, strings.NewReader(`{"id":2,"method":"m"}`+"\n"), false))
 	assert.Len(t, rec.events, 2)
 }
+
+// An include splices another file's transcript in; a difference in it names
+// both the include line and the included file's line, and --update keeps
+// the include as it is.
+func TestInclude(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "pre.txtar"), []byte("-- transcript --\n"+
+		`> {"jsonrpc":"2.0","id":1,"method":"a"}`+"\n"+
+		`< {"jsonrpc":"2.0","id":1,"result":{"echo":"a","$REST":true}}`+"\n"), 0o644))
+	main := "-- flags --\n-- transcript --\ninclude pre.txtar\n" +
+		`> {"jsonrpc":"2.0","id":2,"method":"b"}` + "\n" +
+		`< {"jsonrpc":"2.0","id":2,"result":{"echo":"b","$REST":true}}` + "\n"
+	path := filepath.Join(dir, "s.txtar")
+	sc, err := Parse(path, []byte(main))
+	require.NoError(t, err)
+	require.Len(t, sc.Steps, 4)
+	assert.Equal(t, filepath.Join(dir, "pre.txtar")+":3", sc.Steps[1].From)
+	res := Run(sc, Options{Start: fakeAgent(0), Timeout: 20 * time.Second})
+	require.NoError(t, res.Err)
+	res = Run(sc, Options{Start: fakeAgent(0), Timeout: 20 * time.Second, Update: true})
+	require.NoError(t, res.Err)
+	assert.Contains(t, string(res.Updated), "-- transcript --\ninclude pre.txtar\n> ")
+
+	_, err = Parse(path, []byte("-- flags --\n-- transcript --\ninclude nope.txtar\n"))
+	assert.ErrorContains(t, err, "s.txtar:3: include: open")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "pre.txtar"), []byte("-- transcript --\n"+
+		`> {"jsonrpc":"2.0","id":1,"method":"a"}`+"\n"+
+		`< {"jsonrpc":"2.0","id":1,"result":{"echo":"z","$REST":true}}`+"\n"), 0o644))
+	sc, err = Parse(path, []byte(main))
+	require.NoError(t, err)
+	res = Run(sc, Options{Start: fakeAgent(0), Timeout: 20 * time.Second})
+	require.Error(t, res.Err)
+	assert.Contains(t, res.Err.Error(), "s.txtar:3: the agent's line 1 differs at .result.echo (included: "+filepath.Join(dir, "pre.txtar")+":3)")
+}

@@ -28,7 +28,7 @@ func (r *run) update() ([]byte, error) {
 	steps := r.sc.Steps
 	for i := 0; i <= len(steps); {
 		j := i
-		for j < len(steps) && steps[j].Kind == Expect {
+		for j < len(steps) && steps[j].Kind == Expect && steps[j].From == "" {
 			remove[index(steps[j].Line)] = true
 			j++
 		}
@@ -43,6 +43,15 @@ func (r *run) update() ([]byte, error) {
 		insert[slot] = append(insert[slot], lines...)
 		if j == len(steps) {
 			break
+		}
+		if steps[j].From != "" {
+			// An included step is the included file's: checked, not rewritten.
+			k, err := r.included(steps, j)
+			if err != nil {
+				return nil, err
+			}
+			i = k
+			continue
 		}
 		switch steps[j].Kind {
 		case Close:
@@ -84,6 +93,39 @@ func (r *run) update() ([]byte, error) {
 	}
 	tr.Data = sb.String()
 	return r.sc.Format(), nil
+}
+
+// included runs the included steps from j on as a check does and returns
+// the index of the first step after them.
+func (r *run) included(steps []Step, j int) (int, error) {
+	k := j
+	for k < len(steps) && steps[k].From != "" {
+		k++
+	}
+	for i := j; i < k; i++ {
+		switch st := steps[i]; st.Kind {
+		case Expect:
+			line, err := r.next(st)
+			if err != nil {
+				return 0, err
+			}
+			if err := r.compare(st, line); err != nil {
+				return 0, err
+			}
+		case Close:
+			r.close()
+		default:
+			g := i
+			for g+1 < k && (steps[g+1].Kind == Send || steps[g+1].Kind == SendRaw) {
+				g++
+			}
+			if err := r.send(steps[i : g+1]); err != nil {
+				return 0, err
+			}
+			i = g
+		}
+	}
+	return k, nil
 }
 
 // segment reads the lines the agent sends in place of the expect steps
