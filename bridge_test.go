@@ -16,17 +16,21 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
+	"acpbridge/internal/acp"
 	"acpbridge/internal/channel"
 	"acpbridge/internal/clip"
 	"acpbridge/internal/scenario"
@@ -447,4 +451,210 @@ func (ta *testAgent) tail() string {
 		sb.WriteByte('\n')
 	}
 	return sb.String()
+}
+
+// --- shared helpers ---
+
+// The built binary, made once for the tests that run a real process.
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+	binDir  string
+)
+
+// lastTurnEnd is the last turn_end record of a session's log.
+func lastTurnEnd(t *testing.T, state, sid string) string {
+	b, err := os.ReadFile(filepath.Join(state, "sessions", sid+".jsonl"))
+	require.NoError(t, err)
+	var last string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, `"type":"turn_end"`) {
+			last = l
+		}
+	}
+	return last
+}
+
+// turnUpdates runs a prompt and returns its updates (compact JSON of
+// params.update) and response.
+func (ta *testAgent) turnUpdates(id int, sid, text string) ([]string, response) {
+	ta.t.Helper()
+	ta.send(prompt(id, sid, text))
+	return ta.updatesUntil(id)
+}
+
+// collect reads the agent's lines until every response in ids has come; it
+// returns the updates' params.update objects, the responses by id, and the
+// order in which the responses came.
+func (ta *testAgent) collect(ids ...int) (updates []map[string]any, rs map[int]response, order []int) {
+	ta.t.Helper()
+	rs = map[int]response{}
+	for len(rs) < len(ids) {
+		line := ta.next(fmt.Sprintf("the responses %v", ids))
+		require.NotNil(ta.t, line, "EOF before the responses %v", ids)
+		var m struct {
+			ID     *int
+			Method string
+			Params struct{ Update map[string]any }
+		}
+		require.NoError(ta.t, json.Unmarshal(line, &m))
+		switch {
+		case m.Method == acp.MethodSessionUpdate:
+			updates = append(updates, m.Params.Update)
+		case m.Method == "" && m.ID != nil:
+			rs[*m.ID] = decodeResponse(ta.t, line)
+			order = append(order, *m.ID)
+		}
+	}
+	return updates, rs, order
+}
+
+func stopReason(t testing.TB, r response) string {
+	t.Helper()
+	require.Nil(t, r.Error, "the prompt failed")
+	var res struct{ StopReason string }
+	require.NoError(t, json.Unmarshal(r.Result, &res))
+	return res.StopReason
+}
+
+// binary builds acpbridge once for the tests that need a real process.
+func binary(t testing.TB) string {
+	t.Helper()
+	binOnce.Do(func() {
+		binDir, binErr = os.MkdirTemp("", "acpbridge-bin")
+		if binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "acpbridge")
+		cmd := exec.Command("go", "build", "-o", binPath, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as the README builds it
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	require.NoError(t, binErr)
+	return binPath
+}
+
+// procAgent is a testAgent whose agent is a real process.
+type procAgent struct {
+	*testAgent
+	cmd *exec.Cmd
+}
+
+// startProcess runs the binary with args, sharing state and cwd with like
+// (when given) so that a second process sees the first one's sessions.
+func startProcess(t testing.TB, like *testAgent, args ...string) *procAgent {
+	t.Helper()
+	ta := newTestAgent(t)
+	if like != nil {
+		ta.cwd, ta.state = like.cwd, like.state
+	}
+	cmd := exec.Command(binary(t), ta.withState(args)...)
+	cmd.Stderr = ta.stderr
+	p := &procAgent{testAgent: ta, cmd: cmd}
+	started := make(chan error, 1)
+	ta.attach(func(stdin io.Reader, stdout io.WriteCloser) {
+		cmd.Stdin, cmd.Stdout = stdin, stdout
+		err := cmd.Start()
+		started <- err
+		if err != nil {
+			stdout.Close()
+			ta.exit <- -1
+			return
+		}
+		cmd.Wait()
+		stdout.Close()
+		ta.exit <- cmd.ProcessState.ExitCode()
+	})
+	require.NoError(t, <-started)
+	return p
+}
+
+func writeFixture(t testing.TB, lines ...string) string {
+	path := filepath.Join(t.TempDir(), "replay.jsonl")
+	var b []byte
+	for _, l := range lines {
+		b = append(b, l+"\n"...)
+	}
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	return path
+}
+
+// newSession initializes and creates a session; it returns the session id.
+func (ta *testAgent) newSession() string {
+	ta.t.Helper()
+	ta.call(initLine)
+	r := decodeResponse(ta.t, ta.call(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`))
+	require.Nil(ta.t, r.Error, "session/new")
+	var res struct{ SessionID string }
+	require.NoError(ta.t, json.Unmarshal(r.Result, &res))
+	return res.SessionID
+}
+
+// updatesUntil returns the session/update params.update objects the agent
+// sends up to the response with id, and that response.
+func (ta *testAgent) updatesUntil(id int) ([]string, response) {
+	ta.t.Helper()
+	var ups []string
+	for {
+		line := ta.next(fmt.Sprintf("the response %d", id))
+		require.NotNil(ta.t, line, "EOF before the response %d", id)
+		var m struct {
+			ID     *int
+			Method string
+			Params struct{ Update json.RawMessage }
+		}
+		require.NoError(ta.t, json.Unmarshal(line, &m))
+		if m.Method == acp.MethodSessionUpdate {
+			ups = append(ups, string(m.Params.Update))
+		}
+		if m.ID != nil && *m.ID == id && m.Method == "" {
+			return ups, decodeResponse(ta.t, line)
+		}
+	}
+}
+
+func prompt(id int, sid, text string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%q}]}}`, id, sid, text)
+}
+
+// response is a decoded JSON-RPC response.
+type response struct {
+	ID     json.RawMessage
+	Result json.RawMessage
+	Error  *struct {
+		Code    int
+		Message string
+		Data    json.RawMessage
+	}
+}
+
+func decodeResponse(t testing.TB, line []byte) response {
+	t.Helper()
+	var r response
+	require.NoError(t, json.Unmarshal(line, &r), "%s", line)
+	return r
+}
+
+// assertGone waits (bounded) until pid has ended: a pidfd becomes
+// readable when its process terminates, zombie or reaped.
+func assertGone(t *testing.T, pid int, what string) {
+	t.Helper()
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return // no such process: gone
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 5000)
+	for err == unix.EINTR {
+		n, err = unix.Poll(fds, 5000)
+	}
+	if err != nil || n == 0 {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Errorf("%s (pid %d) outlived acpbridge", what, pid)
+	}
 }

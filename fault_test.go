@@ -21,19 +21,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// lastTurnEnd is the last turn_end record of a session's log.
-func lastTurnEnd(t *testing.T, state, sid string) string {
-	b, err := os.ReadFile(filepath.Join(state, "sessions", sid+".jsonl"))
-	require.NoError(t, err)
-	var last string
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.Contains(l, `"type":"turn_end"`) {
-			last = l
-		}
-	}
-	return last
-}
-
 // Verify that closing stdin at each phase of a turn ends the process with
 // status 0 (close asserts it), leaves no command running, and persists the
 // turn as cancelled and interrupted.

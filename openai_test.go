@@ -29,6 +29,7 @@ type fakeReply struct {
 	status int // -1 drops the connection
 	header map[string]string
 	file   string // under fixtures/openai
+	body   string // the body itself, when no file holds it
 	hold   bool   // after the second event, wait for the client to go away
 }
 
@@ -78,6 +79,9 @@ func (f *fakeOpenAI) serve(w http.ResponseWriter, r *http.Request) {
 	if rep.file != "" && err != nil {
 		f.t.Errorf("fake server: %v", err)
 	}
+	if rep.body != "" {
+		b = []byte(rep.body)
+	}
 	if rep.status == -1 { // drop the connection without an answer
 		conn, _, _ := w.(http.Hijacker).Hijack()
 		conn.Close()
@@ -119,14 +123,6 @@ func startOpenAI(t *testing.T, f *fakeOpenAI, args ...string) *testAgent {
 	ta := startAgent(t, append([]string{"--model", "openai:gpt-test", "--base-url", f.srv.URL + "/v1", "--models", "gpt-test,gpt-other"}, args...)...)
 	ta.agent.model.(*model.OpenAI).Backoff = time.Millisecond
 	return ta
-}
-
-// turnUpdates runs a prompt and returns its updates (compact JSON of
-// params.update) and response.
-func (ta *testAgent) turnUpdates(id int, sid, text string) ([]string, response) {
-	ta.t.Helper()
-	ta.send(prompt(id, sid, text))
-	return ta.updatesUntil(id)
 }
 
 func compactJSON(t testing.TB, s string) string {
@@ -328,11 +324,8 @@ func TestOpenAI_unauthorized(t *testing.T) {
 // Verify that a failure after output started is not retried, keeps what
 // streamed in the session, and says what happened.
 func TestOpenAI_failsMidStream(t *testing.T) {
-	f := newFakeOpenAI(t, fakeReply{file: "broken.sse"})
-	require.NoError(t, os.WriteFile("fixtures/openai/broken.sse", []byte(
-		`data: {"choices":[{"index":0,"delta":{"content":"Partial"},"finish_reason":null}]}`+"\n\n"+
-			`data: {"error":{"message":"The server had an error while processing your request."}}`+"\n\n"), 0o644))
-	t.Cleanup(func() { os.Remove("fixtures/openai/broken.sse") })
+	f := newFakeOpenAI(t, fakeReply{body: `data: {"choices":[{"index":0,"delta":{"content":"Partial"},"finish_reason":null}]}` + "\n\n" +
+		`data: {"error":{"message":"The server had an error while processing your request."}}` + "\n\n"})
 	ta := startOpenAI(t, f)
 	sid := ta.newSession()
 	ups, r := ta.turnUpdates(2, sid, "hi")

@@ -17,8 +17,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"acpbridge/internal/acp"
 )
 
 var orderRuns = flag.Int("order.runs", 10, "how often TestOrder runs each pipelined case in-process (a third of it on the binary)")
@@ -32,46 +30,12 @@ func asProcess(t testing.TB, args ...string) *testAgent {
 	return startProcess(t, nil, args...).testAgent
 }
 
-// collect reads the agent's lines until every response in ids has come; it
-// returns the updates' params.update objects, the responses by id, and the
-// order in which the responses came.
-func (ta *testAgent) collect(ids ...int) (updates []map[string]any, rs map[int]response, order []int) {
-	ta.t.Helper()
-	rs = map[int]response{}
-	for len(rs) < len(ids) {
-		line := ta.next(fmt.Sprintf("the responses %v", ids))
-		require.NotNil(ta.t, line, "EOF before the responses %v", ids)
-		var m struct {
-			ID     *int
-			Method string
-			Params struct{ Update map[string]any }
-		}
-		require.NoError(ta.t, json.Unmarshal(line, &m))
-		switch {
-		case m.Method == acp.MethodSessionUpdate:
-			updates = append(updates, m.Params.Update)
-		case m.Method == "" && m.ID != nil:
-			rs[*m.ID] = decodeResponse(ta.t, line)
-			order = append(order, *m.ID)
-		}
-	}
-	return updates, rs, order
-}
-
 func kinds(updates []map[string]any) []string {
 	var ks []string
 	for _, u := range updates {
 		ks = append(ks, fmt.Sprint(u["sessionUpdate"]))
 	}
 	return ks
-}
-
-func stopReason(t testing.TB, r response) string {
-	t.Helper()
-	require.Nil(t, r.Error, "the prompt failed")
-	var res struct{ StopReason string }
-	require.NoError(t, json.Unmarshal(r.Result, &res))
-	return res.StopReason
 }
 
 // orderCases are the rows of the contract's Order section.

@@ -6,28 +6,16 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"acpbridge/internal/acp"
-)
-
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-	binDir  string
 )
 
 func TestMain(m *testing.M) {
@@ -40,61 +28,6 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(binDir)
 	}
 	os.Exit(code)
-}
-
-// binary builds acpbridge once for the tests that need a real process.
-func binary(t testing.TB) string {
-	t.Helper()
-	binOnce.Do(func() {
-		binDir, binErr = os.MkdirTemp("", "acpbridge-bin")
-		if binErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "acpbridge")
-		cmd := exec.Command("go", "build", "-o", binPath, ".")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as the README builds it
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	require.NoError(t, binErr)
-	return binPath
-}
-
-// procAgent is a testAgent whose agent is a real process.
-type procAgent struct {
-	*testAgent
-	cmd *exec.Cmd
-}
-
-// startProcess runs the binary with args, sharing state and cwd with like
-// (when given) so that a second process sees the first one's sessions.
-func startProcess(t testing.TB, like *testAgent, args ...string) *procAgent {
-	t.Helper()
-	ta := newTestAgent(t)
-	if like != nil {
-		ta.cwd, ta.state = like.cwd, like.state
-	}
-	cmd := exec.Command(binary(t), ta.withState(args)...)
-	cmd.Stderr = ta.stderr
-	p := &procAgent{testAgent: ta, cmd: cmd}
-	started := make(chan error, 1)
-	ta.attach(func(stdin io.Reader, stdout io.WriteCloser) {
-		cmd.Stdin, cmd.Stdout = stdin, stdout
-		err := cmd.Start()
-		started <- err
-		if err != nil {
-			stdout.Close()
-			ta.exit <- -1
-			return
-		}
-		cmd.Wait()
-		stdout.Close()
-		ta.exit <- cmd.ProcessState.ExitCode()
-	})
-	require.NoError(t, <-started)
-	return p
 }
 
 // drainKilled reads what a killed process wrote, to EOF, and its exit. The
@@ -115,54 +48,6 @@ func (p *procAgent) drainKilled() {
 	}
 	p.closed = true
 	<-p.exit
-}
-
-func writeFixture(t testing.TB, lines ...string) string {
-	path := filepath.Join(t.TempDir(), "replay.jsonl")
-	var b []byte
-	for _, l := range lines {
-		b = append(b, l+"\n"...)
-	}
-	require.NoError(t, os.WriteFile(path, b, 0o644))
-	return path
-}
-
-// newSession initializes and creates a session; it returns the session id.
-func (ta *testAgent) newSession() string {
-	ta.t.Helper()
-	ta.call(initLine)
-	r := decodeResponse(ta.t, ta.call(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`))
-	require.Nil(ta.t, r.Error, "session/new")
-	var res struct{ SessionID string }
-	require.NoError(ta.t, json.Unmarshal(r.Result, &res))
-	return res.SessionID
-}
-
-// updatesUntil returns the session/update params.update objects the agent
-// sends up to the response with id, and that response.
-func (ta *testAgent) updatesUntil(id int) ([]string, response) {
-	ta.t.Helper()
-	var ups []string
-	for {
-		line := ta.next(fmt.Sprintf("the response %d", id))
-		require.NotNil(ta.t, line, "EOF before the response %d", id)
-		var m struct {
-			ID     *int
-			Method string
-			Params struct{ Update json.RawMessage }
-		}
-		require.NoError(ta.t, json.Unmarshal(line, &m))
-		if m.Method == acp.MethodSessionUpdate {
-			ups = append(ups, string(m.Params.Update))
-		}
-		if m.ID != nil && *m.ID == id && m.Method == "" {
-			return ups, decodeResponse(ta.t, line)
-		}
-	}
-}
-
-func prompt(id int, sid, text string) string {
-	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%q}]}}`, id, sid, text)
 }
 
 func load(id int, sid string) string {

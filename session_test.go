@@ -13,24 +13,6 @@ import (
 
 const initLine = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`
 
-// response is a decoded JSON-RPC response.
-type response struct {
-	ID     json.RawMessage
-	Result json.RawMessage
-	Error  *struct {
-		Code    int
-		Message string
-		Data    json.RawMessage
-	}
-}
-
-func decodeResponse(t testing.TB, line []byte) response {
-	t.Helper()
-	var r response
-	require.NoError(t, json.Unmarshal(line, &r), "%s", line)
-	return r
-}
-
 // Verify that of ten pipelined session/new requests exactly one succeeds and
 // the nine others name it.
 func TestSession_pipelinedNew(t *testing.T) {

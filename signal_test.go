@@ -32,26 +32,6 @@ func alive(pid int) bool {
 	return state != "Z" && state != "X"
 }
 
-// assertGone waits (bounded) until pid has ended: a pidfd becomes
-// readable when its process terminates, zombie or reaped.
-func assertGone(t *testing.T, pid int, what string) {
-	t.Helper()
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return // no such process: gone
-	}
-	defer unix.Close(fd)
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	n, err := unix.Poll(fds, 5000)
-	for err == unix.EINTR {
-		n, err = unix.Poll(fds, 5000)
-	}
-	if err != nil || n == 0 {
-		syscall.Kill(pid, syscall.SIGKILL)
-		t.Errorf("%s (pid %d) outlived acpbridge", what, pid)
-	}
-}
-
 // readPids reads the pids a command wrote to a FIFO, one a line, until it
 // closes: reading blocks until the command has written them.
 func readPids(t *testing.T, fifo string, n int) []int {
