@@ -61,6 +61,23 @@ func startBench(b *testing.B, fixture string) *benchAgent {
 
 func (ba *benchAgent) send(line string) { io.WriteString(ba.in, line+"\n") }
 
+// benchFile is what fs/read_text_file answers: 1 KiB of text in lines of
+// 64 bytes, as ../shared/bench's driver answers.
+var benchFile = func() string {
+	const alpha = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 "
+	var b strings.Builder
+	for i := 0; b.Len() < 1024; i++ {
+		if i%64 == 63 {
+			b.WriteByte('\n')
+		} else {
+			b.WriteByte(alpha[i%len(alpha)])
+		}
+	}
+	return b.String()
+}()
+
+var benchFileJSON = func() string { b, _ := json.Marshal(benchFile); return string(b) }()
+
 // until reads lines, answering fs reads, until one contains marker.
 func (ba *benchAgent) until(marker string) string {
 	for {
@@ -74,7 +91,7 @@ func (ba *benchAgent) until(marker string) string {
 		if strings.Contains(line, `"method":"fs/read_text_file"`) {
 			var req struct{ ID json.RawMessage }
 			json.Unmarshal([]byte(line), &req)
-			ba.send(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"content":"0123456789"}}`)
+			ba.send(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"content":` + benchFileJSON + `}}`)
 		}
 	}
 }
@@ -100,7 +117,8 @@ func BenchmarkStream(b *testing.B) {
 }
 
 // BenchmarkCallback makes b.N read_file tool calls through the client's
-// fs/read_text_file in one turn: the per-call round trip.
+// fs/read_text_file in one turn, each answered with 1 KiB: the per-call
+// round trip, with the client's side in the same process.
 func BenchmarkCallback(b *testing.B) {
 	var sb strings.Builder
 	for i := range b.N {
@@ -109,6 +127,7 @@ func BenchmarkCallback(b *testing.B) {
 	sb.WriteString(`{"chunks":[{"text":"done"}]}` + "\n")
 	fixture := filepath.Join(b.TempDir(), "reads.jsonl")
 	os.WriteFile(fixture, []byte(sb.String()), 0o644)
+	b.ReportAllocs()
 	b.ResetTimer()
 	ba := startBench(b, fixture)
 	ba.until(`"id":2,"result":{"stopReason"`)

@@ -26,7 +26,11 @@ type window struct {
 // startAt, within the caps, and says what it left out. It reads r as a
 // stream: memory does not follow the file's size.
 func readLines(ctx context.Context, r io.Reader, startAt int, w window) (string, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
+	size := 64 << 10
+	if s, ok := r.(*strings.Reader); ok {
+		size = min(size, int(s.Size())+1) // a client's answer is in memory already
+	}
+	br := bufio.NewReaderSize(r, size)
 	n := startAt
 	for ; n < w.first; n++ {
 		if n%4096 == 0 && ctx.Err() != nil {
@@ -192,7 +196,11 @@ func (e *Env) readFile(ctx context.Context, path string, w window) Outcome {
 			line = w.first
 		}
 		got, err = e.askClientRead(ctx, path, line, min(w.limit, readMaxLines)+1) // one more: does the file go on?
-		if err == nil {
+		switch {
+		case err != nil:
+		case whole(got, min(w.limit, readMaxLines)):
+			text = got // what readLines would return, without reading it again
+		default:
 			text, err = readLines(ctx, strings.NewReader(got), w.first, w)
 		}
 	} else {
@@ -209,7 +217,33 @@ func (e *Env) readFile(ctx context.Context, path string, w window) Outcome {
 	if result == "" {
 		result = "(empty)"
 	}
-	return Outcome{Content: []acp.ToolContent{acp.TextOut(text)}, RawOutput: map[string]any{"path": path, "bytes": len(text)}, Result: result}
+	return Outcome{Content: []acp.ToolContent{acp.TextOut(text)}, RawOutput: readOutput{len(text), path}, Result: result}
+}
+
+// readOutput is read_file's rawOutput (its members in the order a map's
+// would be written).
+type readOutput struct {
+	Bytes int    `json:"bytes"`
+	Path  string `json:"path"`
+}
+
+// whole reports whether readLines would return text as it is: at most
+// maxLines lines, none over lineMaxBytes, within readMaxBytes in all.
+func whole(text string, maxLines int) bool {
+	if len(text) > readMaxBytes {
+		return false
+	}
+	for lines := 0; len(text) > 0; lines++ {
+		n := strings.IndexByte(text, '\n') + 1
+		if n == 0 {
+			n = len(text)
+		}
+		if n > lineMaxBytes || lines == maxLines {
+			return false
+		}
+		text = text[n:]
+	}
+	return true
 }
 
 func (e *Env) writeFile(ctx context.Context, path, content string) Outcome {
