@@ -19,11 +19,12 @@ import (
 // layers says which of acpbridge's packages each internal package may
 // import. A new package must be added here, with its place.
 var layers = map[string][]string{
-	// The bottom: they import nothing of acpbridge's.
-	"acp":   nil, // ACP wire types, method names, codes, encoders
-	"clip":  nil, // the one truncation helper
-	"proc":  nil, // the subreaper and the sweep of descendants
-	"store": nil, // session logs, locks, list, delete; knows no protocol
+	// The bottom: they import nothing of acpbridge's but the JSON writer.
+	"jsonenc": nil,         // JSON written as encoding/json writes it
+	"acp":     {"jsonenc"}, // ACP wire types, method names, codes, encoders
+	"clip":    nil,         // the one truncation helper
+	"proc":    nil,         // the subreaper and the sweep of descendants
+	"store":   {"jsonenc"}, // session logs, locks, list, delete; knows no protocol
 	// The channel and the models know the protocol, nothing above it.
 	"channel": {"acp", "clip"},
 	"model":   {"acp", "clip"},

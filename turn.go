@@ -519,7 +519,7 @@ func (a *agent) finishTool(s *SessionRecord, c model.ToolCall, id string, out to
 	}
 	var content, raw json.RawMessage
 	if len(out.Content) > 0 {
-		content = acp.MustJSON(out.Content)
+		content = acp.AppendToolContents(nil, out.Content)
 	}
 	if out.RawOutput != nil {
 		raw = acp.MustJSON(out.RawOutput)

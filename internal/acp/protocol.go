@@ -6,10 +6,9 @@
 package acp
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
-	"unicode/utf8"
+
+	"acpbridge/internal/jsonenc"
 )
 
 const ProtocolVersion = 1
@@ -367,6 +366,39 @@ type ConfigOptionUpdate struct {
 	ConfigOptions []ConfigOption `json:"configOptions"`
 }
 
+// AppendToolContents appends cs as encoding/json would write them, its
+// content blocks (compact JSON already) copied as they are.
+func AppendToolContents(b []byte, cs []ToolContent) []byte {
+	if cs == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i, c := range cs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"type":`...)
+		b = jsonenc.AppendString(b, c.Type)
+		if len(c.Content) > 0 {
+			b = append(b, `,"content":`...)
+			b = append(b, c.Content...)
+		}
+		for _, f := range [...]struct {
+			name  string
+			value *string
+		}{{"path", &c.Path}, {"oldText", c.OldText}, {"newText", c.NewText}, {"terminalId", &c.TerminalID}} {
+			if f.value != nil && (*f.value != "" || f.name == "oldText" || f.name == "newText") {
+				b = append(b, ',', '"')
+				b = append(b, f.name...)
+				b = append(b, '"', ':')
+				b = jsonenc.AppendString(b, *f.value)
+			}
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
 // The constructors of session/update payloads: each sets its tag.
 
 // ToolCallStart announces a tool call: tool_call, pending.
@@ -412,13 +444,13 @@ type PlanUpdate struct {
 // hand rather than through reflection.
 func AppendChunkUpdate(b []byte, sessionID string, kind UpdateKind, messageID, text string) []byte {
 	b = append(b, `{"sessionId":`...)
-	b = appendJSONString(b, sessionID)
+	b = jsonenc.AppendString(b, sessionID)
 	b = append(b, `,"update":{"sessionUpdate":"`...)
 	b = append(b, string(kind)...)
 	b = append(b, `","messageId":`...)
-	b = appendJSONString(b, messageID)
+	b = jsonenc.AppendString(b, messageID)
 	b = append(b, `,"content":{"type":"text","text":`...)
-	b = appendJSONString(b, text)
+	b = jsonenc.AppendString(b, text)
 	return append(b, "}}}"...)
 }
 
@@ -428,17 +460,17 @@ func AppendChunkUpdate(b []byte, sessionID string, kind UpdateKind, messageID, t
 // as they are rather than scanned again as encoding/json would.
 func AppendToolCallUpdate(b []byte, sessionID string, u *ToolCallUpdate) []byte {
 	b = append(b, `{"sessionId":`...)
-	b = appendJSONString(b, sessionID)
+	b = jsonenc.AppendString(b, sessionID)
 	b = append(b, `,"update":{"sessionUpdate":`...)
-	b = appendJSONString(b, string(u.SessionUpdate))
+	b = jsonenc.AppendString(b, string(u.SessionUpdate))
 	b = append(b, `,"toolCallId":`...)
-	b = appendJSONString(b, u.ToolCallID)
+	b = jsonenc.AppendString(b, u.ToolCallID)
 	for _, f := range [...]struct{ name, value string }{{"title", u.Title}, {"kind", string(u.Kind)}, {"status", string(u.Status)}} {
 		if f.value != "" {
 			b = append(b, ',', '"')
 			b = append(b, f.name...)
 			b = append(b, '"', ':')
-			b = appendJSONString(b, f.value)
+			b = jsonenc.AppendString(b, f.value)
 		}
 	}
 	for _, f := range [...]struct {
@@ -455,73 +487,12 @@ func AppendToolCallUpdate(b []byte, sessionID string, u *ToolCallUpdate) []byte 
 	return append(b, "}}"...)
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD,
-// as encoding/json does; HTML characters are left alone.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = fmt.Appendf(b, `\u%04x`, r)
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
-// Marshal encodes v as compact JSON without escaping <, > and &, which
-// encoding/json does by default for HTML's sake.
-func Marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
+// Marshal encodes v as compact JSON without escaping <, > and &.
+func Marshal(v any) ([]byte, error) { return jsonenc.Marshal(v) }
 
 // MustJSON encodes v, which is known to encode.
 func MustJSON(v any) json.RawMessage {
-	b, err := Marshal(v)
+	b, err := jsonenc.Marshal(v)
 	if err != nil {
 		panic(err)
 	}

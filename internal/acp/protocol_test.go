@@ -11,23 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func FuzzAppendJSONString(f *testing.F) {
-	for _, s := range []string{"", "plain", "quote \" and \\ backslash", "tab\tnew\nline\r", "\x00\x01\x1f\x7f",
-		"<html> & 'amp'", "é 日本語 🙂", "\u2028\u2029", "bad \xff\xfe utf-8", "\b\f", "trailing \\"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		ours := appendJSONString(nil, s)
-		require.True(t, json.Valid(ours), "not JSON: %q", ours)
-		var got, want string
-		require.NoError(t, json.Unmarshal(ours, &got))
-		theirs, err := json.Marshal(s)
-		require.NoError(t, err)
-		require.NoError(t, json.Unmarshal(theirs, &want))
-		assert.Equal(t, want, got, "%q decodes differently from encoding/json's encoding", s)
-	})
-}
-
 // The streamed chunk and the tool updates decode as encoding/json's
 // encoding of the same values does.
 func TestAppendUpdates_matchEncodingJSON(t *testing.T) {
@@ -42,4 +25,16 @@ func TestAppendUpdates_matchEncodingJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal(AppendToolCallUpdate(nil, "s1", &u), &got))
 	require.NoError(t, json.Unmarshal(MustJSON(SessionNotification{SessionID: "s1", Update: u}), &want))
 	assert.Equal(t, want, got)
+}
+
+// AppendToolContents writes what encoding/json writes.
+func TestAppendToolContents_asEncodingJSON(t *testing.T) {
+	old, empty := "a\nb <c>", ""
+	for _, cs := range [][]ToolContent{
+		nil, {TextOut("hello \"x\" \u2028")},
+		{{Type: "diff", Path: "/p", OldText: &old, NewText: &empty}, {Type: "diff", Path: "/q", NewText: &old}},
+		{{Type: "terminal", TerminalID: "t1"}, TextOut("")},
+	} {
+		assert.Equal(t, string(MustJSON(cs)), string(AppendToolContents(nil, cs)))
+	}
 }

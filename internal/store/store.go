@@ -450,13 +450,13 @@ type File struct {
 
 // Append adds one record to the buffer; a full buffer is written at once.
 func (f *File) Append(r Record) error {
-	b, err := marshal(r)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, err := appendRecord(f.buf, &r)
 	if err != nil {
 		return storeError("encoding a record of session "+f.id, err)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.buf = append(append(f.buf, b...), '\n')
+	f.buf = append(b, '\n')
 	if len(f.buf) >= flushBytes {
 		return f.flushLocked()
 	}
@@ -557,17 +557,6 @@ func (f *File) Close() error {
 	}
 	unlock(f.lock)
 	return err
-}
-
-// marshal encodes a record as compact JSON, <, > and & unescaped.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // ListPage is how many sessions session/list returns at a time.
