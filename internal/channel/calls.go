@@ -82,9 +82,9 @@ func (c *Wire) CloseCalls() {
 // deliver hands a response to the request of ours it answers. The agent
 // never answers a response; what it cannot use fails the request it
 // answers.
-func (c *Wire) deliver(m map[string]json.RawMessage) {
-	result, hasResult := m["result"]
-	rawErr, hasErr := m["error"]
+func (c *Wire) deliver(m Members) {
+	result, hasResult := m.Get("result")
+	rawErr, hasErr := m.Get("error")
 	r := reply{result: result}
 	if !hasResult && !hasErr {
 		r.err = errors.New("the client's answer has neither a result nor an error")
@@ -96,7 +96,8 @@ func (c *Wire) deliver(m map[string]json.RawMessage) {
 		}
 		r.err = &e
 	}
-	if ch := c.takeCall(m["id"]); ch != nil {
+	id, _ := m.Get("id")
+	if ch := c.takeCall(id); ch != nil {
 		ch <- r
 		// Let the waiting goroutine run here and now: this goroutine is about
 		// to block in read(2), and the runtime would otherwise have to wake

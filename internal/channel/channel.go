@@ -117,12 +117,12 @@ func NewWire(r io.Reader, w io.Writer, maxLine int, trace *Tracer) *Wire {
 // notification is told to arrive, in the order lines are read, before
 // jrpc2 sees it (see the Order section of the root's session.go).
 func (c *Wire) take(line []byte) bool {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(line, &m) != nil {
+	m, ok := Scan(line)
+	if !ok {
 		return false
 	}
-	if method, hasMethod := m["method"]; hasMethod {
-		id, hasID := m["id"]
+	if method, hasMethod := m.Get("method"); hasMethod {
+		id, hasID := m.Get("id")
 		switch {
 		case hasID && (string(id) == "null" || (IsValidID(id) && id[0] != '"' && bytes.ContainsAny(id, ".eE"))):
 			c.reject("null", jrpc2.InvalidRequest, "invalid request id "+string(id)+": ACP request ids are integers or strings")
@@ -150,7 +150,7 @@ func (c *Wire) take(line []byte) bool {
 			}
 		}
 		if c.Arrive != nil && name != "" {
-			params := m["params"]
+			params, _ := m.Get("params")
 			if string(params) == "null" {
 				params = nil
 			}
@@ -171,9 +171,9 @@ func (c *Wire) take(line []byte) bool {
 // version, a valid id, object or array params, no other members). Only
 // such a message arrives; one jrpc2 refuses never reaches its handler, so
 // it must change no state.
-func WellFormed(m map[string]json.RawMessage) bool {
-	for k, v := range m {
-		switch k {
+func WellFormed(m Members) bool {
+	for _, kv := range m {
+		switch k, v := kv.Key, kv.Value; k {
 		case "jsonrpc":
 			if string(v) != `"2.0"` {
 				return false
@@ -191,7 +191,7 @@ func WellFormed(m map[string]json.RawMessage) bool {
 			return false
 		}
 	}
-	_, ok := m["jsonrpc"]
+	_, ok := m.Get("jsonrpc")
 	return ok
 }
 

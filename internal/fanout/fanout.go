@@ -218,12 +218,12 @@ type envelope struct {
 
 // route handles one client message, in arrival order.
 func (r *router) route(line []byte) {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(line, &m) != nil {
+	m, ok := channel.Scan(line)
+	if !ok {
 		r.answerErr("null", jrpc2.ParseError, "request is not a JSON object")
 		return
 	}
-	id, hasID := m["id"]
+	id, hasID := m.Get("id")
 	if msg := envelopeError(m); msg != "" {
 		rid := "null"
 		if hasID && channel.IsValidID(id) {
@@ -306,17 +306,17 @@ func (r *router) dispatch(id json.RawMessage, e envelope, session *string) {
 }
 
 // envelopeError is what jrpc2 would answer a malformed request with, or "".
-func envelopeError(m map[string]json.RawMessage) string {
+func envelopeError(m channel.Members) string {
 	if channel.WellFormed(m) {
 		return ""
 	}
-	if string(m["jsonrpc"]) != `"2.0"` {
+	if v, _ := m.Get("jsonrpc"); string(v) != `"2.0"` {
 		return "invalid version marker"
 	}
-	if p, ok := m["params"]; ok && string(p) != "null" && (len(p) == 0 || (p[0] != '{' && p[0] != '[')) {
+	if p, ok := m.Get("params"); ok && string(p) != "null" && (len(p) == 0 || (p[0] != '{' && p[0] != '[')) {
 		return "parameters must be array or object"
 	}
-	if id, ok := m["id"]; ok && !channel.IsValidID(id) {
+	if id, ok := m.Get("id"); ok && !channel.IsValidID(id) {
 		return "invalid request ID"
 	}
 	return "extra fields in request"

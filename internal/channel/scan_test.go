@@ -1,0 +1,38 @@
+// scan_test.go checks Scan against encoding/json's reading of the same
+// objects.
+package channel
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func FuzzScan(f *testing.F) {
+	for _, s := range []string{`{}`, ` { "a" : 1 , "b":[1,{"c":"}"}], "d":"x\"y", "e":null,"f":true,"g":-1.5e3 } `,
+		`{"jsonrpc":"2.0","id":3,"result":{"content":"a\nb"}}`, `{"a":1,"a":2}`, `{"k\u0065y":"v"}`, `[1]`, `"s"`, `{"a":{"b":[[]]},"c":"]"}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !json.Valid([]byte(s)) {
+			return
+		}
+		var want map[string]json.RawMessage
+		isObject := json.Unmarshal([]byte(s), &want) == nil
+		ms, ok := Scan([]byte(s))
+		require.Equal(t, isObject, ok, "%s", s)
+		got := map[string]string{}
+		for _, m := range ms {
+			got[m.Key] = string(m.Value)
+		}
+		wantS := map[string]string{}
+		for k, v := range want {
+			wantS[k] = string(v)
+		}
+		if ok {
+			assert.Equal(t, wantS, got, "%s", s)
+		}
+	})
+}
