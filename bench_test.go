@@ -173,3 +173,25 @@ func BenchmarkLoad(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/load")
 }
+
+// BenchmarkSessionNew opens b.N sessions one after the other in one
+// process, each closed and deleted before the next (a state directory of
+// thousands of files makes every create slower): session/new's cost, warm.
+func BenchmarkSessionNew(b *testing.B) {
+	ba, stop := serveBench("--model", "replay:fixtures/hello.jsonl", "--state-dir", b.TempDir())
+	b.Cleanup(stop)
+	cwd := b.TempDir()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		ba.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, 2*i+1, cwd))
+		var r struct{ Result struct{ SessionID string } }
+		json.Unmarshal([]byte(ba.until(fmt.Sprintf(`"id":%d,"result"`, 2*i+1))), &r)
+		b.StopTimer()
+		ba.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/close","params":{"sessionId":%q}}`, 2*i+2, r.Result.SessionID))
+		ba.until(fmt.Sprintf(`"id":%d,"result"`, 2*i+2))
+		ba.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"d%d","method":"session/delete","params":{"sessionId":%q}}`, i, r.Result.SessionID))
+		ba.until(fmt.Sprintf(`"id":"d%d","result"`, i))
+		b.StartTimer()
+	}
+}

@@ -121,6 +121,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return serve(ctx, a, stdin, stdout, trace)
 }
 
+// utcTime writes the log's times in UTC, as the session store and the
+// protocol do; it also spares the first log line loading /etc/localtime.
+func utcTime(groups []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey && len(groups) == 0 {
+		a.Value = slog.TimeValue(a.Value.Time().UTC())
+	}
+	return a
+}
+
 // setup parses the command line and builds the agent, or returns nil and
 // an exit status.
 func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, int) {
@@ -133,7 +142,7 @@ func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, in
 		fmt.Fprintf(stderr, "acpbridge: --log-level %q: use debug, info, warn or error\n", logLevel)
 		return nil, nil, 2
 	}
-	a.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	a.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: utcTime}))
 	a.stderr = stderr
 	a.store = &store.Store{Dir: filepath.Join(cfg.stateDir, "sessions"), Log: a.log}
 	if cfg.modelSpec != "" {

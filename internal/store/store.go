@@ -210,7 +210,7 @@ func (st *Store) Create(info Info) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	log, err := os.OpenFile(st.Path(id, ".jsonl"), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	log, err := openFile(st.Path(id, ".jsonl"), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND)
 	if err != nil {
 		unlock(lock)
 		return nil, storeError("creating session "+id, err)
@@ -232,7 +232,7 @@ func (st *Store) Create(info Info) (*File, error) {
 
 // lock takes the session's lock or says which process holds it.
 func (st *Store) lock(id string) (*os.File, error) {
-	f, err := os.OpenFile(st.Path(id, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := openFile(st.Path(id, ".lock"), os.O_RDWR|os.O_CREATE)
 	if err != nil {
 		return nil, storeError("opening the lock of session "+id, err)
 	}
@@ -304,7 +304,7 @@ func (st *Store) Open(ctx context.Context, id string, feed func(Record)) (*Histo
 			return nil, nil, storeError("truncating the torn end of "+path, err)
 		}
 	}
-	log, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
+	log, err := openFile(path, os.O_WRONLY|os.O_APPEND)
 	if err != nil {
 		unlock(lock)
 		return nil, nil, storeError("opening session "+id, err)
@@ -535,7 +535,7 @@ func (f *File) WriteInfo(info Info) error {
 	b, _ := json.Marshal(info)
 	path := f.st.Path(f.id, ".json")
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+	if err := writeFile(tmp, append(b, '\n')); err != nil {
 		return storeError("writing "+path, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
@@ -655,4 +655,28 @@ func (st *Store) Remove(id string) error {
 	}
 	os.Remove(st.Path(id, ".lock"))
 	return nil
+}
+
+// openFile opens a file of the store (mode 0600 when it creates it) as a
+// plain blocking file: os.OpenFile would try, and fail, to register a
+// regular file with the netpoller, five system calls a file.
+func openFile(path string, flag int) (*os.File, error) {
+	fd, err := syscall.Open(path, flag|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// writeFile is os.WriteFile through openFile.
+func writeFile(path string, b []byte) error {
+	f, err := openFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
