@@ -29,7 +29,7 @@ var layers = map[string][]string{
 	"channel": {"acp", "clip"},
 	"model":   {"acp", "clip"},
 	// The tools know the protocol and processes; MCP tools are tools.
-	"tools": {"acp", "clip", "proc"},
+	"tools": {"acp", "clip", "jsonenc", "proc"},
 	"mcp":   {"acp", "clip", "tools"},
 	// --fanout routes lines between channels; scenarios stand alone.
 	"fanout":   {"acp", "channel", "clip"},

@@ -33,10 +33,15 @@ var errConnClosed = errors.New("the client closed the connection")
 
 // Call sends a request to the client, flushes, and waits for its response
 // or for ctx to end.
+//
+// params that are json.RawMessage (compact JSON) are sent as they are.
 func (c *Wire) Call(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	p, err := acp.Marshal(params)
-	if err != nil {
-		return nil, err
+	p, isRaw := params.(json.RawMessage)
+	var err error
+	if !isRaw {
+		if p, err = acp.Marshal(params); err != nil {
+			return nil, err
+		}
 	}
 	ch := make(chan reply, 1)
 	c.mu.Lock()

@@ -6,15 +6,18 @@ package tools
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/clip"
+	"acpbridge/internal/jsonenc"
 )
 
 // window is the part of a file read_file returns.
@@ -125,16 +128,21 @@ func textResult(s string) Outcome {
 
 // askClientRead reads a file through the client.
 func (e *Env) askClientRead(ctx context.Context, path string, line, limit int) (string, error) {
-	params := struct {
-		SessionID string `json:"sessionId"`
-		Path      string `json:"path"`
-		Line      int    `json:"line,omitempty"`
-		Limit     int    `json:"limit,omitempty"`
-	}{e.SessionID, path, line, limit}
+	// The params are written by hand: this is the round trip of every read.
+	params := jsonenc.AppendString([]byte(`{"sessionId":`), e.SessionID)
+	params = append(params, `,"path":`...)
+	params = jsonenc.AppendString(params, path)
+	if line != 0 {
+		params = strconv.AppendInt(append(params, `,"line":`...), int64(line), 10)
+	}
+	if limit != 0 {
+		params = strconv.AppendInt(append(params, `,"limit":`...), int64(limit), 10)
+	}
+	params = append(params, '}')
 	var res struct {
 		Content string `json:"content"`
 	}
-	if err := e.Client.Call(ctx, acp.MethodFSRead, params, &res); err != nil {
+	if err := e.Client.Call(ctx, acp.MethodFSRead, json.RawMessage(params), &res); err != nil {
 		return "", fmt.Errorf("the editor could not read %s: %v", path, err)
 	}
 	return res.Content, nil
