@@ -26,13 +26,13 @@ var layers = map[string][]string{
 	"proc":    nil,         // the subreaper and the sweep of descendants
 	"store":   {"jsonenc"}, // session logs, locks, list, delete; knows no protocol
 	// The channel and the models know the protocol, nothing above it.
-	"channel": {"acp", "clip"},
+	"channel": {"acp", "clip", "jsonenc"},
 	"model":   {"acp", "clip"},
 	// The tools know the protocol and processes; MCP tools are tools.
 	"tools": {"acp", "clip", "jsonenc", "proc"},
 	"mcp":   {"acp", "clip", "tools"},
 	// --fanout routes lines between channels; scenarios stand alone.
-	"fanout":   {"acp", "channel", "clip"},
+	"fanout":   {"acp", "channel", "clip", "jsonenc"},
 	"scenario": {"clip"},
 }
 

@@ -647,6 +647,10 @@ func (a *agent) call(ctx context.Context, s *SessionRecord, method string, param
 	if len(raw) == 0 || string(raw) == "null" {
 		return fmt.Errorf("the client's answer to %s has no result", method)
 	}
+	if rm, ok := res.(*json.RawMessage); ok {
+		*rm = raw // valid JSON already: the caller decodes it
+		return nil
+	}
 	if err := json.Unmarshal(raw, res); err != nil {
 		return fmt.Errorf("the client's answer to %s: %s", method, acp.DescribeJSONError(err))
 	}

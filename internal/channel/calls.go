@@ -20,6 +20,7 @@ import (
 	"github.com/creachadair/jrpc2"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/jsonenc"
 )
 
 // reply is the client's response to one of our requests.
@@ -87,7 +88,7 @@ func (c *Wire) CloseCalls() {
 // deliver hands a response to the request of ours it answers. The agent
 // never answers a response; what it cannot use fails the request it
 // answers.
-func (c *Wire) deliver(m Members) {
+func (c *Wire) deliver(m jsonenc.Members) {
 	result, hasResult := m.Get("result")
 	rawErr, hasErr := m.Get("error")
 	r := reply{result: result}

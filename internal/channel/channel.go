@@ -54,6 +54,7 @@ import (
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/clip"
+	"acpbridge/internal/jsonenc"
 )
 
 // Wire implements jrpc2's channel.Channel over a reader and a writer.
@@ -117,7 +118,7 @@ func NewWire(r io.Reader, w io.Writer, maxLine int, trace *Tracer) *Wire {
 // notification is told to arrive, in the order lines are read, before
 // jrpc2 sees it (see the Order section of the root's session.go).
 func (c *Wire) take(line []byte) bool {
-	m, ok := Scan(line)
+	m, ok := jsonenc.Scan(line)
 	if !ok {
 		return false
 	}
@@ -171,7 +172,7 @@ func (c *Wire) take(line []byte) bool {
 // version, a valid id, object or array params, no other members). Only
 // such a message arrives; one jrpc2 refuses never reaches its handler, so
 // it must change no state.
-func WellFormed(m Members) bool {
+func WellFormed(m jsonenc.Members) bool {
 	for _, kv := range m {
 		switch k, v := kv.Key, kv.Value; k {
 		case "jsonrpc":

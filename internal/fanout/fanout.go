@@ -46,6 +46,7 @@ import (
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/channel"
+	"acpbridge/internal/jsonenc"
 )
 
 // router serves one connection by fanning sessions out to child processes.
@@ -218,7 +219,7 @@ type envelope struct {
 
 // route handles one client message, in arrival order.
 func (r *router) route(line []byte) {
-	m, ok := channel.Scan(line)
+	m, ok := jsonenc.Scan(line)
 	if !ok {
 		r.answerErr("null", jrpc2.ParseError, "request is not a JSON object")
 		return
@@ -306,7 +307,7 @@ func (r *router) dispatch(id json.RawMessage, e envelope, session *string) {
 }
 
 // envelopeError is what jrpc2 would answer a malformed request with, or "".
-func envelopeError(m channel.Members) string {
+func envelopeError(m jsonenc.Members) string {
 	if channel.WellFormed(m) {
 		return ""
 	}

@@ -139,11 +139,22 @@ func (e *Env) askClientRead(ctx context.Context, path string, line, limit int) (
 		params = strconv.AppendInt(append(params, `,"limit":`...), int64(limit), 10)
 	}
 	params = append(params, '}')
+	var raw json.RawMessage
+	if err := e.Client.Call(ctx, acp.MethodFSRead, json.RawMessage(params), &raw); err != nil {
+		return "", fmt.Errorf("the editor could not read %s: %v", path, err)
+	}
+	if ms, ok := jsonenc.Scan(raw); ok {
+		if c, ok := ms.Get("content"); ok {
+			if text, ok := jsonenc.ReadString(c); ok {
+				return text, nil // the answer as it should be, decoded once
+			}
+		}
+	}
 	var res struct {
 		Content string `json:"content"`
 	}
-	if err := e.Client.Call(ctx, acp.MethodFSRead, json.RawMessage(params), &res); err != nil {
-		return "", fmt.Errorf("the editor could not read %s: %v", path, err)
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return "", fmt.Errorf("the editor could not read %s: the client's answer to %s: %s", path, acp.MethodFSRead, acp.DescribeJSONError(err))
 	}
 	return res.Content, nil
 }

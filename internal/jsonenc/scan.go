@@ -1,11 +1,13 @@
-// scan.go reads the top level of a message in one pass that decodes
-// nothing: the members' raw values are handed on (a response's result to
-// the request that waits for it) and decoded once, by whoever uses them.
-package channel
+// scan.go reads JSON that is known to be valid without checking it again:
+// the top level of an object in one pass that decodes nothing (its
+// members' raw values are handed on and decoded once, by whoever uses
+// them), and a string.
+package jsonenc
 
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -106,4 +108,80 @@ func scanValue(b []byte, i int) int {
 		i++
 	}
 	return i
+}
+
+// ReadString decodes raw, a JSON string token (quotes included) that is
+// known to be valid JSON, as encoding/json does: escapes resolved, invalid
+// UTF-8 and lone surrogates as U+FFFD. ok is false when raw is not a
+// string.
+func ReadString(raw []byte) (s string, ok bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	body := raw[1 : len(raw)-1]
+	if bytes.IndexByte(body, '\\') < 0 && utf8.Valid(body) {
+		return string(body), true
+	}
+	b := make([]byte, 0, len(body))
+	for i := 0; i < len(body); {
+		switch c := body[i]; {
+		case c == '\\' && i+1 < len(body):
+			var n int
+			b, n = unescape(b, body[i:])
+			i += n
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+			i++
+		default:
+			r, size := utf8.DecodeRune(body[i:])
+			b = utf8.AppendRune(b, r) // U+FFFD for a bad byte, as encoding/json
+			i += size
+		}
+	}
+	return string(b), true
+}
+
+// unescape appends the character of the escape at the start of e and
+// returns how many bytes it took.
+func unescape(b, e []byte) ([]byte, int) {
+	switch e[1] {
+	case 'b':
+		return append(b, '\b'), 2
+	case 'f':
+		return append(b, '\f'), 2
+	case 'n':
+		return append(b, '\n'), 2
+	case 'r':
+		return append(b, '\r'), 2
+	case 't':
+		return append(b, '\t'), 2
+	case 'u':
+		r := hex4(e[2:])
+		if utf16.IsSurrogate(r) {
+			if len(e) >= 12 && e[6] == '\\' && e[7] == 'u' {
+				if pair := utf16.DecodeRune(r, hex4(e[8:])); pair != utf8.RuneError {
+					return utf8.AppendRune(b, pair), 12
+				}
+			}
+			r = utf8.RuneError
+		}
+		return utf8.AppendRune(b, r), 6
+	}
+	return append(b, e[1]), 2 // \" \\ \/
+}
+
+func hex4(h []byte) rune {
+	var r rune
+	for _, c := range h[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		default:
+			c = c - 'A' + 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }

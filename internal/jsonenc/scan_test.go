@@ -1,9 +1,10 @@
 // scan_test.go checks Scan against encoding/json's reading of the same
 // objects.
-package channel
+package jsonenc
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -34,5 +35,22 @@ func FuzzScan(f *testing.F) {
 		if ok {
 			assert.Equal(t, wantS, got, "%s", s)
 		}
+	})
+}
+
+func FuzzReadString(f *testing.F) {
+	for _, s := range []string{`""`, `"plain"`, `"a\nb\t\"q\"\\ \/"`, `"\u00e9\u2028"`, `"\ud83d\ude00"`, `"\ud83d x"`, `"\udc00"`,
+		`"\ud83d\u0041"`, "\"bad \xff\"", `"\b\f\r"`, `"\uD83D\uDE00"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		var want string
+		if json.Unmarshal([]byte(raw), &want) != nil {
+			return
+		}
+		raw = strings.TrimSpace(raw)
+		got, ok := ReadString([]byte(raw))
+		require.True(t, ok, "%q", raw)
+		assert.Equal(t, want, got, "%q", raw)
 	})
 }
