@@ -28,7 +28,7 @@ echo
 echo "== stream length: acpbridge's peak RSS, 20,000 against 200,000 chunks of 64 bytes (3 rounds)"
 for n in 20000 200000; do
   "$out/driver" --rounds 3 --n "$n" --m 10 --tabs 0 acpbridge="$acpbridge" |
-    awk -F'|' -v n="$n" '/^\| acpbridge/ { gsub(/^ +| +$/, "", $6); gsub(/^ +| +$/, "", $5); print "  " n " chunks: peak RSS " $6 " MiB, " $5 " chunks/s" }'
+    awk -F'|' -v n="$n" '/^\| acpbridge/ { gsub(/^ +| +$/, "", $7); gsub(/^ +| +$/, "", $6); print "  " n " chunks: peak RSS " $7 " MiB, " $6 " chunks/s" }'
 done
 
 shared=../shared/bench

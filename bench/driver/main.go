@@ -40,6 +40,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"acpbridge/internal/jsonenc"
 )
 
 type config struct {
@@ -152,7 +154,17 @@ func writeFixture(path string, cfg config) error {
 		fmt.Fprintf(&b, `{"chunks":[{"toolCall":{"id":"r%d","name":"read_file","input":{"path":"f.txt"}}}]}`+"\n", i)
 	}
 	b.WriteString(`{"chunks":[{"text":"Read."}]}` + "\n")
-	return os.WriteFile(path, []byte(b.String()), 0o644)
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.WriteString(b.String()); err != nil {
+		return err
+	}
+	// On disk before the agent starts: its writeback would otherwise land
+	// in the agent's session/new.
+	return f.Sync()
 }
 
 // request sends a request and returns its id's JSON text.
@@ -176,23 +188,23 @@ func (a *agent) until(id string) (line []byte, chunks, reads int, err error) {
 			chunks++ // the stream's lines are counted, not decoded: the driver must not be the bottleneck
 			continue
 		}
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params struct {
-				Update struct {
-					SessionUpdate string `json:"sessionUpdate"`
-				} `json:"update"`
-			} `json:"params"`
+		if bytes.Contains(line, []byte(`"method":"session/update"`)) {
+			continue // other updates: not counted, not decoded
 		}
-		if err := json.Unmarshal(line, &m); err != nil {
-			return nil, chunks, reads, fmt.Errorf("the agent wrote a line that is not JSON: %.200s", line)
+		// A line is read in one pass that decodes nothing (as an editor
+		// would, the driver must answer fast: a slow answer costs the
+		// agent a sleep and a wake-up it would not otherwise pay).
+		ms, ok := jsonenc.Scan(bytes.TrimSpace(line))
+		if !ok || !json.Valid(line) {
+			return nil, chunks, reads, fmt.Errorf("the agent wrote a line that is not a JSON object: %.200s", line)
 		}
+		mid, _ := ms.Get("id")
+		method, hasMethod := ms.Get("method")
 		switch {
-		case m.Method == "fs/read_text_file":
+		case string(method) == `"fs/read_text_file"`:
 			reads++
-			fmt.Fprintf(a.in, `{"jsonrpc":"2.0","id":%s,"result":{"content":%s}}`+"\n", m.ID, answer)
-		case m.Method == "" && string(m.ID) == id:
+			fmt.Fprintf(a.in, `{"jsonrpc":"2.0","id":%s,"result":{"content":%s}}`+"\n", mid, answer)
+		case !hasMethod && string(mid) == id:
 			return line, chunks, reads, nil
 		}
 	}
