@@ -27,7 +27,7 @@ var layers = map[string][]string{
 	"store":   {"jsonenc"}, // session logs, locks, list, delete; knows no protocol
 	// The channel and the models know the protocol, nothing above it.
 	"channel": {"acp", "clip", "jsonenc"},
-	"model":   {"acp", "clip"},
+	"model":   {"acp", "clip", "jsonenc"},
 	// The tools know the protocol and processes; MCP tools are tools.
 	"tools": {"acp", "clip", "jsonenc", "proc"},
 	"mcp":   {"acp", "clip", "tools"},

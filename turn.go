@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/creachadair/jrpc2"
 
@@ -69,6 +70,7 @@ func (st *modelStream) chunk(kind acp.UpdateKind, s string) error {
 		st.text = append(st.text, s...)
 	}
 	if st.rec != nil {
+		s := strings.Clone(s) // lent by the model: kept past the call
 		c := model.Chunk{Text: &s}
 		if kind == acp.UpdateThought {
 			c = model.Chunk{Thought: &s}
@@ -128,7 +130,10 @@ func (st *modelStream) persistPart() {
 	if st.kind == acp.UpdateThought {
 		typ = store.RecThought
 	}
-	err := st.s.file.Append(store.Record{Type: typ, MessageID: st.msgID, Text: string(st.part)})
+	// The part's bytes are lent, not copied: Append encodes the record
+	// before it returns, and the part is reused only after that.
+	text := unsafe.String(unsafe.SliceData(st.part), len(st.part))
+	err := st.s.file.Append(store.Record{Type: typ, MessageID: st.msgID, Text: text})
 	if err != nil && st.err == nil {
 		st.err = err
 	}

@@ -115,14 +115,20 @@ func scanValue(b []byte, i int) int {
 // UTF-8 and lone surrogates as U+FFFD. ok is false when raw is not a
 // string.
 func ReadString(raw []byte) (s string, ok bool) {
+	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return string(raw[1 : len(raw)-1]), raw[len(raw)-1] == '"'
+	}
+	b, ok := AppendStringValue(nil, raw)
+	return string(b), ok
+}
+
+// AppendStringValue appends the text of raw, a valid JSON string token, to
+// b: ReadString without the string, for a caller that reuses its buffer.
+func AppendStringValue(b, raw []byte) ([]byte, bool) {
 	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
-		return "", false
+		return b, false
 	}
 	body := raw[1 : len(raw)-1]
-	if bytes.IndexByte(body, '\\') < 0 && utf8.Valid(body) {
-		return string(body), true
-	}
-	b := make([]byte, 0, len(body))
 	for i := 0; i < len(body); {
 		switch c := body[i]; {
 		case c == '\\' && i+1 < len(body):
@@ -138,7 +144,7 @@ func ReadString(raw []byte) (s string, ok bool) {
 			i += size
 		}
 	}
-	return string(b), true
+	return b, true
 }
 
 // unescape appends the character of the escape at the start of e and

@@ -132,6 +132,9 @@ type Usage struct {
 
 // Sink receives one model call's output, in order.
 type Sink interface {
+	// TextChunk and ThoughtChunk take a piece of the answer. s is valid
+	// only during the call (replay lends its decoding buffer): a sink that
+	// keeps it must copy it.
 	TextChunk(s string) error
 	ThoughtChunk(s string) error
 	// toolCall notes a tool call the model made; it runs after the call.

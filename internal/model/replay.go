@@ -22,11 +22,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/creachadair/jrpc2"
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/clip"
+	"acpbridge/internal/jsonenc"
 )
 
 type Replay struct {
@@ -239,13 +241,35 @@ func (m *Replay) chunks(ctx context.Context, dec *json.Decoder, out Sink) (int, 
 		return 0, false, fmt.Errorf("chunks must be an array")
 	}
 	var call bool
+	var raw json.RawMessage // one chunk's JSON, its buffer reused
+	var text []byte         // a text chunk's text, its buffer reused
 	n := 0
 	for ; dec.More(); n++ {
 		if ctx.Err() != nil {
 			return n, call, ctx.Err()
 		}
+		raw = raw[:0]
+		if err := dec.Decode(&raw); err != nil {
+			return n, call, err
+		}
+		if thought, str, ok := textChunk(raw); ok {
+			// The common chunk, decoded without allocating: its text is
+			// lent to the sink for the call.
+			text, _ = jsonenc.AppendStringValue(text[:0], str)
+			s := unsafe.String(unsafe.SliceData(text), len(text))
+			var err error
+			if thought {
+				err = out.ThoughtChunk(s)
+			} else {
+				err = out.TextChunk(s)
+			}
+			if err != nil {
+				return n, call, err
+			}
+			continue
+		}
 		var c Chunk
-		if err := dec.Decode(&c); err != nil {
+		if err := json.Unmarshal(raw, &c); err != nil {
 			return n, call, err
 		}
 		set := 0
@@ -283,6 +307,51 @@ func (m *Replay) chunks(ctx context.Context, dec *json.Decoder, out Sink) (int, 
 	}
 	_, err := dec.Token()
 	return n, call, err
+}
+
+// textChunk reports whether raw (a valid JSON value) is {"text": STRING}
+// or {"thought": STRING} and no more, and returns the string token.
+func textChunk(raw []byte) (thought bool, str []byte, ok bool) {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return false, nil, false
+	}
+	i = skipSpace(raw, i+1)
+	switch {
+	case bytes.HasPrefix(raw[i:], []byte(`"text"`)):
+		i += len(`"text"`)
+	case bytes.HasPrefix(raw[i:], []byte(`"thought"`)):
+		thought = true
+		i += len(`"thought"`)
+	default:
+		return false, nil, false
+	}
+	if i = skipSpace(raw, i); i >= len(raw) || raw[i] != ':' {
+		return false, nil, false
+	}
+	start := skipSpace(raw, i+1)
+	if start >= len(raw) || raw[start] != '"' {
+		return false, nil, false
+	}
+	end := start + 1
+	for end < len(raw) && raw[end] != '"' {
+		if raw[end] == '\\' {
+			end++
+		}
+		end++
+	}
+	end++ // past the closing quote
+	if i = skipSpace(raw, end); i != len(raw)-1 || raw[i] != '}' {
+		return false, nil, false
+	}
+	return thought, raw[start:end], true
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }
 
 // sleep flushes the stream and waits for d or for ctx to end.
