@@ -55,3 +55,33 @@ func TestLogBytes_toolCalls(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, string(want), got, "the session log's bytes")
 }
+
+// Replay lends each chunk's text to the turn for the call only: what the
+// turn keeps (the session log, a --record file, the client's updates) is
+// copied, so every text comes out as it went in, whatever came after it.
+func TestReplay_lentTextIsCopied(t *testing.T) {
+	fixture := writeFixture(t, `{"chunks":[{"text":"one"},{"text":"tw\u00f8"},{"thought":"three"},{"text":"four \"4\""}]}`)
+	record := filepath.Join(t.TempDir(), "rec.jsonl")
+	ta := startAgent(t, "--model", "replay:"+fixture, "--record", record)
+	sid := ta.newSession()
+	ta.send(prompt(2, sid, "go"))
+	ups, r := ta.updatesUntil(2)
+	require.Nil(t, r.Error)
+	var texts []string
+	for _, u := range ups {
+		var m struct{ Content struct{ Text string } }
+		json.Unmarshal([]byte(u), &m)
+		if m.Content.Text != "" {
+			texts = append(texts, m.Content.Text)
+		}
+	}
+	assert.Equal(t, []string{"one", "twø", "three", `four "4"`}, texts)
+	ta.close()
+	rec, err := os.ReadFile(record)
+	require.NoError(t, err)
+	assert.Contains(t, string(rec), `"chunks":[{"text":"one"},{"text":"twø"},{"thought":"three"},{"text":"four \"4\""}]`)
+	log, err := os.ReadFile(filepath.Join(ta.state, "sessions", sid+".jsonl"))
+	require.NoError(t, err)
+	assert.Contains(t, string(log), `"text":"onetwø"`)
+	assert.Contains(t, string(log), `"text":"three"`)
+}
