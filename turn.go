@@ -457,7 +457,7 @@ func (a *agent) runTool(ctx context.Context, s *SessionRecord, c model.ToolCall)
 	id := a.newID("call")
 	var locs json.RawMessage
 	if len(p.Locations) > 0 {
-		locs = acp.MustJSON(p.Locations)
+		locs = acp.LocationsJSON(p.Locations)
 	}
 	announce := acp.ToolCallStart(id, p.Title, p.Kind, locs, c.Input)
 	// Tool updates are not flushed by themselves: the next callback, pause
@@ -527,7 +527,11 @@ func (a *agent) finishTool(s *SessionRecord, c model.ToolCall, id string, out to
 		content = acp.AppendToolContents(nil, out.Content)
 	}
 	if out.RawOutput != nil {
-		raw = acp.MustJSON(out.RawOutput)
+		if r, ok := out.RawOutput.(json.RawMessage); ok {
+			raw = r // made by hand, compact already
+		} else {
+			raw = acp.MustJSON(out.RawOutput)
+		}
 	}
 	err := a.toolUpdate(s, new(acp.ToolCallProgress(id, status, content, raw)))
 	if err != nil {

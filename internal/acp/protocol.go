@@ -7,6 +7,7 @@ package acp
 
 import (
 	"encoding/json"
+	"strconv"
 
 	"acpbridge/internal/jsonenc"
 )
@@ -334,7 +335,24 @@ type ToolContent struct {
 }
 
 func TextOut(s string) ToolContent {
-	return ToolContent{Type: "content", Content: MustJSON(textBlock(s)), Text: s}
+	b := jsonenc.AppendString(append(make([]byte, 0, len(s)+32), `{"type":"text","text":`...), s)
+	return ToolContent{Type: "content", Content: append(b, '}'), Text: s}
+}
+
+// LocationsJSON is locs as encoding/json writes them.
+func LocationsJSON(locs []Location) json.RawMessage {
+	b := []byte{'['}
+	for i, l := range locs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsonenc.AppendString(append(b, `{"path":`...), l.Path)
+		if l.Line != 0 {
+			b = strconv.AppendInt(append(b, `,"line":`...), int64(l.Line), 10)
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']')
 }
 
 // --- session/update payloads other than the streamed chunks ---

@@ -38,3 +38,15 @@ func TestAppendToolContents_asEncodingJSON(t *testing.T) {
 		assert.Equal(t, string(MustJSON(cs)), string(AppendToolContents(nil, cs)))
 	}
 }
+
+// TextOut and LocationsJSON write what encoding/json writes.
+func TestHandEncoders_asEncodingJSON(t *testing.T) {
+	for _, s := range []string{"", "x", "a\n\"b\" <c> & \u2028 \xff"} {
+		assert.Equal(t, string(MustJSON(textBlock(s))), string(TextOut(s).Content))
+	}
+	for _, locs := range [][]Location{nil, {}, {{Path: "/a"}}, {{Path: "/a <b>", Line: 3}, {Path: "c"}}} {
+		if len(locs) > 0 {
+			assert.Equal(t, string(MustJSON(locs)), string(LocationsJSON(locs)))
+		}
+	}
+}

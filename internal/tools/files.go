@@ -236,14 +236,14 @@ func (e *Env) readFile(ctx context.Context, path string, w window) Outcome {
 	if result == "" {
 		result = "(empty)"
 	}
-	return Outcome{Content: []acp.ToolContent{acp.TextOut(text)}, RawOutput: readOutput{len(text), path}, Result: result}
+	return Outcome{Content: []acp.ToolContent{acp.TextOut(text)}, RawOutput: readOutput(len(text), path), Result: result}
 }
 
-// readOutput is read_file's rawOutput (its members in the order a map's
-// would be written).
-type readOutput struct {
-	Bytes int    `json:"bytes"`
-	Path  string `json:"path"`
+// readOutput is read_file's rawOutput, {"bytes":N,"path":P}, written by
+// hand: it is made for every read.
+func readOutput(n int, path string) json.RawMessage {
+	b := strconv.AppendInt([]byte(`{"bytes":`), int64(n), 10)
+	return append(jsonenc.AppendString(append(b, `,"path":`...), path), '}')
 }
 
 // whole reports whether readLines would return text as it is: at most
