@@ -36,8 +36,136 @@ if [ "${SHARED:-1}" != 0 ] && [ -x "$shared/run.sh" ]; then
   echo
   echo "== cross-check: $shared/run.sh (its own driver, with the Go and TypeScript SDK agents)"
   python3 "$shared/make-fixture.py" 20000 64 1000 > "$out/shared.replay.jsonl"
-  state=$(mktemp -d)
-  trap 'rm -rf "$state"' EXIT
+  sstate=$(mktemp -d)
   RUNS=$RUNS BENCH_OUT=$out/shared "$shared/run.sh" -- "$out/acpbridge" --model "replay:$out/shared.replay.jsonl" \
-    --state-dir "$state" --max-turn-requests 5000
+    --state-dir "$sstate" --max-turn-requests 5000
+  rm -rf "$sstate"
+fi
+
+state=$(mktemp -d)
+trap 'rm -rf "$state"' EXIT
+echo
+echo "== load: a 1,000-turn session (prompt, thought, read_file call, answer) loaded in a new process (3 runs)"
+python3 - "$out/acpbridge" "$state" <<'PY'
+import json, os, subprocess, sys, tempfile, time
+binary, state = sys.argv[1], sys.argv[2]
+turns = 1000
+cwd = tempfile.mkdtemp()
+open(os.path.join(cwd, "f.txt"), "w").write("file text " * 20)
+fixture = os.path.join(cwd, "turns.jsonl")
+with open(fixture, "w") as f:
+    for i in range(turns):
+        f.write(json.dumps({"chunks": [{"thought": f"Turn {i}."}, {"toolCall": {"id": f"c{i}", "name": "read_file", "input": {"path": "f.txt"}}}]}) + "\n")
+        f.write(json.dumps({"chunks": [{"text": "An answer of some length. " * 8}]}) + "\n")
+
+def start(*args):
+    return subprocess.Popen([binary, "--state-dir", state, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+def call(p, msg):
+    p.stdin.write((json.dumps(msg) + "\n").encode()); p.stdin.flush()
+    n = 0
+    while True:
+        line = json.loads(p.stdout.readline()); n += 1
+        if line.get("id") == msg["id"] and "method" not in line:
+            return line, n
+
+p = start("--model", "replay:" + fixture)
+call(p, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}})
+sid = call(p, {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}})[0]["result"]["sessionId"]
+for i in range(turns):
+    call(p, {"jsonrpc": "2.0", "id": 10 + i, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": f"prompt {i}: please read f.txt"}]}})
+p.stdin.close(); p.wait()
+size = os.path.getsize(os.path.join(state, "sessions", sid + ".jsonl"))
+for _ in range(3):
+    p = start()
+    call(p, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}})
+    t0 = time.perf_counter()
+    _, lines = call(p, {"jsonrpc": "2.0", "id": 1, "method": "session/load", "params": {"sessionId": sid, "cwd": cwd, "mcpServers": []}})
+    ms = (time.perf_counter() - t0) * 1000
+    hwm = [l for l in open(f"/proc/{p.pid}/status") if l.startswith("VmHWM")][0].split()[1]
+    print(f"  load: {ms:.1f} ms for {lines - 1} replayed updates from a {size / 1e6:.2f} MB log; peak RSS {int(hwm) / 1024:.1f} MiB")
+    p.stdin.close(); p.wait()
+PY
+
+echo "== exit: stdin closed in the middle of a turn, with a stdio MCP server attached (5 runs)"
+go test -c -o "$out/mcp-helper" .   # the test binary serves MCP on stdio when ACPBRIDGE_TEST_MCP=stdio
+python3 - "$out/acpbridge" "$out/mcp-helper" "$state" <<'PY'
+import json, subprocess, sys, tempfile, time
+binary, helper, state = sys.argv[1:4]
+fixture = tempfile.mktemp(suffix=".jsonl")
+open(fixture, "w").write(json.dumps({"chunks": [{"text": "Streaming"}, {"delayMs": 600000}]}) + "\n")
+server = {"name": "helper", "command": helper, "args": [], "env": [{"name": "ACPBRIDGE_TEST_MCP", "value": "stdio"}]}
+times = []
+for _ in range(5):
+    p = subprocess.Popen([binary, "--model", "replay:" + fixture, "--state-dir", state], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    def send(m):
+        p.stdin.write((json.dumps(m) + "\n").encode()); p.stdin.flush()
+    def until(pred):
+        while True:
+            line = json.loads(p.stdout.readline())
+            if pred(line):
+                return line
+    send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}})
+    until(lambda l: l.get("id") == 0)
+    send({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": tempfile.gettempdir(), "mcpServers": [server]}})
+    sid = until(lambda l: l.get("id") == 1)["result"]["sessionId"]
+    send({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}})
+    until(lambda l: l.get("method") == "session/update")
+    t0 = time.perf_counter()
+    p.stdin.close()
+    status = p.wait()
+    times.append((time.perf_counter() - t0) * 1000)
+    if status != 0:
+        print(f"  exit status {status}")
+print("  exit after stdin EOF: " + ", ".join(f"{t:.0f}" for t in times) + " ms")
+PY
+
+echo "== --fanout: session/new and the stream through the router against direct (5 interleaved rounds)"
+"$out/driver" --rounds 5 --m 0 --tabs 0 \
+  direct="$out/acpbridge --model replay:\$FIXTURE --state-dir \$STATE" \
+  fanout="$out/acpbridge --fanout --model replay:\$FIXTURE --state-dir \$STATE" | grep -E '^\| (agent|direct|fanout)|÷'
+
+echo "== --fanout: summed PSS of the router and its children after 10 session/new (and one TS SDK agent holding 10, when ../shared/bench ran) (3 runs)"
+cat > "$out/pss.py" <<'PY'
+import json, os, subprocess, sys, tempfile, time
+def tree(pid):
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                s = open(f"/proc/{d}/stat").read()
+                kids.setdefault(int(s[s.rindex(")") + 2:].split()[1]), []).append(int(d))
+            except OSError:
+                pass
+    out, q = [pid], [pid]
+    while q:
+        for c in kids.get(q.pop(), []):
+            out.append(c); q.append(c)
+    return out
+def pss(pid):
+    return next(int(l.split()[1]) for l in open(f"/proc/{pid}/smaps_rollup") if l.startswith("Pss:"))
+def measure(cmd):
+    cwd = tempfile.mkdtemp()
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    def call(i, m, params):
+        p.stdin.write((json.dumps({"jsonrpc": "2.0", "id": i, "method": m, "params": params}) + "\n").encode()); p.stdin.flush()
+        while True:
+            l = json.loads(p.stdout.readline())
+            if l.get("id") == i and "method" not in l:
+                return l
+    call(0, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    for i in range(10):
+        assert "result" in call(1 + i, "session/new", {"cwd": cwd, "mcpServers": []})
+    time.sleep(0.5)  # let the next warm child finish starting
+    procs = tree(p.pid)
+    total = sum(pss(x) for x in procs) / 1024
+    p.stdin.close(); p.wait(timeout=5)
+    return total, len(procs)
+name, cmd = sys.argv[1], sys.argv[2:]
+v = sorted(measure(cmd) for _ in range(3))
+print(f"  {name}: {v[1][0]:.1f} MiB (runs {v[0][0]:.1f}-{v[2][0]:.1f}), {v[1][1]} processes")
+PY
+python3 "$out/pss.py" "acpbridge --fanout, 10 sessions" "$out/acpbridge" --fanout --state-dir "$state"
+ts=$out/shared/ts-sdk   # installed by ../shared/bench's run.sh above
+if [ -d "$ts/node_modules" ]; then
+  python3 "$out/pss.py" "TS SDK agent, 10 sessions" node "$ts/agent.js"
 fi

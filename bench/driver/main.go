@@ -300,8 +300,10 @@ func measure(cfg config, command string) (result, error) {
 	if reads != cfg.m {
 		return r, fmt.Errorf("read: %d fs/read_text_file requests, want %d", reads, cfg.m)
 	}
-	r.RTTUs = float64(took.Microseconds()) / float64(cfg.m)
-	r.CPUUs = float64(cpuNs(pid)-cpu) / 1e3 / float64(cfg.m)
+	if cfg.m > 0 {
+		r.RTTUs = float64(took.Microseconds()) / float64(cfg.m)
+		r.CPUUs = float64(cpuNs(pid)-cpu) / 1e3 / float64(cfg.m)
+	}
 	if cfg.tabs > 0 {
 		r.TabsPSSMB, err = tabs(cfg, command, dir)
 	}
