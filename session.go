@@ -121,7 +121,7 @@ type SessionRecord struct {
 	turn        *turn  // a.mu: the admitted or running turn, or nil
 
 	title   string          // a.mu
-	mode    string          // a.mu
+	mode    acp.Mode        // a.mu
 	model   string          // a.mu: the model the session's turns call
 	rules   map[string]bool // a.mu: tool name → allow (true) or reject (false) always
 	created time.Time       // opener
@@ -681,7 +681,7 @@ func (a *agent) restore(ctx context.Context, s *SessionRecord, roots []string, r
 		model = hist.Model
 	}
 	a.mu.Lock()
-	s.title, s.mode, s.updated, s.model = hist.Title, cmp.Or(hist.Mode, acp.ModeAsk), hist.Updated, model
+	s.title, s.mode, s.updated, s.model = hist.Title, cmp.Or(acp.Mode(hist.Mode), acp.ModeAsk), hist.Updated, model
 	maps.Copy(s.rules, hist.Rules)
 	a.mu.Unlock()
 	if err := f.WriteInfo(infoOf(s)); err != nil {
@@ -1090,12 +1090,12 @@ var sessionModes = []acp.SessionMode{
 	{ID: acp.ModeBypass, Name: "Bypass", Description: "Never ask"},
 }
 
-func modeStateOf(mode string) *acp.ModeState {
+func modeStateOf(mode acp.Mode) *acp.ModeState {
 	return &acp.ModeState{CurrentModeID: mode, AvailableModes: sessionModes}
 }
 
 // settings returns the session's mode and model.
-func (a *agent) settings(s *SessionRecord) (mode, model string) {
+func (a *agent) settings(s *SessionRecord) (mode acp.Mode, model string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return s.mode, s.model
@@ -1111,14 +1111,14 @@ func (a *agent) defaultModel() string {
 
 // configOptions lists the session's config options with current values.
 // Call it without a.mu held: the model list may be asked of the server.
-func (a *agent) configOptions(mode, model string) []acp.ConfigOption {
+func (a *agent) configOptions(mode acp.Mode, model string) []acp.ConfigOption {
 	modes := make([]acp.SelectOption, len(sessionModes))
 	for i, m := range sessionModes {
-		modes[i] = acp.SelectOption{Value: m.ID, Name: m.Name, Description: m.Description}
+		modes[i] = acp.SelectOption{Value: string(m.ID), Name: m.Name, Description: m.Description}
 	}
 	opts := []acp.ConfigOption{{
 		ID: "mode", Name: "Mode", Category: "mode", Type: "select",
-		Description: "When acpbridge asks before using a tool", CurrentValue: mode, Options: modes,
+		Description: "When acpbridge asks before using a tool", CurrentValue: string(mode), Options: modes,
 	}}
 	if a.model != nil {
 		var models []acp.SelectOption
@@ -1169,7 +1169,7 @@ func (a *agent) changeSetting(id, field string, rec store.Record, result any) ti
 	switch {
 	case err != nil:
 		return fail(err)
-	case rec.Mode != "" && !slices.ContainsFunc(sessionModes, func(m acp.SessionMode) bool { return m.ID == rec.Mode }):
+	case rec.Mode != "" && !slices.ContainsFunc(sessionModes, func(m acp.SessionMode) bool { return m.ID == acp.Mode(rec.Mode) }):
 		return fail(acp.InvalidParams(field, "unknown mode %q; the modes are ask, accept_edits, read_only and bypass", rec.Mode))
 	case rec.Mode == "" && (a.model == nil || !slices.Contains(a.model.Models(), rec.Model)):
 		// A live session has its options listed, so the model list is known:
@@ -1187,7 +1187,7 @@ func (a *agent) changeSetting(id, field string, rec store.Record, result any) ti
 		return fail(err)
 	}
 	if rec.Mode != "" {
-		s.mode = rec.Mode
+		s.mode = acp.Mode(rec.Mode)
 	} else {
 		s.model = rec.Model
 	}

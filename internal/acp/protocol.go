@@ -44,12 +44,14 @@ const (
 	MethodTerminalRelease   = "terminal/release"
 )
 
-// The session modes acpbridge offers: when it asks before a tool runs.
+// Mode is a session mode acpbridge offers: when it asks before a tool runs.
+type Mode string
+
 const (
-	ModeAsk         = "ask"          // before every edit, command and MCP tool that changes things
-	ModeAcceptEdits = "accept_edits" // before commands and MCP tools
-	ModeReadOnly    = "read_only"    // never: what changes things is refused
-	ModeBypass      = "bypass"       // never: everything runs
+	ModeAsk         Mode = "ask"          // before every edit, command and MCP tool that changes things
+	ModeAcceptEdits Mode = "accept_edits" // before commands and MCP tools
+	ModeReadOnly    Mode = "read_only"    // never: what changes things is refused
+	ModeBypass      Mode = "bypass"       // never: everything runs
 )
 
 // StopReason is why a turn (or a model call) ended.
@@ -203,12 +205,12 @@ type OpenSessionResult struct {
 }
 
 type ModeState struct {
-	CurrentModeID  string        `json:"currentModeId"`
+	CurrentModeID  Mode          `json:"currentModeId"`
 	AvailableModes []SessionMode `json:"availableModes"`
 }
 
 type SessionMode struct {
-	ID          string `json:"id"`
+	ID          Mode   `json:"id"`
 	Name        string `json:"name"`
 	Description string `json:"description,omitempty"`
 }
@@ -376,7 +378,7 @@ type UserMessageChunk struct {
 
 type CurrentModeUpdate struct {
 	SessionUpdate UpdateKind `json:"sessionUpdate"` // "current_mode_update"
-	CurrentModeID string     `json:"currentModeId"`
+	CurrentModeID Mode       `json:"currentModeId"`
 }
 
 type ConfigOptionUpdate struct {
@@ -439,7 +441,7 @@ func UserMessage(content json.RawMessage, messageID string) UserMessageChunk {
 	return UserMessageChunk{SessionUpdate: UpdateUserMessage, Content: content, MessageID: messageID}
 }
 
-func CurrentMode(modeID string) CurrentModeUpdate {
+func CurrentMode(modeID Mode) CurrentModeUpdate {
 	return CurrentModeUpdate{SessionUpdate: UpdateCurrentMode, CurrentModeID: modeID}
 }
 

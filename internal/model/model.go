@@ -41,7 +41,7 @@ type Request struct {
 	Tools []Tool
 	Cwd   string
 	Roots []string
-	Mode  string
+	Mode  acp.Mode
 }
 
 // Message is one entry of the conversation the model is sent.
