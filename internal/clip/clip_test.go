@@ -1,3 +1,4 @@
+// clip_test.go checks that Cut never splits a character and Marked marks a cut.
 package clip
 
 import (
