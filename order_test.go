@@ -1,7 +1,8 @@
 // order_test.go tests that requests act in the order they arrive: each row
 // of CONTRACT.md's "Order" section, its messages written in ONE write, run
 // many times under GOMAXPROCS=1 and 4, in-process and on the built binary.
-// The golden transcripts fixtures/order_*.txtar pin the exact bytes of the
+// The golden scenarios fixtures/order_*.txtar pin every line the agent
+// writes, in order and member for member (compared as JSON values), for the
 // rows whose output order is fixed; these tests check what a user would
 // check for every row, including the ones whose responses may interleave.
 package main
@@ -199,7 +200,7 @@ func TestOrder(t *testing.T) {
 	}
 }
 
-// Verify the order goldens byte for byte, many times, with one and four Ps.
+// Verify the order goldens, line by line, many times, with one and four Ps.
 func TestOrder_goldens(t *testing.T) {
 	paths, err := filepath.Glob("fixtures/order_*.txtar")
 	require.NoError(t, err)
