@@ -331,3 +331,19 @@ func TestInclude(t *testing.T) {
 	require.Error(t, res.Err)
 	assert.Contains(t, res.Err.Error(), "s.txtar:3: the agent's line 1 differs at .result.echo (included: "+filepath.Join(dir, "pre.txtar")+":3)")
 }
+
+// Parse takes any bytes without panicking, and what it accepts formats back
+// to an archive it accepts again.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(echoScenario))
+	f.Add([]byte("-- flags --\n-- transcript --\n> {\"a\":\"$X\"}\n< {\"$REST\":true,\"b\":[\"$ANY\"]}\n>! raw\nclose\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		sc, err := Parse("f.txtar", b)
+		if err != nil {
+			return
+		}
+		again, err := Parse("f.txtar", sc.Format())
+		require.NoError(t, err)
+		assert.Equal(t, len(sc.Steps), len(again.Steps))
+	})
+}
