@@ -252,17 +252,7 @@ func (m *Replay) chunks(ctx context.Context, dec *json.Decoder, out Sink) (int, 
 		if err := dec.Decode(&raw); err != nil {
 			return n, call, err
 		}
-		if thought, str, ok := textChunk(raw); ok {
-			// The common chunk, decoded without allocating: its text is
-			// lent to the sink for the call.
-			text, _ = jsonenc.AppendStringValue(text[:0], str)
-			s := unsafe.String(unsafe.SliceData(text), len(text))
-			var err error
-			if thought {
-				err = out.ThoughtChunk(s)
-			} else {
-				err = out.TextChunk(s)
-			}
+		if lent, err := lendText(raw, &text, out); lent || err != nil {
 			if err != nil {
 				return n, call, err
 			}
@@ -307,6 +297,22 @@ func (m *Replay) chunks(ctx context.Context, dec *json.Decoder, out Sink) (int, 
 	}
 	_, err := dec.Token()
 	return n, call, err
+}
+
+// lendText streams raw when it is a text or thought chunk, the common one,
+// decoded into buf without allocating: its text is lent to the sink for
+// the call (the Sink's contract). lent is false for any other chunk.
+func lendText(raw []byte, buf *[]byte, out Sink) (lent bool, err error) {
+	thought, str, ok := textChunk(raw)
+	if !ok {
+		return false, nil
+	}
+	*buf, _ = jsonenc.AppendStringValue((*buf)[:0], str)
+	s := unsafe.String(unsafe.SliceData(*buf), len(*buf))
+	if thought {
+		return true, out.ThoughtChunk(s)
+	}
+	return true, out.TextChunk(s)
 }
 
 // textChunk reports whether raw (a valid JSON value) is {"text": STRING}

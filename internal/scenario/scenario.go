@@ -201,6 +201,16 @@ func parseSteps(path string, s *Section, depth int) ([]Step, error) {
 	return steps, nil
 }
 
+// section returns the section called name, or nil.
+func (sc *Scenario) section(name string) *Section {
+	for i := range sc.Sections {
+		if sc.Sections[i].Name == name {
+			return &sc.Sections[i]
+		}
+	}
+	return nil
+}
+
 // include reads the transcript of the scenario file name, relative to the
 // file that includes it.
 func include(from, name string, depth int) ([]Step, error) {

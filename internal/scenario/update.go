@@ -15,59 +15,62 @@ import (
 )
 
 func (r *run) update() ([]byte, error) {
-	var tr *Section
-	for i := range r.sc.Sections {
-		if r.sc.Sections[i].Name == "transcript" {
-			tr = &r.sc.Sections[i]
-		}
-	}
-	raw := strings.Split(strings.TrimSuffix(tr.Data, "\n"), "\n")
-	index := func(line int) int { return line - tr.Line - 1 } // file line → raw index
-	insert := map[int][]string{}
-	remove := map[int]bool{}
+	tr := r.sc.section("transcript")
+	ed := newEdits(tr)
 	steps := r.sc.Steps
 	for i := 0; i <= len(steps); {
-		j := i
+		j := i // the run of the file's own expect steps from i
 		for j < len(steps) && steps[j].Kind == Expect && steps[j].From == "" {
-			remove[index(steps[j].Line)] = true
+			ed.remove[ed.index(steps[j].Line)] = true
 			j++
 		}
-		slot := len(raw)
+		slot := len(ed.raw)
 		if i < len(steps) {
-			slot = index(steps[i].Line)
+			slot = ed.index(steps[i].Line)
 		}
 		lines, err := r.segment(steps[i:j], j == len(steps))
 		if err != nil {
 			return nil, err
 		}
-		insert[slot] = append(insert[slot], lines...)
+		ed.insert[slot] = append(ed.insert[slot], lines...)
 		if j == len(steps) {
 			break
 		}
-		if steps[j].From != "" {
-			// An included step is the included file's: checked, not rewritten.
-			k, err := r.included(steps, j)
-			if err != nil {
-				return nil, err
-			}
-			i = k
-			continue
-		}
-		switch steps[j].Kind {
-		case Close:
-			r.close()
-			i = j + 1
-		default:
-			k := j
-			for k+1 < len(steps) && steps[k+1].Kind != Expect && steps[k+1].Kind != Close {
-				k++
-			}
-			if err := r.send(steps[j : k+1]); err != nil {
-				return nil, err
-			}
-			i = k + 1
+		if i, err = r.advance(steps, j); err != nil {
+			return nil, err
 		}
 	}
+	after, err := r.afterEnd()
+	if err != nil {
+		return nil, err
+	}
+	ed.insert[len(ed.raw)] = append(ed.insert[len(ed.raw)], after...)
+	tr.Data = ed.apply()
+	return r.sc.Format(), nil
+}
+
+// advance runs the step at j that is not one of the file's own expect
+// steps (an included run, a close, a group of sends) and returns the index
+// after it.
+func (r *run) advance(steps []Step, j int) (int, error) {
+	switch {
+	case steps[j].From != "":
+		// An included step is the included file's: checked, not rewritten.
+		return r.included(steps, j)
+	case steps[j].Kind == Close:
+		r.close()
+		return j + 1, nil
+	}
+	k := j
+	for k+1 < len(steps) && steps[k+1].Kind != Expect && steps[k+1].Kind != Close {
+		k++
+	}
+	return k + 1, r.send(steps[j : k+1])
+}
+
+// afterEnd closes stdin and writes what the agent sends after the
+// transcript's last line, behind a close step when the file had none.
+func (r *run) afterEnd() ([]string, error) {
 	wasClosed := r.closed
 	var after []string
 	err := r.finish(func(line []byte) error {
@@ -75,24 +78,40 @@ func (r *run) update() ([]byte, error) {
 		after = append(after, "< "+text)
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
 	if len(after) > 0 && !wasClosed {
 		after = append([]string{"close"}, after...)
 	}
-	insert[len(raw)] = append(insert[len(raw)], after...)
+	return after, err
+}
+
+// edits are the changes to a transcript's lines: lines removed, and lines
+// inserted before a line (or at the end).
+type edits struct {
+	tr     *Section
+	raw    []string
+	insert map[int][]string
+	remove map[int]bool
+}
+
+func newEdits(tr *Section) *edits {
+	return &edits{tr: tr, raw: strings.Split(strings.TrimSuffix(tr.Data, "\n"), "\n"),
+		insert: map[int][]string{}, remove: map[int]bool{}}
+}
+
+// index is a file line's index in raw.
+func (ed *edits) index(line int) int { return line - ed.tr.Line - 1 }
+
+func (ed *edits) apply() string {
 	var sb strings.Builder
-	for i := 0; i <= len(raw); i++ {
-		for _, l := range insert[i] {
+	for i := 0; i <= len(ed.raw); i++ {
+		for _, l := range ed.insert[i] {
 			sb.WriteString(l + "\n")
 		}
-		if i < len(raw) && !remove[i] {
-			sb.WriteString(raw[i] + "\n")
+		if i < len(ed.raw) && !ed.remove[i] {
+			sb.WriteString(ed.raw[i] + "\n")
 		}
 	}
-	tr.Data = sb.String()
-	return r.sc.Format(), nil
+	return sb.String()
 }
 
 // included runs the included steps from j on as a check does and returns

@@ -256,26 +256,7 @@ func (v *vars) match(path string, want, got any) *mismatch {
 		if !ok {
 			return differ()
 		}
-		for _, k := range keyOrder(w) {
-			if k == "$REST" {
-				continue
-			}
-			gv, ok := g[k]
-			if !ok {
-				return &mismatch{path: path + "." + k, want: string(encode(w[k])), got: "(missing)"}
-			}
-			if m := v.match(path+"."+k, w[k], gv); m != nil {
-				return m
-			}
-		}
-		if _, rest := w["$REST"]; !rest {
-			for _, k := range slices.Sorted(maps.Keys(g)) {
-				if _, ok := w[k]; !ok {
-					return &mismatch{path: path + "." + k, want: "(absent)", got: string(encode(g[k]))}
-				}
-			}
-		}
-		return nil
+		return v.matchObject(path, w, g)
 	case []any:
 		g, ok := got.([]any)
 		if !ok {
@@ -296,6 +277,31 @@ func (v *vars) match(path string, want, got any) *mismatch {
 		}
 		return nil
 	}
+}
+
+// matchObject compares an agent object with an expected one: every member
+// the template names, then (without "$REST") no member it does not.
+func (v *vars) matchObject(path string, w, g map[string]any) *mismatch {
+	for _, k := range keyOrder(w) {
+		if k == "$REST" {
+			continue
+		}
+		gv, ok := g[k]
+		if !ok {
+			return &mismatch{path: path + "." + k, want: string(encode(w[k])), got: "(missing)"}
+		}
+		if m := v.match(path+"."+k, w[k], gv); m != nil {
+			return m
+		}
+	}
+	if _, rest := w["$REST"]; !rest {
+		for _, k := range slices.Sorted(maps.Keys(g)) {
+			if _, ok := w[k]; !ok {
+				return &mismatch{path: path + "." + k, want: "(absent)", got: string(encode(g[k]))}
+			}
+		}
+	}
+	return nil
 }
 
 // leadKeys are compared first, so that a line of another kind is reported
