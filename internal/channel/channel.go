@@ -385,7 +385,7 @@ func (c *Wire) accept(line []byte) {
 	switch t := bytes.TrimSpace(line); {
 	case len(t) == 0:
 		// A blank line (or a skipped one) is no message.
-	case !json.Valid(t):
+	case !jsonenc.Valid(t):
 		// Answered here, with the id when the line's start shows one;
 		// jrpc2 would answer with a null id.
 		if !c.failCall(line, "is not valid JSON") {

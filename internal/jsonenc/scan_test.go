@@ -4,6 +4,7 @@ package jsonenc
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -53,4 +54,31 @@ func FuzzReadString(f *testing.F) {
 		require.True(t, ok, "%q", raw)
 		assert.Equal(t, want, got, "%q", raw)
 	})
+}
+
+func FuzzValid(f *testing.F) {
+	for _, s := range []string{``, ` `, `{}`, `[]`, `"a"`, `1`, `-0.5e+3`, `01`, `1.`, `.5`, `-`, `tru`, `true `, ` null`,
+		`{"a":1,}`, `[1,]`, `{"a" 1}`, `"\u12G4"`, "\"\x01\"", `"\x"`, `{"a":[1,{"b":"}"}]}`, "\"\xff\"", `[[[[[]]]]]`,
+		strings.Repeat("[", 10001) + strings.Repeat("]", 10001), strings.Repeat("[", 10000) + strings.Repeat("]", 10000), `1 2`, `{"a":"b"}x`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		assert.Equal(t, json.Valid([]byte(s)), Valid([]byte(s)), "%q", s)
+	})
+}
+
+// Valid agrees with json.Valid on many short strings made of JSON's own
+// characters (the fuzzer's seeds include long nestings, which slow it).
+func TestValid_randomAgainstEncodingJSON(t *testing.T) {
+	const alphabet = `{}[]:,"\ 0123456789.eE+-abfnrtu/ltsx` + "\x01\xff"
+	r := rand.New(rand.NewPCG(3, 5))
+	for range 300000 {
+		b := make([]byte, r.IntN(12))
+		for i := range b {
+			b[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		if json.Valid(b) != Valid(b) {
+			t.Fatalf("%q: json.Valid %v, Valid %v", b, json.Valid(b), Valid(b))
+		}
+	}
 }
