@@ -129,19 +129,28 @@ func AppendStringValue(b, raw []byte) ([]byte, bool) {
 		return b, false
 	}
 	body := raw[1 : len(raw)-1]
-	for i := 0; i < len(body); {
-		switch c := body[i]; {
-		case c == '\\' && i+1 < len(body):
+	for len(body) > 0 {
+		// A run up to the next escape is copied whole when it is valid UTF-8.
+		run := body
+		if j := bytes.IndexByte(body, '\\'); j >= 0 {
+			run = body[:j]
+		}
+		if utf8.Valid(run) {
+			b = append(b, run...)
+		} else {
+			for i := 0; i < len(run); {
+				r, size := utf8.DecodeRune(run[i:])
+				b = utf8.AppendRune(b, r) // U+FFFD for a bad byte, as encoding/json
+				i += size
+			}
+		}
+		body = body[len(run):]
+		if len(body) >= 2 {
 			var n int
-			b, n = unescape(b, body[i:])
-			i += n
-		case c < utf8.RuneSelf:
-			b = append(b, c)
-			i++
-		default:
-			r, size := utf8.DecodeRune(body[i:])
-			b = utf8.AppendRune(b, r) // U+FFFD for a bad byte, as encoding/json
-			i += size
+			b, n = unescape(b, body)
+			body = body[n:]
+		} else {
+			body = nil
 		}
 	}
 	return b, true
