@@ -33,7 +33,7 @@ var layers = map[string][]string{
 	"mcp":   {"acp", "clip", "tools"},
 	// --fanout routes lines between channels; scenarios stand alone.
 	"fanout":   {"acp", "channel", "clip", "jsonenc"},
-	"scenario": {"clip"},
+	"scenario": {"clip", "jsonenc"},
 }
 
 func TestArchitecture_importsRunOneWay(t *testing.T) {

@@ -58,13 +58,7 @@ func (v *validator) value(depth int) bool {
 }
 
 func (v *validator) object(depth int) bool {
-	v.i++ // {
-	v.space()
-	if v.i < len(v.b) && v.b[v.i] == '}' {
-		v.i++
-		return true
-	}
-	for {
+	return v.list('}', func() bool {
 		if v.i >= len(v.b) || v.b[v.i] != '"' || !v.str() {
 			return false
 		}
@@ -74,35 +68,25 @@ func (v *validator) object(depth int) bool {
 		}
 		v.i++
 		v.space()
-		if !v.value(depth) {
-			return false
-		}
-		v.space()
-		if v.i >= len(v.b) {
-			return false
-		}
-		switch v.b[v.i] {
-		case ',':
-			v.i++
-			v.space()
-		case '}':
-			v.i++
-			return true
-		default:
-			return false
-		}
-	}
+		return v.value(depth)
+	})
 }
 
 func (v *validator) array(depth int) bool {
-	v.i++ // [
+	return v.list(']', func() bool { return v.value(depth) })
+}
+
+// list checks what follows an object's or an array's opening bracket:
+// items read by item, separated by commas, up to close.
+func (v *validator) list(close byte, item func() bool) bool {
+	v.i++ // the opening bracket
 	v.space()
-	if v.i < len(v.b) && v.b[v.i] == ']' {
+	if v.i < len(v.b) && v.b[v.i] == close {
 		v.i++
 		return true
 	}
 	for {
-		if !v.value(depth) {
+		if !item() {
 			return false
 		}
 		v.space()
@@ -113,7 +97,7 @@ func (v *validator) array(depth int) bool {
 		case ',':
 			v.i++
 			v.space()
-		case ']':
+		case close:
 			v.i++
 			return true
 		default:

@@ -4,7 +4,6 @@
 package scenario
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -12,6 +11,7 @@ import (
 	"strings"
 
 	"acpbridge/internal/clip"
+	"acpbridge/internal/jsonenc"
 )
 
 // vars are the bindings of one run, in the order they were made.
@@ -156,13 +156,11 @@ func (v *vars) interpolate(s string) (string, error) {
 
 // encode writes x as compact JSON, <, > and & unescaped.
 func encode(x any) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(x); err != nil {
+	b, err := jsonenc.Marshal(x)
+	if err != nil {
 		return []byte(fmt.Sprintf("%q", fmt.Sprint(x)))
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	return b
 }
 
 // substitute puts the values of the variables into a client line, leaving
