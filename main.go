@@ -54,14 +54,6 @@ Flags (environment variables in brackets):
 `
 
 func main() {
-	// One P unless GOMAXPROCS says otherwise: the agent's work is one
-	// sequence (read a reply, act, write the next request), and with one P
-	// the hand-off from the goroutine that reads stdin to the turn that
-	// waits needs no second thread. Measured in the README: it halves the
-	// CPU of a client round trip.
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
-	}
 	// A smaller heap goal than the default keeps a tab's memory flat while a
 	// long answer streams (README: 200,000 chunks peak as 20,000 do).
 	if os.Getenv("GOGC") == "" {
@@ -70,17 +62,45 @@ func main() {
 	// A client that stops reading, or a full file system, must be an error
 	// acpbridge handles (persist, end with status 0), not a killing signal.
 	signal.Ignore(syscall.SIGPIPE, syscall.SIGXFSZ)
-	// SIGTERM, SIGINT and SIGHUP end the process as stdin's EOF does: the
-	// turn is cancelled and persisted, children are ended, status 0.
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	ctx, caught := catchSignals()
 	// Descendants whose parents exit come back to acpbridge (internal/proc).
 	subreaper := proc.BecomeSubreaper()
-	code := run(ctx, os.Args[1:], pollable(os.Stdin), os.Stdout, os.Stderr)
-	stop()
+	code := run(ctx, caught, os.Args[1:], pollable(os.Stdin), os.Stdout, os.Stderr)
 	if subreaper == nil {
 		proc.EndDescendants()
 	}
 	os.Exit(code)
+}
+
+// catchSignals makes SIGTERM, SIGINT and SIGHUP end the process as stdin's
+// EOF does (the turn is cancelled and persisted, children are ended,
+// status 0): the context ends when one arrives. The returned channel is
+// closed once they are caught.
+//
+// It works beside start-up rather than before it. Catching the first signal
+// makes the runtime start a thread for signals and hand each one to it, and
+// going down to one P stops the world: together 0.3–1 ms on the project's
+// machine, a third of acpbridge's start-up, which the answer to initialize
+// does not need. What a signal must end waits for the channel: sessions
+// (and so turns and children) open only after it is closed.
+func catchSignals() (context.Context, <-chan struct{}) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	caught := make(chan struct{})
+	go func() {
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+		close(caught)
+		// One P unless GOMAXPROCS says otherwise: the agent's work is one
+		// sequence (read a reply, act, write the next request), and with
+		// one P the hand-off from the goroutine that reads stdin to the
+		// turn that waits needs no second thread. Measured in the README:
+		// it halves the CPU of a client round trip.
+		if os.Getenv("GOMAXPROCS") == "" {
+			runtime.GOMAXPROCS(1)
+		}
+		cancel(fmt.Errorf("%v", <-c))
+	}()
+	return ctx, caught
 }
 
 // pollable returns stdin as a file that Go's netpoller waits on, when it is
@@ -99,8 +119,9 @@ func pollable(f *os.File) *os.File {
 }
 
 // run is the whole program; tests call setup and serve themselves.
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+func run(ctx context.Context, caught <-chan struct{}, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "scenario" {
+		<-caught
 		self, err := os.Executable()
 		if err != nil {
 			fmt.Fprintf(stderr, "acpbridge scenario: cannot find this program's path (%v); run it with --agent PATH\n", err)
@@ -115,7 +136,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if trace != nil {
 		defer trace.Close()
 	}
+	a.caught = caught
 	if a.cfg.fanout {
+		<-caught
 		return fanout.Serve(ctx, args, a.cfg.maxLineBytes, a.log, stdin, stdout, stderr, trace)
 	}
 	return serve(ctx, a, stdin, stdout, trace)

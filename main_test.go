@@ -33,7 +33,9 @@ func TestMain_flags(t *testing.T) {
 		{[]string{"--record", "/no/such/dir/rec"}, 2, "", "--record"},
 	} {
 		var stdout, stderr bytes.Buffer
-		status := run(context.Background(), c.args, strings.NewReader(""), &stdout, &stderr)
+		caught := make(chan struct{})
+		close(caught)
+		status := run(context.Background(), caught, c.args, strings.NewReader(""), &stdout, &stderr)
 		assert.Equal(t, c.status, status, "%v: status", c.args)
 		if c.stdout == "" {
 			assert.Empty(t, stdout.String(), "%v: stdout", c.args)

@@ -81,6 +81,7 @@ type agent struct {
 	stderr   io.Writer // where child processes' stderr goes
 	newID    func(prefix string) string
 	now      func() time.Time
+	caught   <-chan struct{} // closed once signals are caught (main's catchSignals), or nil
 
 	// a.mu guards the fields below and the record's fields marked "a.mu".
 	mu          sync.Mutex
@@ -171,7 +172,7 @@ func done(result any) ticket { return ticket{result: result} }
 // arrival order to its admission.
 func (a *agent) admissions() map[string]func(id string, params json.RawMessage) ticket {
 	return map[string]func(string, json.RawMessage) ticket{
-		acp.MethodInitialize:             typed(a.admitInitialize),
+		acp.MethodInitialize:             a.initialize,
 		acp.MethodSessionNew:             a.afterInit(acp.MethodSessionNew, typed(a.admitNew)),
 		acp.MethodSessionLoad:            a.afterInit(acp.MethodSessionLoad, typed(a.admitOpen(true))),
 		acp.MethodSessionResume:          a.afterInit(acp.MethodSessionResume, typed(a.admitOpen(false))),
@@ -409,29 +410,31 @@ func required(field string, p *string) (string, error) {
 	return *p, nil
 }
 
+// initialize is typed(a.admitInitialize), with the usual params read by
+// acp.ScanInitializeParams rather than encoding/json.
+func (a *agent) initialize(reqID string, raw json.RawMessage) ticket {
+	if p, ok := acp.ScanInitializeParams(raw); ok {
+		return a.admitInitialize(reqID, "", &p)
+	}
+	return typed(a.admitInitialize)(reqID, raw)
+}
+
 func (a *agent) admitInitialize(_, _ string, p *acp.InitializeParams) ticket {
 	a.mu.Lock()
 	a.initialized = true
 	a.client = p.ClientCapabilities
 	a.mu.Unlock()
-	return done(acp.InitializeResult{
-		ProtocolVersion: acp.ProtocolVersion,
-		AgentCapabilities: acp.AgentCapabilities{
-			LoadSession:        true,
-			PromptCapabilities: acp.PromptCapabilities{EmbeddedContext: true},
-			McpCapabilities:    acp.McpCapabilities{HTTP: true, SSE: true},
-			SessionCapabilities: acp.SessionCapabilities{
-				Close:                 acp.Supported,
-				List:                  acp.Supported,
-				Resume:                acp.Supported,
-				Delete:                acp.Supported,
-				AdditionalDirectories: acp.Supported,
-			},
-		},
-		AuthMethods: []struct{}{},
-		AgentInfo:   acp.Implementation{Name: "acpbridge", Title: "acpbridge", Version: version},
-	})
+	return done(initializeResult)
 }
+
+// initializeResult is the answer to initialize: an acp.InitializeResult
+// written out, because it is every process's first answer and encoding/json's
+// first use costs a cold process about 0.2 ms (README, Performance).
+// TestInitializeResult_isTheStructEncoded holds it to the struct.
+var initializeResult = json.RawMessage(`{"protocolVersion":1,"agentCapabilities":{"loadSession":true,` +
+	`"promptCapabilities":{"image":false,"audio":false,"embeddedContext":true},"mcpCapabilities":{"http":true,"sse":true},` +
+	`"sessionCapabilities":{"close":{},"list":{},"resume":{},"delete":{},"additionalDirectories":{}}},` +
+	`"authMethods":[],"agentInfo":{"name":"acpbridge","title":"acpbridge","version":"` + version + `"}}`)
 
 // authenticate succeeds: acpbridge advertises no auth methods and takes its
 // model key from the environment.
@@ -582,6 +585,7 @@ func (a *agent) admitNew(_, _ string, p *acp.NewSessionParams) ticket {
 }
 
 func (a *agent) newSession(s *SessionRecord, roots []string, specs []mcp.ServerSpec) (any, error) {
+	a.awaitSignals()
 	s.setRoots(roots)
 	s.created = a.now()
 	a.mu.Lock()
@@ -602,6 +606,15 @@ func (a *agent) newSession(s *SessionRecord, roots []string, specs []mcp.ServerS
 	a.log.Info("session created", "session", s.id, "cwd", s.ws.Cwd)
 	mode, model := a.settings(s)
 	return acp.NewSessionResult{SessionID: s.id, Modes: modeStateOf(mode), ConfigOptions: a.configOptions(mode, model)}, nil
+}
+
+// awaitSignals returns once SIGTERM, SIGINT and SIGHUP are caught, so that
+// nothing a signal must end (a session, its turns, its children) begins
+// before a signal can end it. Agents built by tests catch none.
+func (a *agent) awaitSignals() {
+	if a.caught != nil {
+		<-a.caught
+	}
 }
 
 // admitOpen claims the slot for session/load (replay true) or
@@ -640,6 +653,7 @@ func (a *agent) open(reqID, id string, p *acp.LoadSessionParams, replay bool) ti
 
 // openSession serves session/load (replay true) and session/resume.
 func (a *agent) openSession(ctx context.Context, s *SessionRecord, roots []string, specs []mcp.ServerSpec, replay bool) (any, error) {
+	a.awaitSignals()
 	err := a.restore(ctx, s, roots, replay)
 	if err == nil && ctx.Err() == nil {
 		s.mcp = mcp.Start(specs, version, a.log, a.stderr)

@@ -9,9 +9,40 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"acpbridge/internal/acp"
 )
 
 const initLine = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`
+
+// The answer to initialize, written out for speed, is what encoding/json
+// writes for the capabilities acpbridge has; a client reads them from it.
+func TestInitializeResult_isTheStructEncoded(t *testing.T) {
+	want, err := json.Marshal(acp.InitializeResult{
+		ProtocolVersion: acp.ProtocolVersion,
+		AgentCapabilities: acp.AgentCapabilities{
+			LoadSession:        true,
+			PromptCapabilities: acp.PromptCapabilities{EmbeddedContext: true},
+			McpCapabilities:    acp.McpCapabilities{HTTP: true, SSE: true},
+			SessionCapabilities: acp.SessionCapabilities{
+				Close:                 acp.Supported,
+				List:                  acp.Supported,
+				Resume:                acp.Supported,
+				Delete:                acp.Supported,
+				AdditionalDirectories: acp.Supported,
+			},
+		},
+		AuthMethods: []struct{}{},
+		AgentInfo:   acp.Implementation{Name: "acpbridge", Title: "acpbridge", Version: version},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, string(want), string(initializeResult))
+
+	ta := startAgent(t)
+	r := decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true}}}}`))
+	require.Nil(t, r.Error)
+	assert.JSONEq(t, string(want), string(r.Result))
+}
 
 // Verify that of ten pipelined session/new requests exactly one succeeds and
 // the nine others name it.

@@ -50,3 +50,59 @@ func TestHandEncoders_asEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// ScanInitializeParams reads what json.Unmarshal reads, or declines: the
+// usual params, every shape of them clients send, and the ones it must
+// leave to encoding/json.
+func TestScanInitializeParams_asEncodingJSON(t *testing.T) {
+	for _, in := range []string{
+		`{"protocolVersion":1}`,
+		`{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true,"writeTextFile":true},"terminal":true}}`,
+		`{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":false},"terminal":false,"_meta":{"terminal_output":true}},"clientInfo":{"name":"zed"}}`,
+		`{ "clientCapabilities" : { "fs" : { "writeTextFile" : true } } , "protocolVersion" : "1" }`,
+		`{"protocolVersion":{"major":1},"clientCapabilities":{"auth":{"terminal":true},"fs":{}}}`,
+		`{}`,
+	} {
+		p, ok := ScanInitializeParams([]byte(in))
+		require.True(t, ok, "%s: declined", in)
+		var want InitializeParams
+		require.NoError(t, json.Unmarshal([]byte(in), &want))
+		assert.Equal(t, want, p, in)
+	}
+	for _, in := range []string{
+		`[]`, `null`, `1`,
+		`{"clientCapabilities":null}`,
+		`{"clientCapabilities":{"terminal":"yes"}}`,
+		`{"clientCapabilities":{"terminal":null}}`,
+		`{"clientCapabilities":{"fs":[]}}`,
+		`{"clientCapabilities":{"Terminal":true}}`,
+		`{"ClientCapabilities":{"terminal":true}}`,
+		`{"clientCapabilities":{"fſ":{"readTextFile":true}}}`,
+		`{"clientCapabilities":{"fs":{"readTextFile":true}},"clientCapabilities":{"terminal":true}}`,
+		`{"clientCapabilities":{"_meta":{"terminal_output":1}}}`,
+	} {
+		_, ok := ScanInitializeParams([]byte(in))
+		assert.False(t, ok, "%s: read, not left to encoding/json", in)
+	}
+}
+
+// Whatever valid JSON it is given, ScanInitializeParams either declines
+// or reads exactly what json.Unmarshal reads.
+func FuzzScanInitializeParams(f *testing.F) {
+	f.Add(`{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true,"writeTextFile":false},"terminal":true,"_meta":{"terminal_output":true}}}`)
+	f.Add(`{"clientCapabilities":{"fs":{"READTEXTFILE":true}}}`)
+	f.Fuzz(func(t *testing.T, in string) {
+		if !json.Valid([]byte(in)) {
+			return
+		}
+		p, ok := ScanInitializeParams([]byte(in))
+		if !ok {
+			return
+		}
+		var want InitializeParams
+		if err := json.Unmarshal([]byte(in), &want); err != nil {
+			t.Fatalf("%s: read, but encoding/json fails: %v", in, err)
+		}
+		assert.Equal(t, want, p, in)
+	})
+}

@@ -236,9 +236,14 @@ func (c *Wire) WhenAnswered(id string) <-chan struct{} {
 }
 
 // EncodeResponse is the response to request id (its JSON text), as jrpc2
-// would write it: with err when it is not nil, else with result.
+// would write it: with err when it is not nil, else with result. A result
+// that is a json.RawMessage is written as it is; it must be compact.
 func EncodeResponse(id string, result any, err *jrpc2.Error) []byte {
 	b := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
+	if raw, ok := result.(json.RawMessage); ok && err == nil {
+		b = append(append(b, `,"result":`...), raw...)
+		return append(b, '}')
+	}
 	if err == nil {
 		r, merr := json.Marshal(result)
 		if merr == nil {
