@@ -490,10 +490,7 @@ func (a *agent) awaitTurn(ctx context.Context, s *SessionRecord) bool {
 		return true
 	}
 	<-s.after
-	select { // the close answers first
-	case <-a.out.WhenAnswered(s.afterReq):
-	case <-ctx.Done():
-	}
+	a.awaitAnswer(ctx, s.afterReq) // the close answers first
 	return !a.out.Gone()
 }
 
@@ -683,6 +680,24 @@ func (a *agent) restore(ctx context.Context, s *SessionRecord, roots []string, r
 	s.conv = conv
 	s.file = f
 	s.setRoots(roots)
+	a.resumeSettings(s, hist)
+	if err := f.WriteInfo(infoOf(s)); err != nil {
+		return err
+	}
+	if !replay {
+		return nil
+	}
+	return f.Replay(hist.Good, func(rec store.Record) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return a.replayRecord(s.id, rec)
+	})
+}
+
+// resumeSettings gives s what its history says: created, title, mode,
+// model (when this process has it), rules, and the replay's position.
+func (a *agent) resumeSettings(s *SessionRecord, hist *store.History) {
 	s.created = hist.Created
 	if rm, ok := a.model.(*model.Replay); ok {
 		// Replay is positional per session: continue where it stopped.
@@ -698,18 +713,6 @@ func (a *agent) restore(ctx context.Context, s *SessionRecord, roots []string, r
 	s.title, s.mode, s.updated, s.model = hist.Title, cmp.Or(acp.Mode(hist.Mode), acp.ModeAsk), hist.Updated, model
 	maps.Copy(s.rules, hist.Rules)
 	a.mu.Unlock()
-	if err := f.WriteInfo(infoOf(s)); err != nil {
-		return err
-	}
-	if !replay {
-		return nil
-	}
-	return f.Replay(hist.Good, func(rec store.Record) error {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return a.replayRecord(s.id, rec)
-	})
 }
 
 // admitClose marks the session closing and cancels its turn or its load;
@@ -721,36 +724,53 @@ func (a *agent) admitClose(reqID, id string, _ *acp.SessionIDParams) ticket {
 		a.mu.Unlock()
 		return fail(err)
 	}
-	s.closing = true
 	s.closeReq = reqID
 	if s.abort != nil {
-		s.abort()
 		a.log.Info("session/close ends the load of the session", "session", id)
 	}
-	t := s.turn
-	if t != nil {
-		t.cancel()
-	}
+	t := closingLocked(s)
 	a.mu.Unlock()
 	return ticket{run: func(ctx context.Context) (any, error) {
 		if t != nil {
 			// The prompt answers (cancelled) before the close does.
 			<-t.done
-			select {
-			case <-a.out.WhenAnswered(t.reqID):
-			case <-ctx.Done():
-			}
+			a.awaitAnswer(ctx, t.reqID)
 		}
 		<-s.opened
-		a.mu.Lock()
-		ready := s.ready
-		a.mu.Unlock()
-		if ready {
+		if a.isReady(s) {
 			a.release(s)
 			a.log.Info("session closed", "session", id)
 		}
 		return struct{}{}, nil
 	}}
+}
+
+// closingLocked marks s closing, ends its load if it is opening and cancels
+// its turn, which it returns (or nil). a.mu is held.
+func closingLocked(s *SessionRecord) *turn {
+	s.closing = true
+	if s.abort != nil {
+		s.abort()
+	}
+	if s.turn != nil {
+		s.turn.cancel()
+	}
+	return s.turn
+}
+
+// isReady reports whether s has opened and is not yet released.
+func (a *agent) isReady(s *SessionRecord) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return s.ready
+}
+
+// awaitAnswer waits until the request reqID has been answered, or ctx ends.
+func (a *agent) awaitAnswer(ctx context.Context, reqID string) {
+	select {
+	case <-a.out.WhenAnswered(reqID):
+	case <-ctx.Done():
+	}
 }
 
 // release frees the live record s and closes what it holds.
@@ -784,14 +804,7 @@ func (a *agent) shutdown() {
 	s := a.sess
 	var t *turn
 	if s != nil {
-		s.closing = true
-		if s.abort != nil {
-			s.abort()
-		}
-		t = s.turn
-		if t != nil {
-			t.cancel()
-		}
+		t = closingLocked(s)
 	}
 	a.mu.Unlock()
 	if s == nil {
@@ -807,10 +820,7 @@ func (a *agent) shutdown() {
 			return
 		}
 	}
-	a.mu.Lock()
-	ready := s.ready
-	a.mu.Unlock()
-	if ready {
+	if a.isReady(s) {
 		a.release(s)
 	}
 }
@@ -908,8 +918,14 @@ func (a *agent) admitPrompt(reqID, id string, p *acp.PromptParams) ticket {
 	if !s.ready {
 		behind = s.openReq
 	}
+	return a.promptTicket(s, t, prev, behind, blocks, p.Prompt)
+}
+
+// promptTicket is the admitted prompt's ticket: its step runs turn t, and
+// abandoning it before it starts frees the turn.
+func (a *agent) promptTicket(s *SessionRecord, t, prev *turn, behind string, blocks []acp.ContentBlock, raw []json.RawMessage) ticket {
 	end := func() {
-		cancel()
+		t.cancel()
 		a.mu.Lock()
 		if s.turn == t {
 			s.turn = nil
@@ -919,7 +935,7 @@ func (a *agent) admitPrompt(reqID, id string, p *acp.PromptParams) ticket {
 	}
 	return ticket{
 		run: func(ctx context.Context) (any, error) {
-			return a.promptStep(ctx, s, t, prev, behind, end, blocks, p.Prompt)
+			return a.promptStep(ctx, s, t, prev, behind, end, blocks, raw)
 		},
 		abandon: func() {
 			a.mu.Lock()
@@ -947,34 +963,33 @@ func (a *agent) promptStep(ctx context.Context, s *SessionRecord, t *turn, prev 
 	a.mu.Unlock()
 	defer end()
 	defer context.AfterFunc(ctx, t.cancel)()
-	<-s.opened
-	a.mu.Lock()
-	ready := s.ready
-	a.mu.Unlock()
-	if behind != "" {
-		// The load answers before the prompt behind it does.
-		select {
-		case <-a.out.WhenAnswered(behind):
-		case <-ctx.Done():
-		}
-	}
-	if !ready {
+	if !a.awaitBefore(ctx, s, prev, behind) {
 		return nil, acp.Errorf(acp.CodeResourceNotFound, "session %s did not open, so the prompt was not run; open it again with session/load or session/resume", s.id).
 			WithData(map[string]string{"sessionId": s.id})
-	}
-	if prev != nil {
-		// The cancelled turn ends, and answers, first.
-		<-prev.done
-		select {
-		case <-a.out.WhenAnswered(prev.reqID):
-		case <-ctx.Done():
-		}
 	}
 	stop, err := a.runTurn(t.ctx, s, blocks, raw)
 	if err != nil {
 		return nil, err
 	}
 	return acp.PromptResult{StopReason: stop}, nil
+}
+
+// awaitBefore waits for what a prompt's turn follows: s's opening (and the
+// answer of the load or resume behind which it arrived), and the cancelled
+// turn prev ending and answering. It reports whether s opened.
+func (a *agent) awaitBefore(ctx context.Context, s *SessionRecord, prev *turn, behind string) bool {
+	<-s.opened
+	ready := a.isReady(s)
+	if behind != "" {
+		// The load answers before the prompt behind it does.
+		a.awaitAnswer(ctx, behind)
+	}
+	if ready && prev != nil {
+		// The cancelled turn ends, and answers, first.
+		<-prev.done
+		a.awaitAnswer(ctx, prev.reqID)
+	}
+	return ready
 }
 
 // errNoModel answers a prompt when no model is configured or --model's is
@@ -1180,19 +1195,11 @@ func (a *agent) changeSetting(id, field string, rec store.Record, result any) ti
 	a.mu.Lock()
 	_, err := a.requireLiveLocked(id, mustBeReady)
 	a.mu.Unlock()
-	switch {
-	case err != nil:
+	if err == nil {
+		err = a.checkSetting(field, rec)
+	}
+	if err != nil {
 		return fail(err)
-	case rec.Mode != "" && !slices.ContainsFunc(sessionModes, func(m acp.SessionMode) bool { return m.ID == acp.Mode(rec.Mode) }):
-		return fail(acp.InvalidParams(field, "unknown mode %q; the modes are ask, accept_edits, read_only and bypass", rec.Mode))
-	case rec.Mode == "" && (a.model == nil || !slices.Contains(a.model.Models(), rec.Model)):
-		// A live session has its options listed, so the model list is known:
-		// models() does not wait on the server here.
-		var names []string
-		if a.model != nil {
-			names = a.model.Models()
-		}
-		return fail(acp.InvalidParams(field, "unknown model %q; the models are %s", rec.Model, strings.Join(names, ", ")))
 	}
 	a.mu.Lock()
 	s, err := a.requireLiveLocked(id, mustBeReady)
@@ -1220,6 +1227,27 @@ func (a *agent) changeSetting(id, field string, rec store.Record, result any) ti
 		result = acp.ConfigOptionsResult{ConfigOptions: opts}
 	}
 	return done(result)
+}
+
+// checkSetting refuses a mode or model (rec's) that acpbridge does not have,
+// naming field and the ones it has.
+func (a *agent) checkSetting(field string, rec store.Record) error {
+	if rec.Mode != "" {
+		if !slices.ContainsFunc(sessionModes, func(m acp.SessionMode) bool { return m.ID == acp.Mode(rec.Mode) }) {
+			return acp.InvalidParams(field, "unknown mode %q; the modes are ask, accept_edits, read_only and bypass", rec.Mode)
+		}
+		return nil
+	}
+	// A live session has its options listed, so the model list is known:
+	// models() does not wait on the server here.
+	var names []string
+	if a.model != nil {
+		names = a.model.Models()
+	}
+	if !slices.Contains(names, rec.Model) {
+		return acp.InvalidParams(field, "unknown model %q; the models are %s", rec.Model, strings.Join(names, ", "))
+	}
+	return nil
 }
 
 func (a *agent) listSessions(_ context.Context, _ string, p *acp.ListParams) (any, error) {

@@ -168,7 +168,20 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []acp.Cont
 	if stop == acp.StopRefusal {
 		s.conv.Truncate(mark)
 	}
+	storeErr := a.endTurn(s, prompt, stop, usage, turnErr)
+	if turnErr != nil {
+		return "", turnErr
+	}
+	if storeErr != nil {
+		return "", storeErr
+	}
+	return stop, nil
+}
 
+// endTurn writes the turn's end to the log (with the session's title after
+// its first turn, which the client is also told) and returns the store's
+// error, if a write failed during the turn or now.
+func (a *agent) endTurn(s *SessionRecord, prompt []acp.ContentBlock, stop acp.StopReason, usage *model.Usage, turnErr error) error {
 	end := store.Record{Type: store.RecTurnEnd, StopReason: string(stop), Interrupted: stop == acp.StopCancelled && a.out.Gone()}
 	if usage != nil && (usage.InputTokens != 0 || usage.OutputTokens != 0) {
 		end.Usage = (*store.Usage)(usage)
@@ -199,13 +212,7 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []acp.Cont
 			a.log.Debug("the session's title did not reach the client", "session", s.id, "err", err)
 		}
 	}
-	if turnErr != nil {
-		return "", turnErr
-	}
-	if storeErr != nil {
-		return "", storeErr
-	}
-	return stop, nil
+	return storeErr
 }
 
 // fitContext sets what req sends of the conversation within the session's
@@ -249,47 +256,9 @@ func (a *agent) loop(ctx context.Context, s *SessionRecord) (acp.StopReason, *mo
 		if calls == a.cfg.maxTurnRequests {
 			return acp.StopMaxTurnRequests, &total, nil
 		}
-		a.mu.Lock()
-		req := &model.Request{Model: s.model, Conv: s.conv, Cwd: s.ws.Cwd, Roots: s.ws.Roots, Mode: s.mode, Tools: a.tools(s)}
-		a.mu.Unlock()
-		if err := a.fitContext(s, req); err != nil {
+		st, stop, err := a.modelCall(ctx, s, &total)
+		if st == nil {
 			return "", &total, err
-		}
-		st := &modelStream{a: a, s: s, keep: s.conv.Full}
-		if a.recorder != nil {
-			st.rec = &model.Entry{Expect: model.RecordedExpect(s.conv.Newest(), s.ws.Roots), Chunks: []model.Chunk{}}
-		}
-		if rm, ok := a.model.(*model.Replay); ok {
-			// Replay is positional per session: a new process that opens it
-			// continues after this call's entry, even if it is killed in it
-			// (the stream's first pause writes this).
-			if err := s.file.Append(store.Record{Type: store.RecReplay, ReplayPos: rm.Position() + 1}); err != nil {
-				return "", &total, err
-			}
-		}
-		stop, err := a.model.Complete(ctx, req, st)
-		if model.ContextTooLong(err) && st.kind == "" && len(st.calls) == 0 && len(st.text) == 0 && s.budget == 0 {
-			// The provider counts more tightly than the estimate: send less,
-			// once, and tell the user as for any trimming.
-			sent := 0
-			for _, m := range req.Msgs {
-				sent += model.Estimate(m)
-			}
-			s.budget = sent * 3 / 4
-			a.log.Warn("the model's context window is smaller than estimated; sending less", "session", s.id, "tokens", s.budget)
-			if ferr := a.fitContext(s, req); ferr != nil {
-				return "", &total, ferr
-			}
-			stop, err = a.model.Complete(ctx, req, st)
-		}
-		st.endMessage()
-		if st.rec != nil {
-			a.recorder.Write(st.rec, stop, err, ctx.Err() != nil)
-		}
-		total.InputTokens += st.usage.InputTokens
-		total.OutputTokens += st.usage.OutputTokens
-		if st.keep && (len(st.text) > 0 || len(st.calls) > 0) {
-			s.conv.Add(model.Message{Role: "assistant", Text: string(st.text), ToolCalls: st.calls})
 		}
 		if a.stopped(ctx) {
 			s.conv.AnswerUnrun(st.calls, "the turn was cancelled")
@@ -315,6 +284,60 @@ func (a *agent) loop(ctx context.Context, s *SessionRecord) (acp.StopReason, *mo
 			return "", &total, err
 		}
 	}
+}
+
+// modelCall asks the model once, streaming its answer to the client, adds
+// its usage to total and what it said to the conversation. The stream is
+// nil when the call could not be made (the error says why).
+func (a *agent) modelCall(ctx context.Context, s *SessionRecord, total *model.Usage) (*modelStream, acp.StopReason, error) {
+	a.mu.Lock()
+	req := &model.Request{Model: s.model, Conv: s.conv, Cwd: s.ws.Cwd, Roots: s.ws.Roots, Mode: s.mode, Tools: a.tools(s)}
+	a.mu.Unlock()
+	if err := a.fitContext(s, req); err != nil {
+		return nil, "", err
+	}
+	st := &modelStream{a: a, s: s, keep: s.conv.Full}
+	if a.recorder != nil {
+		st.rec = &model.Entry{Expect: model.RecordedExpect(s.conv.Newest(), s.ws.Roots), Chunks: []model.Chunk{}}
+	}
+	if rm, ok := a.model.(*model.Replay); ok {
+		// Replay is positional per session: a new process that opens it
+		// continues after this call's entry, even if it is killed in it
+		// (the stream's first pause writes this).
+		if err := s.file.Append(store.Record{Type: store.RecReplay, ReplayPos: rm.Position() + 1}); err != nil {
+			return nil, "", err
+		}
+	}
+	stop, err := a.model.Complete(ctx, req, st)
+	if model.ContextTooLong(err) && st.kind == "" && len(st.calls) == 0 && len(st.text) == 0 && s.budget == 0 {
+		if ferr := a.sendLess(s, req); ferr != nil {
+			return nil, "", ferr
+		}
+		stop, err = a.model.Complete(ctx, req, st)
+	}
+	st.endMessage()
+	if st.rec != nil {
+		a.recorder.Write(st.rec, stop, err, ctx.Err() != nil)
+	}
+	total.InputTokens += st.usage.InputTokens
+	total.OutputTokens += st.usage.OutputTokens
+	if st.keep && (len(st.text) > 0 || len(st.calls) > 0) {
+		s.conv.Add(model.Message{Role: "assistant", Text: string(st.text), ToolCalls: st.calls})
+	}
+	return st, stop, err
+}
+
+// sendLess handles a provider that counts more tightly than the estimate:
+// the session's budget becomes three quarters of what was sent, once, and
+// the request is fitted again, telling the user as for any trimming.
+func (a *agent) sendLess(s *SessionRecord, req *model.Request) error {
+	sent := 0
+	for _, m := range req.Msgs {
+		sent += model.Estimate(m)
+	}
+	s.budget = sent * 3 / 4
+	a.log.Warn("the model's context window is smaller than estimated; sending less", "session", s.id, "tokens", s.budget)
+	return a.fitContext(s, req)
 }
 
 // stopped reports whether the turn must end as cancelled: session/cancel
@@ -548,27 +571,59 @@ func (a *agent) finishTool(s *SessionRecord, c model.ToolCall, id string, out to
 // permit decides whether p may run. It returns nil to run it, an outcome
 // to fail it with, or errTurnCancelled.
 func (a *agent) permit(ctx context.Context, s *SessionRecord, c model.ToolCall, p *tools.Call, id string) (*tools.Outcome, error) {
+	if o, decided := a.permitWithoutAsking(s, c, p); decided {
+		return o, nil
+	}
+	option, o, err := a.askPermission(ctx, s, c, p, id)
+	if o != nil || err != nil {
+		return o, err
+	}
+	switch option {
+	case "allow_once":
+		return nil, nil
+	case "allow_always", "reject_always":
+		allow := option == "allow_always"
+		a.mu.Lock()
+		s.rules[c.Name] = allow
+		a.mu.Unlock()
+		if err := s.file.Append(store.Record{Type: store.RecRule, Tool: c.Name, Allow: &allow}); err != nil {
+			return nil, err
+		}
+		if allow {
+			return nil, nil
+		}
+	}
+	rejected := tools.Failure("the user rejected this %s call", c.Name)
+	return &rejected, nil
+}
+
+// permitWithoutAsking decides what the session's mode and rules decide
+// alone: decided is true with nil (run) or the refusal.
+func (a *agent) permitWithoutAsking(s *SessionRecord, c model.ToolCall, p *tools.Call) (o *tools.Outcome, decided bool) {
 	a.mu.Lock()
 	mode := s.mode
 	rule, hasRule := s.rules[c.Name]
 	a.mu.Unlock()
-	if p.Perm == tools.PermRead || mode == acp.ModeBypass {
-		return nil, nil
-	}
-	if mode == acp.ModeReadOnly {
+	switch {
+	case p.Perm == tools.PermRead || mode == acp.ModeBypass:
+		return nil, true
+	case mode == acp.ModeReadOnly:
 		o := tools.Failure("refused: the session is in read_only mode, which allows no edits, commands or MCP tools that change things; switch the mode to let %s run", c.Name)
-		return &o, nil
-	}
-	if mode == acp.ModeAcceptEdits && p.Perm == tools.PermEdit {
-		return nil, nil
-	}
-	if hasRule {
-		if rule {
-			return nil, nil
-		}
+		return &o, true
+	case mode == acp.ModeAcceptEdits && p.Perm == tools.PermEdit:
+		return nil, true
+	case hasRule && rule:
+		return nil, true
+	case hasRule:
 		o := tools.Failure("refused: the user chose to always reject %s in this session", c.Name)
-		return &o, nil
+		return &o, true
 	}
+	return nil, false
+}
+
+// askPermission asks the client and returns the option the user chose, or
+// the call's outcome when the request failed or its answer is unusable.
+func (a *agent) askPermission(ctx context.Context, s *SessionRecord, c model.ToolCall, p *tools.Call, id string) (string, *tools.Outcome, error) {
 	req := map[string]any{
 		"sessionId": s.id,
 		"toolCall":  acp.ToolCallUpdate{ToolCallID: id, Title: p.Title, Kind: p.Kind, Status: acp.StatusPending, RawInput: c.Input},
@@ -587,35 +642,19 @@ func (a *agent) permit(ctx context.Context, s *SessionRecord, c model.ToolCall, 
 	}
 	if err := a.call(ctx, s, acp.MethodRequestPermission, req, &res); err != nil {
 		if a.stopped(ctx) {
-			return nil, errTurnCancelled
+			return "", nil, errTurnCancelled
 		}
 		o := tools.Failure("the permission request failed: %v", err)
-		return &o, nil
+		return "", &o, nil
 	}
 	if res.Outcome.Outcome == "cancelled" || ctx.Err() != nil {
-		return nil, errTurnCancelled
+		return "", nil, errTurnCancelled
 	}
 	if why := unusablePermission(res.Outcome.Outcome, res.Outcome.OptionID); why != "" {
 		o := tools.Failure("the permission request failed: the client's answer %s, so %s did not run", why, c.Name)
-		return &o, nil
+		return "", &o, nil
 	}
-	switch res.Outcome.OptionID {
-	case "allow_once":
-		return nil, nil
-	case "allow_always", "reject_always":
-		allow := res.Outcome.OptionID == "allow_always"
-		a.mu.Lock()
-		s.rules[c.Name] = allow
-		a.mu.Unlock()
-		if err := s.file.Append(store.Record{Type: store.RecRule, Tool: c.Name, Allow: &allow}); err != nil {
-			return nil, err
-		}
-		if allow {
-			return nil, nil
-		}
-	}
-	o := tools.Failure("the user rejected this %s call", c.Name)
-	return &o, nil
+	return res.Outcome.OptionID, nil, nil
 }
 
 // unusablePermission says what is wrong with a permission answer that is
