@@ -58,29 +58,7 @@ func (e *Env) runInTerminal(ctx context.Context, id string, command, dir string,
 	embed := []acp.ToolContent{{Type: "terminal", TerminalID: created.TerminalID}}
 	e.Client.Update(new(acp.ToolCallProgress(id, acp.StatusInProgress, acp.MustJSON(embed), nil)))
 
-	waited := make(chan error, 1)
-	go func() { waited <- e.Client.Call(bg, acp.MethodTerminalWait, ids, nil) }()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	var timedOut bool
-	select {
-	case err = <-waited:
-	case <-timer.C:
-		timedOut = true
-		e.Client.Call(bg, acp.MethodTerminalKill, ids, nil)
-		err = <-waited
-	case <-ctx.Done():
-		e.Client.Call(bg, acp.MethodTerminalKill, ids, nil)
-		err = <-waited
-	}
-	var res struct {
-		Output     string      `json:"output"`
-		Truncated  bool        `json:"truncated"`
-		ExitStatus *exitStatus `json:"exitStatus"`
-	}
-	if err == nil {
-		err = e.Client.Call(bg, acp.MethodTerminalOutput, ids, &res)
-	}
+	res, timedOut, err := e.awaitTerminal(ctx, ids, timeout)
 	if err != nil {
 		o := Failure("the editor's terminal failed for %q: %v", command, err)
 		o.Content = append(embed, o.Content...)
@@ -103,6 +81,37 @@ func (e *Env) runInTerminal(ctx context.Context, id string, command, dir string,
 	return o
 }
 
+// terminalOutput is the client's answer to terminal/output.
+type terminalOutput struct {
+	Output     string      `json:"output"`
+	Truncated  bool        `json:"truncated"`
+	ExitStatus *exitStatus `json:"exitStatus"`
+}
+
+// awaitTerminal waits for the client's terminal ids to exit, killing it at
+// the timeout or when the turn is cancelled, and asks for its output.
+func (e *Env) awaitTerminal(ctx context.Context, ids map[string]string, timeout time.Duration) (res terminalOutput, timedOut bool, err error) {
+	bg := context.WithoutCancel(ctx)
+	waited := make(chan error, 1)
+	go func() { waited <- e.Client.Call(bg, acp.MethodTerminalWait, ids, nil) }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case err = <-waited:
+	case <-timer.C:
+		timedOut = true
+		e.Client.Call(bg, acp.MethodTerminalKill, ids, nil)
+		err = <-waited
+	case <-ctx.Done():
+		e.Client.Call(bg, acp.MethodTerminalKill, ids, nil)
+		err = <-waited
+	}
+	if err == nil {
+		err = e.Client.Call(bg, acp.MethodTerminalOutput, ids, &res)
+	}
+	return res, timedOut, err
+}
+
 func (e *Env) runLocal(ctx context.Context, command, dir string, timeout time.Duration) Outcome {
 	e.Client.Pause() // the client sees the tool call while the command runs
 	cmd := exec.Command("sh", "-c", command)
@@ -114,6 +123,20 @@ func (e *Env) runLocal(ctx context.Context, command, dir string, timeout time.Du
 	if err := cmd.Start(); err != nil {
 		return Failure("cannot run %q: %v", command, err)
 	}
+	err, timedOut := awaitLocal(ctx, cmd, timeout)
+	st, err := localStatus(cmd, err)
+	if err != nil {
+		return Failure("running %q Failed: %v", command, err)
+	}
+	text, truncated := out.String()
+	o := commandOutcome(command, text, st, truncated, timedOut, timeout, ctx.Err() != nil)
+	o.Content = []acp.ToolContent{acp.TextOut(o.Result)}
+	return o
+}
+
+// awaitLocal waits for the started cmd, killing it at the timeout or when
+// the turn is cancelled, and then whatever it left running in its group.
+func awaitLocal(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (err error, timedOut bool) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	kill := func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -128,8 +151,6 @@ func (e *Env) runLocal(ctx context.Context, command, dir string, timeout time.Du
 	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	var err error
-	var timedOut bool
 	select {
 	case err = <-done:
 	case <-timer.C:
@@ -141,6 +162,12 @@ func (e *Env) runLocal(ctx context.Context, command, dir string, timeout time.Du
 		err = <-done
 	}
 	kill() // whatever the command left running in its group
+	return err, timedOut
+}
+
+// localStatus is how the waited cmd ended, or the error when it could not
+// be waited for.
+func localStatus(cmd *exec.Cmd, err error) (*exitStatus, error) {
 	st := &exitStatus{}
 	var ee *exec.ExitError
 	switch {
@@ -157,12 +184,9 @@ func (e *Env) runLocal(ctx context.Context, command, dir string, timeout time.Du
 		code := cmd.ProcessState.ExitCode()
 		st.ExitCode = &code
 	default:
-		return Failure("running %q Failed: %v", command, err)
+		return nil, err
 	}
-	text, truncated := out.String()
-	o := commandOutcome(command, text, st, truncated, timedOut, timeout, ctx.Err() != nil)
-	o.Content = []acp.ToolContent{acp.TextOut(o.Result)}
-	return o
+	return st, nil
 }
 
 // commandOutcome words a finished command for the model and the client.

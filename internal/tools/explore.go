@@ -348,76 +348,93 @@ func (ws *Workspace) searchText(ctx context.Context, base string, re *regexp.Reg
 	if err != nil {
 		return Failure("%v", err)
 	}
-	var sb strings.Builder
-	matches, files := 0, 0
-	full := false
-	br := bufio.NewReaderSize(nil, 64<<10) // one buffer for every file
-	search := func(rel string) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		p := shown(rel, baseRel)
-		if glob != "" {
-			okPath, _ := doublestar.Match(glob, p)
-			okName, _ := doublestar.Match(glob, filepath.Base(p))
-			if !okPath && !(okName && !strings.Contains(glob, "/")) {
-				return nil
-			}
-		}
-		f, err := w.root.Open(rel)
-		if err != nil {
-			return nil
-		}
-		defer f.Close()
-		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-			return nil
-		}
-		br.Reset(f)
-		if head, _ := br.Peek(binarySniffBytes); bytes.IndexByte(head, 0) >= 0 {
-			return nil // binary
-		}
-		files++
-		for n := 1; ; n++ {
-			line, more, err := readLine(br, searchLineBytes*4)
-			if len(line) == 0 && err != nil {
-				return nil
-			}
-			text := strings.TrimRight(string(line), "\r\n")
-			if re.MatchString(text) {
-				if matches == searchMaxMatches || sb.Len() > readMaxBytes {
-					full = true
-					return errStop
-				}
-				matches++
-				if len(text) > searchLineBytes || more > 0 {
-					text = clip.Cut(text, searchLineBytes) + " …"
-				}
-				fmt.Fprintf(&sb, "%s:%d:%s\n", p, n, text)
-			}
-			if err != nil {
-				return nil
-			}
-		}
-	}
+	t := &textSearch{root: w.root, re: re, glob: glob, br: bufio.NewReaderSize(nil, 64<<10)}
 	if fi, serr := w.root.Stat(baseRel); serr == nil && !fi.IsDir() {
-		err = search(baseRel)
-		baseRel = filepath.Dir(baseRel)
+		err = t.file(ctx, baseRel, shown(baseRel, baseRel))
 	} else {
 		err = w.walk(ctx, baseRel, func(rel string, e fs.DirEntry) error {
 			if e.IsDir() {
 				return nil
 			}
-			return search(rel)
+			return t.file(ctx, rel, shown(rel, baseRel))
 		})
 	}
 	if err != nil && err != errStop {
 		return Failure("search_text stopped: %v", err)
 	}
 	switch {
-	case full:
-		fmt.Fprintf(&sb, "[search_text: stopped at %d matches; narrow the pattern, the path or the glob]\n", matches)
-	case matches == 0:
-		fmt.Fprintf(&sb, "No match in %d files (.git, ignored and binary files are skipped).\n", files)
+	case t.full:
+		fmt.Fprintf(&t.out, "[search_text: stopped at %d matches; narrow the pattern, the path or the glob]\n", t.matches)
+	case t.matches == 0:
+		fmt.Fprintf(&t.out, "No match in %d files (.git, ignored and binary files are skipped).\n", t.files)
 	}
-	return textResult(sb.String())
+	return textResult(t.out.String())
+}
+
+// textSearch is one search_text call: what it looks for, and what it has
+// found so far.
+type textSearch struct {
+	root *os.Root
+	re   *regexp.Regexp
+	glob string
+	br   *bufio.Reader // one buffer for every file
+
+	out     strings.Builder
+	matches int
+	files   int
+	full    bool // stopped at the limit
+}
+
+// file searches the file rel, shown to the model as p, when the glob takes
+// it and it is a regular text file; it returns errStop at the limit.
+func (t *textSearch) file(ctx context.Context, rel, p string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if t.glob != "" {
+		okPath, _ := doublestar.Match(t.glob, p)
+		okName, _ := doublestar.Match(t.glob, filepath.Base(p))
+		if !okPath && !(okName && !strings.Contains(t.glob, "/")) {
+			return nil
+		}
+	}
+	f, err := t.root.Open(rel)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil
+	}
+	t.br.Reset(f)
+	if head, _ := t.br.Peek(binarySniffBytes); bytes.IndexByte(head, 0) >= 0 {
+		return nil // binary
+	}
+	t.files++
+	return t.lines(p)
+}
+
+// lines writes the matching lines of the file in t.br as p:N:TEXT.
+func (t *textSearch) lines(p string) error {
+	for n := 1; ; n++ {
+		line, more, err := readLine(t.br, searchLineBytes*4)
+		if len(line) == 0 && err != nil {
+			return nil
+		}
+		text := strings.TrimRight(string(line), "\r\n")
+		if t.re.MatchString(text) {
+			if t.matches == searchMaxMatches || t.out.Len() > readMaxBytes {
+				t.full = true
+				return errStop
+			}
+			t.matches++
+			if len(text) > searchLineBytes || more > 0 {
+				text = clip.Cut(text, searchLineBytes) + " …"
+			}
+			fmt.Fprintf(&t.out, "%s:%d:%s\n", p, n, text)
+		}
+		if err != nil {
+			return nil
+		}
+	}
 }

@@ -34,40 +34,11 @@ func readLines(ctx context.Context, r io.Reader, startAt int, w window) (string,
 		size = min(size, int(s.Size())+1) // a client's answer is in memory already
 	}
 	br := bufio.NewReaderSize(r, size)
-	n := startAt
-	for ; n < w.first; n++ {
-		if n%4096 == 0 && ctx.Err() != nil {
-			return "", ctx.Err()
-		}
-		if _, more, err := readLine(br, 0); err != nil {
-			if more == 0 {
-				n-- // EOF where a line would start
-			}
-			return fmt.Sprintf("[read_file: the file has %d lines; line %d is past its end]", n, w.first), nil
-		}
+	if past, err := skipLines(ctx, br, startAt, w.first); past != "" || err != nil {
+		return past, err
 	}
 	var sb strings.Builder
-	cut, shown := 0, 0
-	capped := false // the byte cap left out the line just read
-	for shown < min(w.limit, readMaxLines) {
-		line, more, err := readLine(br, lineMaxBytes)
-		if len(line) == 0 && err != nil {
-			break
-		}
-		if sb.Len()+len(line) > readMaxBytes {
-			capped = true
-			break
-		}
-		sb.Write(line)
-		if more > 0 {
-			cut++
-			fmt.Fprintf(&sb, "… [line %d cut: %d more bytes]\n", n+shown, more)
-		}
-		shown++
-		if err != nil {
-			break
-		}
-	}
+	shown, cut, capped := copyLines(&sb, br, w)
 	last := w.first + shown - 1
 	_, peekErr := br.Peek(1)
 	switch {
@@ -82,6 +53,48 @@ func readLines(ctx context.Context, r io.Reader, startAt int, w window) (string,
 		fmt.Fprintf(&sb, "\n[read_file: %d long lines were cut at %d bytes]", cut, lineMaxBytes)
 	}
 	return sb.String(), nil
+}
+
+// skipLines reads br from line n up to line first; past is the note for a
+// file that ends before it.
+func skipLines(ctx context.Context, br *bufio.Reader, n, first int) (past string, err error) {
+	for ; n < first; n++ {
+		if n%4096 == 0 && ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		if _, more, err := readLine(br, 0); err != nil {
+			if more == 0 {
+				n-- // EOF where a line would start
+			}
+			return fmt.Sprintf("[read_file: the file has %d lines; line %d is past its end]", n, first), nil
+		}
+	}
+	return "", nil
+}
+
+// copyLines writes the window's lines from br to sb, long ones cut (a
+// note says where), until the window, the line cap or the byte cap ends
+// it; capped is true when the byte cap left out the line just read.
+func copyLines(sb *strings.Builder, br *bufio.Reader, w window) (shown, cut int, capped bool) {
+	for shown < min(w.limit, readMaxLines) {
+		line, more, err := readLine(br, lineMaxBytes)
+		if len(line) == 0 && err != nil {
+			break
+		}
+		if sb.Len()+len(line) > readMaxBytes {
+			return shown, cut, true
+		}
+		sb.Write(line)
+		if more > 0 {
+			cut++
+			fmt.Fprintf(sb, "… [line %d cut: %d more bytes]\n", w.first+shown, more)
+		}
+		shown++
+		if err != nil {
+			break
+		}
+	}
+	return shown, cut, false
 }
 
 // readLine reads one line with its newline, keeping at most keep bytes of
