@@ -401,27 +401,30 @@ func stringOf(raw json.RawMessage) (string, bool) {
 // chatChunk is one streamed event. Unknown fields are ignored: servers add
 // their own.
 type chatChunk struct {
-	Choices []struct {
-		Delta struct {
-			Content          *string `json:"content"`
-			ReasoningContent *string `json:"reasoning_content"` // DeepSeek, vLLM
-			Reasoning        *string `json:"reasoning"`         // Ollama, OpenRouter
-			ToolCalls        []struct {
-				Index    *int   `json:"index"`
-				ID       string `json:"id"`
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *struct {
+	Choices []chatChoice `json:"choices"`
+	Usage   *struct {
 		PromptTokens     int64 `json:"prompt_tokens"`
 		CompletionTokens int64 `json:"completion_tokens"`
 	} `json:"usage"`
 	Error json.RawMessage `json:"error"`
+}
+
+// chatChoice is one choice of a streamed chunk: a delta of the answer.
+type chatChoice struct {
+	Delta struct {
+		Content          *string `json:"content"`
+		ReasoningContent *string `json:"reasoning_content"` // DeepSeek, vLLM
+		Reasoning        *string `json:"reasoning"`         // Ollama, OpenRouter
+		ToolCalls        []struct {
+			Index    *int   `json:"index"`
+			ID       string `json:"id"`
+			Function struct {
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+			} `json:"function"`
+		} `json:"tool_calls"`
+	} `json:"delta"`
+	FinishReason *string `json:"finish_reason"`
 }
 
 // pendingCall is a tool call being assembled from deltas.
@@ -454,12 +457,7 @@ func (m *OpenAI) stream(ctx context.Context, resp *http.Response, out Sink, endp
 				return "", err
 			}
 		}
-		line, err := br.ReadSlice('\n')
-		for errors.Is(err, bufio.ErrBufferFull) { // a long event: gather it
-			var more []byte
-			more, err = br.ReadSlice('\n')
-			line = append(append([]byte(nil), line...), more...)
-		}
+		line, err := readEventLine(br)
 		timer.Reset(m.Idle)
 		if ctx.Err() != nil {
 			return "", ctx.Err()
@@ -489,7 +487,24 @@ func (m *OpenAI) stream(ctx context.Context, resp *http.Response, out Sink, endp
 	if finish == "" && !sawDone {
 		return fail("the stream ended before the answer did")
 	}
-	for i, c := range calls.calls {
+	return calls.finish(finish, out), nil
+}
+
+// readEventLine reads one line of the event stream, however long.
+func readEventLine(br *bufio.Reader) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	for errors.Is(err, bufio.ErrBufferFull) { // a long event: gather it
+		var more []byte
+		more, err = br.ReadSlice('\n')
+		line = append(append([]byte(nil), line...), more...)
+	}
+	return line, err
+}
+
+// finish hands the gathered tool calls to out and returns the stop reason
+// that the stream's finish_reason (or its calls) means.
+func (t *toolDeltas) finish(finish string, out Sink) acp.StopReason {
+	for i, c := range t.calls {
 		if c.id == "" {
 			c.id = fmt.Sprintf("call_%d", i) // some servers send none; the result must name one
 		}
@@ -497,16 +512,16 @@ func (m *OpenAI) stream(ctx context.Context, resp *http.Response, out Sink, endp
 	}
 	switch finish {
 	case "length":
-		return acp.StopMaxTokens, nil
+		return acp.StopMaxTokens
 	case "content_filter":
-		return acp.StopRefusal, nil
+		return acp.StopRefusal
 	case "tool_calls", "function_call":
-		return acp.StopToolUse, nil
+		return acp.StopToolUse
 	}
-	if len(calls.calls) > 0 {
-		return acp.StopToolUse, nil
+	if len(t.calls) > 0 {
+		return acp.StopToolUse
 	}
-	return acp.StopEndTurn, nil
+	return acp.StopEndTurn
 }
 
 // toolDeltas assembles tool calls from their deltas, by the server's index.
@@ -537,47 +552,62 @@ func (m *OpenAI) event(data []byte, out Sink, calls *toolDeltas, finish *string)
 		return fmt.Errorf("an event is not JSON: %s", clip.Marked(string(data), 200))
 	}
 	if len(c.Error) > 0 && string(c.Error) != "null" {
-		var detail struct {
-			Message string `json:"message"`
-		}
-		msg := string(c.Error)
-		if json.Unmarshal(c.Error, &detail) == nil && detail.Message != "" {
-			msg = detail.Message
-		} else if s, ok := stringOf(c.Error); ok {
-			msg = s
-		}
-		return fmt.Errorf("the server reported: %s", m.redact(msg))
+		return fmt.Errorf("the server reported: %s", m.redact(serverMessage(c.Error)))
 	}
 	if c.Usage != nil {
 		out.AddUsage(Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens})
 	}
 	for _, ch := range c.Choices {
-		d := ch.Delta
-		for _, r := range []*string{d.ReasoningContent, d.Reasoning} {
-			if r != nil {
-				if err := out.ThoughtChunk(*r); err != nil {
-					return err
-				}
-			}
-		}
-		if d.Content != nil {
-			if err := out.TextChunk(*d.Content); err != nil {
-				return err
-			}
-		}
-		for _, tc := range d.ToolCalls {
-			p := calls.slot(tc.Index, tc.ID)
-			if tc.ID != "" {
-				p.id = tc.ID
-			}
-			if tc.Function.Name != "" {
-				p.name = tc.Function.Name
-			}
-			p.args.WriteString(tc.Function.Arguments)
+		if err := ch.send(out, calls); err != nil {
+			return err
 		}
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
 			*finish = *ch.FinishReason
 		}
+	}
+	return nil
+}
+
+// serverMessage is what an error member of the stream says: its message,
+// the string it is, or its JSON.
+func serverMessage(raw json.RawMessage) string {
+	var detail struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(raw, &detail) == nil && detail.Message != "" {
+		return detail.Message
+	}
+	if s, ok := stringOf(raw); ok {
+		return s
+	}
+	return string(raw)
+}
+
+// send streams the choice's thought and text to out and gathers its tool
+// call deltas into calls.
+func (ch *chatChoice) send(out Sink, calls *toolDeltas) error {
+	d := &ch.Delta
+	for _, r := range []*string{d.ReasoningContent, d.Reasoning} {
+		if r != nil {
+			if err := out.ThoughtChunk(*r); err != nil {
+				return err
+			}
+		}
+	}
+	if d.Content != nil {
+		if err := out.TextChunk(*d.Content); err != nil {
+			return err
+		}
+	}
+	for _, tc := range d.ToolCalls {
+		p := calls.slot(tc.Index, tc.ID)
+		if tc.ID != "" {
+			p.id = tc.ID
+		}
+		if tc.Function.Name != "" {
+			p.name = tc.Function.Name
+		}
+		p.args.WriteString(tc.Function.Arguments)
 	}
 	return nil
 }

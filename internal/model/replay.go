@@ -190,15 +190,8 @@ func (m *Replay) entry(ctx context.Context, dec *json.Decoder, req *Request, out
 		}
 		switch key := t.(string); key {
 		case "expect":
-			var want string
-			if err := dec.Decode(&want); err != nil {
-				return "", fmt.Errorf("expect: %v", err)
-			}
-			want = fromPlaceholders(want, req.Roots)
-			if got := req.Conv.Newest(); !strings.Contains(got, want) {
-				return "", Errorf(
-					"replay fixture %s line %d (entry %d) expected the newest message to contain %q, but it was %q; the conversation has diverged from the recording",
-					m.path, m.line, m.served, want, clip.Marked(got, 400))
+			if err := m.expect(dec, req); err != nil {
+				return "", err
 			}
 		case "chunks":
 			n, call, err := m.chunks(ctx, dec, out)
@@ -207,13 +200,8 @@ func (m *Replay) entry(ctx context.Context, dec *json.Decoder, req *Request, out
 				return "", fmt.Errorf("chunks[%d]: %w", n, err)
 			}
 		case "stop":
-			if err := dec.Decode(&stop); err != nil {
-				return "", fmt.Errorf("stop: %v", err)
-			}
-			switch stop {
-			case acp.StopEndTurn, acp.StopToolUse, acp.StopMaxTokens, acp.StopRefusal:
-			default:
-				return "", fmt.Errorf("stop %q is not one of end_turn, tool_use, max_tokens, refusal", stop)
+			if stop, err = decodeStop(dec); err != nil {
+				return "", err
 			}
 		case "error":
 			if err := dec.Decode(&failure); err != nil {
@@ -233,6 +221,35 @@ func (m *Replay) entry(ctx context.Context, dec *json.Decoder, req *Request, out
 		}
 	}
 	return stop, nil
+}
+
+// expect checks the entry's expect (next in dec) against the newest
+// message of the conversation: the recording must not have diverged.
+func (m *Replay) expect(dec *json.Decoder, req *Request) error {
+	var want string
+	if err := dec.Decode(&want); err != nil {
+		return fmt.Errorf("expect: %v", err)
+	}
+	want = fromPlaceholders(want, req.Roots)
+	if got := req.Conv.Newest(); !strings.Contains(got, want) {
+		return Errorf(
+			"replay fixture %s line %d (entry %d) expected the newest message to contain %q, but it was %q; the conversation has diverged from the recording",
+			m.path, m.line, m.served, want, clip.Marked(got, 400))
+	}
+	return nil
+}
+
+// decodeStop reads the entry's stop reason, next in dec.
+func decodeStop(dec *json.Decoder) (acp.StopReason, error) {
+	var stop acp.StopReason
+	if err := dec.Decode(&stop); err != nil {
+		return "", fmt.Errorf("stop: %v", err)
+	}
+	switch stop {
+	case acp.StopEndTurn, acp.StopToolUse, acp.StopMaxTokens, acp.StopRefusal:
+		return stop, nil
+	}
+	return "", fmt.Errorf("stop %q is not one of end_turn, tool_use, max_tokens, refusal", stop)
 }
 
 // chunks streams the chunks array and reports whether it held a tool call.
@@ -258,45 +275,51 @@ func (m *Replay) chunks(ctx context.Context, dec *json.Decoder, out Sink) (int, 
 			}
 			continue
 		}
-		var c Chunk
-		if err := json.Unmarshal(raw, &c); err != nil {
-			return n, call, err
-		}
-		set := 0
-		for _, ok := range []bool{c.Text != nil, c.Thought != nil, c.ToolCall != nil, c.Usage != nil, c.DelayMs != nil} {
-			if ok {
-				set++
-			}
-		}
-		if set != 1 {
-			return n, call, fmt.Errorf("a chunk has exactly one of text, thought, toolCall, usage, delayMs")
-		}
-		var err error
-		switch {
-		case c.Text != nil:
-			err = out.TextChunk(*c.Text)
-		case c.Thought != nil:
-			err = out.ThoughtChunk(*c.Thought)
-		case c.ToolCall != nil:
-			if c.ToolCall.ID == "" || c.ToolCall.Name == "" {
-				return n, call, fmt.Errorf("toolCall needs id and name")
-			}
-			if len(c.ToolCall.Input) == 0 {
-				c.ToolCall.Input = json.RawMessage("{}")
-			}
-			call = true
-			out.ToolCall(*c.ToolCall)
-		case c.Usage != nil:
-			out.AddUsage(*c.Usage)
-		case c.DelayMs != nil:
-			err = sleep(ctx, out, time.Duration(*c.DelayMs)*time.Millisecond)
-		}
+		isCall, err := chunk(ctx, raw, out)
+		call = call || isCall
 		if err != nil {
 			return n, call, err
 		}
 	}
 	_, err := dec.Token()
 	return n, call, err
+}
+
+// chunk streams one chunk other than plain text (raw, its JSON) to out and
+// reports whether it was a tool call.
+func chunk(ctx context.Context, raw []byte, out Sink) (call bool, err error) {
+	var c Chunk
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return false, err
+	}
+	set := 0
+	for _, ok := range []bool{c.Text != nil, c.Thought != nil, c.ToolCall != nil, c.Usage != nil, c.DelayMs != nil} {
+		if ok {
+			set++
+		}
+	}
+	if set != 1 {
+		return false, fmt.Errorf("a chunk has exactly one of text, thought, toolCall, usage, delayMs")
+	}
+	switch {
+	case c.Text != nil:
+		return false, out.TextChunk(*c.Text)
+	case c.Thought != nil:
+		return false, out.ThoughtChunk(*c.Thought)
+	case c.ToolCall != nil:
+		if c.ToolCall.ID == "" || c.ToolCall.Name == "" {
+			return false, fmt.Errorf("toolCall needs id and name")
+		}
+		if len(c.ToolCall.Input) == 0 {
+			c.ToolCall.Input = json.RawMessage("{}")
+		}
+		out.ToolCall(*c.ToolCall)
+		return true, nil
+	case c.Usage != nil:
+		out.AddUsage(*c.Usage)
+		return false, nil
+	}
+	return false, sleep(ctx, out, time.Duration(*c.DelayMs)*time.Millisecond)
 }
 
 // lendText streams raw when it is a text or thought chunk, the common one,

@@ -331,7 +331,7 @@ func (st *Store) read(ctx context.Context, path string, feed func(Record)) (h *H
 	defer f.Close()
 	h = &History{Rules: map[string]bool{}}
 	r := bufio.NewReaderSize(f, 64<<10)
-	var pendingErr error // a bad line: fatal unless it is the last
+	var pendingErr error // a torn line: fatal unless it is the last
 	for line := 1; ; line++ {
 		if line%64 == 0 && ctx.Err() != nil {
 			return nil, 0, ctx.Err()
@@ -344,22 +344,13 @@ func (st *Store) read(ctx context.Context, path string, feed func(Record)) (h *H
 		if pendingErr != nil {
 			return nil, 0, pendingErr
 		}
-		var rec Record
-		torn := !bytes.HasSuffix(b, []byte("\n"))
-		if jerr := json.Unmarshal(b, &rec); jerr != nil || rec.Type == "" || torn {
-			pendingErr = corrupt(
-				"session log %s is corrupt at line %d (%s); the file was left untouched: repair or remove that line by hand",
-				path, line, describeBad(jerr, b))
+		rec, torn, err := logRecord(path, line, b)
+		if err != nil {
 			if !torn {
-				// A write cut short never ends with a newline: a whole
-				// line that is no record is damage, not a torn write.
-				return nil, 0, pendingErr
+				return nil, 0, err
 			}
+			pendingErr = err // fatal unless it is the last line
 			continue
-		}
-		if line == 1 && rec.Type != recSession {
-			return nil, 0, corrupt(
-				"session log %s does not start with its session record (line 1 is a %q record); the file was left untouched: restore its first line or remove the session", path, rec.Type)
 		}
 		h.Good = size
 		h.apply(rec)
@@ -372,6 +363,23 @@ func (st *Store) read(ctx context.Context, path string, feed func(Record)) (h *H
 		return nil, 0, corrupt("session log %s is empty or has no valid first record; remove it", path)
 	}
 	return h, size, nil
+}
+
+// logRecord decodes line n (b) of the log at path. torn reports a line
+// without its newline: a write cut short, which the last line may be; any
+// other bad line is damage.
+func logRecord(path string, n int, b []byte) (rec Record, torn bool, err error) {
+	torn = !bytes.HasSuffix(b, []byte("\n"))
+	if jerr := json.Unmarshal(b, &rec); jerr != nil || rec.Type == "" || torn {
+		return rec, torn, corrupt(
+			"session log %s is corrupt at line %d (%s); the file was left untouched: repair or remove that line by hand",
+			path, n, describeBad(jerr, b))
+	}
+	if n == 1 && rec.Type != recSession {
+		return rec, false, corrupt(
+			"session log %s does not start with its session record (line 1 is a %q record); the file was left untouched: restore its first line or remove the session", path, rec.Type)
+	}
+	return rec, false, nil
 }
 
 // Replay calls fn with every record of the first good bytes of the log,
@@ -580,9 +588,40 @@ func (st *Store) List(cwd, cursor string) ([]Info, string, error) {
 		}
 		after = &c
 	}
+	all, err := st.infos(cwd)
+	if err != nil {
+		return nil, "", err
+	}
+	slices.SortFunc(all, func(a, b Info) int {
+		switch {
+		case listedBefore(keyOf(a), keyOf(b)):
+			return -1
+		case listedBefore(keyOf(b), keyOf(a)):
+			return 1
+		}
+		return 0
+	})
+	page := []Info{}
+	for _, inf := range all {
+		if after != nil && !listedBefore(*after, keyOf(inf)) {
+			continue
+		}
+		if len(page) == ListPage {
+			last := page[len(page)-1]
+			b, _ := json.Marshal(keyOf(last))
+			return page, base64.RawURLEncoding.EncodeToString(b), nil
+		}
+		page = append(page, inf)
+	}
+	return page, "", nil
+}
+
+// infos reads the info files of the sessions in cwd (all when it is ""),
+// skipping, with a warning, those it cannot read.
+func (st *Store) infos(cwd string) ([]Info, error) {
 	entries, err := os.ReadDir(st.Dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, "", storeError("listing "+st.Dir, err)
+		return nil, storeError("listing "+st.Dir, err)
 	}
 	var all []Info
 	for _, e := range entries {
@@ -601,37 +640,20 @@ func (st *Store) List(cwd, cursor string) ([]Info, string, error) {
 		}
 		all = append(all, inf)
 	}
-	// Newest first; ties by id so that pages are stable.
-	less := func(a, b listCursor) bool {
-		ta, tb := parseStamp(a.UpdatedAt), parseStamp(b.UpdatedAt)
-		if !ta.Equal(tb) {
-			return ta.After(tb)
-		}
-		return a.SessionID < b.SessionID
+	return all, nil
+}
+
+// keyOf is where a session is in the list.
+func keyOf(i Info) listCursor { return listCursor{i.UpdatedAt, i.SessionID} }
+
+// listedBefore orders the list: newest first, ties by id so that pages are
+// stable.
+func listedBefore(a, b listCursor) bool {
+	ta, tb := parseStamp(a.UpdatedAt), parseStamp(b.UpdatedAt)
+	if !ta.Equal(tb) {
+		return ta.After(tb)
 	}
-	key := func(i Info) listCursor { return listCursor{i.UpdatedAt, i.SessionID} }
-	slices.SortFunc(all, func(a, b Info) int {
-		switch {
-		case less(key(a), key(b)):
-			return -1
-		case less(key(b), key(a)):
-			return 1
-		}
-		return 0
-	})
-	page := []Info{}
-	for _, inf := range all {
-		if after != nil && !less(*after, key(inf)) {
-			continue
-		}
-		if len(page) == ListPage {
-			last := page[len(page)-1]
-			b, _ := json.Marshal(listCursor{last.UpdatedAt, last.SessionID})
-			return page, base64.RawURLEncoding.EncodeToString(b), nil
-		}
-		page = append(page, inf)
-	}
-	return page, "", nil
+	return a.SessionID < b.SessionID
 }
 
 // Remove deletes a stored session that no process holds. An unknown id is
