@@ -128,11 +128,6 @@ func Start(specs []ServerSpec, version string, log *slog.Logger, stderr io.Write
 	// still connecting when it passes.
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
-	type starting struct {
-		srv    *mcpServer
-		cancel context.CancelFunc
-		done   chan error
-	}
 	var all []starting
 	used := map[string]bool{}
 	for _, spec := range specs {
@@ -149,23 +144,7 @@ func Start(specs []ServerSpec, version string, log *slog.Logger, stderr io.Write
 	deadline := time.After(mcpStartTimeout)
 	expired := false
 	for _, st := range all {
-		var err error
-		if !expired {
-			select {
-			case err = <-st.done:
-			case <-deadline:
-				expired = true
-			}
-		}
-		if expired {
-			select {
-			case err = <-st.done:
-			default:
-				st.cancel()
-				<-st.done
-				err = fmt.Errorf("it did not start within %v", mcpStartTimeout)
-			}
-		}
+		err := st.wait(deadline, &expired)
 		name := st.srv.spec.Name
 		if err != nil {
 			h.log.Error("MCP server unavailable", "server", name, "err", err)
@@ -178,31 +157,38 @@ func Start(specs []ServerSpec, version string, log *slog.Logger, stderr io.Write
 	return h
 }
 
-func (h *Hub) connect(ctx context.Context, srv *mcpServer) error {
-	var transport mcp.Transport
-	spec := srv.spec
-	switch spec.Type {
-	case "", "stdio":
-		cmd := exec.Command(spec.Command, spec.Args...)
-		cmd.Env = os.Environ()
-		for _, e := range spec.Env {
-			cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+// starting is a server connecting while Start waits.
+type starting struct {
+	srv    *mcpServer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// wait returns how connecting ended, waiting until the start-up deadline;
+// once it has passed (expired), a server still connecting is cancelled.
+func (st starting) wait(deadline <-chan time.Time, expired *bool) error {
+	if !*expired {
+		select {
+		case err := <-st.done:
+			return err
+		case <-deadline:
+			*expired = true
 		}
-		cmd.Stderr = h.stderr
-		// Its own process group, so that close ends what a wrapper (sh -c,
-		// npx, uvx) started too; and it dies with acpbridge, even when
-		// acpbridge is killed.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		transport = &groupTransport{CommandTransport: mcp.CommandTransport{Command: cmd, TerminateDuration: mcpGrace}, srv: srv}
-	case "http", "sse":
-		client := &http.Client{Transport: headerTransport{headers: spec.Headers, base: http.DefaultTransport}}
-		if spec.Type == "http" {
-			transport = &mcp.StreamableClientTransport{Endpoint: spec.URL, HTTPClient: client, DisableStandaloneSSE: true}
-		} else {
-			transport = &mcp.SSEClientTransport{Endpoint: spec.URL, HTTPClient: client}
-		}
+	}
+	select {
+	case err := <-st.done:
+		return err
 	default:
-		return fmt.Errorf("its type %q is not one of stdio, http, sse", spec.Type)
+		st.cancel()
+		<-st.done
+		return fmt.Errorf("it did not start within %v", mcpStartTimeout)
+	}
+}
+
+func (h *Hub) connect(ctx context.Context, srv *mcpServer) error {
+	transport, err := h.transport(srv)
+	if err != nil {
+		return err
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "acpbridge", Version: h.version}, &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{}, // no roots, no sampling
@@ -225,6 +211,33 @@ func (h *Hub) connect(ctx context.Context, srv *mcpServer) error {
 	srv.tools = tools
 	h.goOwned(func() { h.watch(srv) })
 	return nil
+}
+
+// transport is how srv is reached: its command, started in its own group,
+// or its URL with its headers.
+func (h *Hub) transport(srv *mcpServer) (mcp.Transport, error) {
+	spec := srv.spec
+	switch spec.Type {
+	case "", "stdio":
+		cmd := exec.Command(spec.Command, spec.Args...)
+		cmd.Env = os.Environ()
+		for _, e := range spec.Env {
+			cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+		}
+		cmd.Stderr = h.stderr
+		// Its own process group, so that close ends what a wrapper (sh -c,
+		// npx, uvx) started too; and it dies with acpbridge, even when
+		// acpbridge is killed.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		return &groupTransport{CommandTransport: mcp.CommandTransport{Command: cmd, TerminateDuration: mcpGrace}, srv: srv}, nil
+	case "http", "sse":
+		client := &http.Client{Transport: headerTransport{headers: spec.Headers, base: http.DefaultTransport}}
+		if spec.Type == "http" {
+			return &mcp.StreamableClientTransport{Endpoint: spec.URL, HTTPClient: client, DisableStandaloneSSE: true}, nil
+		}
+		return &mcp.SSEClientTransport{Endpoint: spec.URL, HTTPClient: client}, nil
+	}
+	return nil, fmt.Errorf("its type %q is not one of stdio, http, sse", spec.Type)
 }
 
 // groupTransport is the SDK's command transport that also notes the
@@ -503,37 +516,9 @@ func (t Tool) Call(ctx context.Context, input json.RawMessage) tools.Outcome {
 	var o tools.Outcome
 	var text []string
 	for _, c := range res.Content {
-		switch c := c.(type) {
-		case *mcp.TextContent:
-			o.Content = append(o.Content, acp.TextOut(c.Text))
-			text = append(text, c.Text)
-		case *mcp.ImageContent:
-			o.Content = append(o.Content, acp.ToolContent{Type: "content", Content: acp.MustJSON(map[string]string{
-				"type": "image", "data": base64.StdEncoding.EncodeToString(c.Data), "mimeType": c.MIMEType})})
-			text = append(text, fmt.Sprintf("[an image, %s, was shown to the user]", c.MIMEType))
-		case *mcp.AudioContent:
-			o.Content = append(o.Content, acp.ToolContent{Type: "content", Content: acp.MustJSON(map[string]string{
-				"type": "audio", "data": base64.StdEncoding.EncodeToString(c.Data), "mimeType": c.MIMEType})})
-			text = append(text, fmt.Sprintf("[audio, %s]", c.MIMEType))
-		case *mcp.ResourceLink:
-			o.Content = append(o.Content, acp.ToolContent{Type: "content", Content: acp.MustJSON(map[string]string{
-				"type": "resource_link", "uri": c.URI, "name": c.Name})})
-			text = append(text, fmt.Sprintf("[%s](%s)", c.Name, c.URI))
-		case *mcp.EmbeddedResource:
-			if r := c.Resource; r != nil {
-				res := map[string]string{"uri": r.URI}
-				if r.MIMEType != "" {
-					res["mimeType"] = r.MIMEType
-				}
-				if r.Blob != nil {
-					res["blob"] = base64.StdEncoding.EncodeToString(r.Blob)
-					text = append(text, fmt.Sprintf("[a resource: %s]", r.URI))
-				} else {
-					res["text"] = r.Text
-					text = append(text, r.Text)
-				}
-				o.Content = append(o.Content, acp.ToolContent{Type: "content", Content: acp.MustJSON(map[string]any{"type": "resource", "resource": res})})
-			}
+		if shown, said, ok := toolContent(c); ok {
+			o.Content = append(o.Content, shown)
+			text = append(text, said)
 		}
 	}
 	if res.StructuredContent != nil {
@@ -553,4 +538,40 @@ func (t Tool) Call(ctx context.Context, input json.RawMessage) tools.Outcome {
 		o.Result = "Error: " + o.Result
 	}
 	return o
+}
+
+// toolContent is one piece of an MCP tool's result as the client is shown
+// it and as the model is told it; ok is false for a piece it cannot show.
+func toolContent(c mcp.Content) (shown acp.ToolContent, said string, ok bool) {
+	block := func(v any) acp.ToolContent { return acp.ToolContent{Type: "content", Content: acp.MustJSON(v)} }
+	switch c := c.(type) {
+	case *mcp.TextContent:
+		return acp.TextOut(c.Text), c.Text, true
+	case *mcp.ImageContent:
+		return block(map[string]string{"type": "image", "data": base64.StdEncoding.EncodeToString(c.Data), "mimeType": c.MIMEType}),
+			fmt.Sprintf("[an image, %s, was shown to the user]", c.MIMEType), true
+	case *mcp.AudioContent:
+		return block(map[string]string{"type": "audio", "data": base64.StdEncoding.EncodeToString(c.Data), "mimeType": c.MIMEType}),
+			fmt.Sprintf("[audio, %s]", c.MIMEType), true
+	case *mcp.ResourceLink:
+		return block(map[string]string{"type": "resource_link", "uri": c.URI, "name": c.Name}), fmt.Sprintf("[%s](%s)", c.Name, c.URI), true
+	case *mcp.EmbeddedResource:
+		r := c.Resource
+		if r == nil {
+			return shown, "", false
+		}
+		res := map[string]string{"uri": r.URI}
+		if r.MIMEType != "" {
+			res["mimeType"] = r.MIMEType
+		}
+		said = r.Text
+		if r.Blob != nil {
+			res["blob"] = base64.StdEncoding.EncodeToString(r.Blob)
+			said = fmt.Sprintf("[a resource: %s]", r.URI)
+		} else {
+			res["text"] = r.Text
+		}
+		return block(map[string]any{"type": "resource", "resource": res}), said, true
+	}
+	return shown, "", false
 }

@@ -123,7 +123,7 @@ func (e *Env) runLocal(ctx context.Context, command, dir string, timeout time.Du
 	if err := cmd.Start(); err != nil {
 		return Failure("cannot run %q: %v", command, err)
 	}
-	err, timedOut := awaitLocal(ctx, cmd, timeout)
+	timedOut, err := awaitLocal(ctx, cmd, timeout)
 	st, err := localStatus(cmd, err)
 	if err != nil {
 		return Failure("running %q Failed: %v", command, err)
@@ -136,7 +136,7 @@ func (e *Env) runLocal(ctx context.Context, command, dir string, timeout time.Du
 
 // awaitLocal waits for the started cmd, killing it at the timeout or when
 // the turn is cancelled, and then whatever it left running in its group.
-func awaitLocal(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (err error, timedOut bool) {
+func awaitLocal(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (timedOut bool, err error) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	kill := func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -162,7 +162,7 @@ func awaitLocal(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (err 
 		err = <-done
 	}
 	kill() // whatever the command left running in its group
-	return err, timedOut
+	return timedOut, err
 }
 
 // localStatus is how the waited cmd ended, or the error when it could not
