@@ -180,28 +180,11 @@ func isVarText(s string) bool {
 // scalar writes a string, number, bool or null.
 func (g *generalizer) scalar(x any, old any, key string, depth int) []byte {
 	v := g.v
-	if o, ok := old.(string); ok {
-		if o == "$ANY" {
-			return encode(o)
-		}
-		if name, isVar := varName(o); isVar {
-			if b, bound := v.get(name); bound && equal(b, x) {
-				return encode(o)
-			}
-		} else if s, err := v.interpolate(o); err == nil && x == any(s) {
-			return encode(o)
-		}
+	if o, ok := old.(string); ok && g.stillMatches(o, x) {
+		return encode(o)
 	}
 	if key == "id" && depth == 1 && (g.request || g.response) {
-		if name := v.boundTo(x, "REQ_"); name != "" {
-			return encode("$" + name)
-		}
-		if g.request {
-			name := v.autoName("REQ")
-			v.set(name, x)
-			return encode("$" + name)
-		}
-		return encode(x)
+		return g.messageID(x)
 	}
 	s, isStr := x.(string)
 	if !isStr {
@@ -229,6 +212,34 @@ func (g *generalizer) scalar(x any, old any, key string, depth int) []byte {
 		return encode("$" + name)
 	}
 	return encode(v.contract(s))
+}
+
+// stillMatches reports whether the old line's template o ($ANY, a bound
+// variable, text with variables) still matches x, and so stays.
+func (g *generalizer) stillMatches(o string, x any) bool {
+	if o == "$ANY" {
+		return true
+	}
+	if name, isVar := varName(o); isVar {
+		b, bound := g.v.get(name)
+		return bound && equal(b, x)
+	}
+	s, err := g.v.interpolate(o)
+	return err == nil && x == any(s)
+}
+
+// messageID writes a request's or a response's id: the variable bound to
+// it, or a new $REQ_n for a request's.
+func (g *generalizer) messageID(x any) []byte {
+	if name := g.v.boundTo(x, "REQ_"); name != "" {
+		return encode("$" + name)
+	}
+	if g.request {
+		name := g.v.autoName("REQ")
+		g.v.set(name, x)
+		return encode("$" + name)
+	}
+	return encode(x)
 }
 
 // boundTo returns the variable (whose name starts with prefix) bound to x.

@@ -125,6 +125,26 @@ func (r *run) prepare() (string, error) {
 	r.v.set("CWD", r.env.Cwd)
 	r.v.set("STATE", r.env.State)
 	r.v.set("DIR", r.env.Dir)
+	if err := r.writeFiles(); err != nil {
+		return dir, err
+	}
+	var flags []string
+	for _, f := range r.sc.Flags {
+		flags = append(flags, r.expandPaths(f, true))
+	}
+	r.agent, err = r.opt.Start(flags, r.env)
+	if err != nil {
+		return dir, &Failure{r.sc.Path, 0, fmt.Sprintf("starting the agent: %v", err)}
+	}
+	r.lines = make(chan []byte, 256)
+	go r.readLines()
+	return dir, nil
+}
+
+// writeFiles writes the scenario's files into the run's directory: cwd/
+// sections into $CWD, state/ into $STATE, any other but flags, transcript
+// and check/ into $DIR.
+func (r *run) writeFiles() error {
 	for _, s := range r.sc.Sections {
 		top, name, nested := strings.Cut(s.Name, "/")
 		var path string
@@ -139,35 +159,29 @@ func (r *run) prepare() (string, error) {
 			path = filepath.Join(r.env.Dir, s.Name)
 		}
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return dir, err
+			return err
 		}
 		if err := os.WriteFile(path, []byte(r.expandPaths(s.Data, nested)), 0o644); err != nil {
-			return dir, err
+			return err
 		}
 	}
-	var flags []string
-	for _, f := range r.sc.Flags {
-		flags = append(flags, r.expandPaths(f, true))
-	}
-	r.agent, err = r.opt.Start(flags, r.env)
-	if err != nil {
-		return dir, &Failure{r.sc.Path, 0, fmt.Sprintf("starting the agent: %v", err)}
-	}
-	r.lines = make(chan []byte, 256)
-	go func() {
-		br := bufio.NewReaderSize(r.agent.Stdout, 1<<20)
-		for {
-			line, err := br.ReadBytes('\n')
-			if len(bytes.TrimSpace(line)) > 0 {
-				r.lines <- bytes.TrimSuffix(line, []byte("\n"))
-			}
-			if err != nil {
-				close(r.lines)
-				return
-			}
+	return nil
+}
+
+// readLines hands the agent's non-blank stdout lines to r.lines, closing it
+// at the end.
+func (r *run) readLines() {
+	br := bufio.NewReaderSize(r.agent.Stdout, 1<<20)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			r.lines <- bytes.TrimSuffix(line, []byte("\n"))
 		}
-	}()
-	return dir, nil
+		if err != nil {
+			close(r.lines)
+			return
+		}
+	}
 }
 
 // expandPaths replaces $CWD, $STATE and $DIR in flags and in the files put

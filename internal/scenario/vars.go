@@ -228,27 +228,7 @@ func (v *vars) match(path string, want, got any) *mismatch {
 	differ := func() *mismatch { return &mismatch{path: path, want: string(encode(want)), got: string(encode(got))} }
 	switch w := want.(type) {
 	case string:
-		if w == "$ANY" {
-			return nil
-		}
-		if name, ok := varName(w); ok {
-			if x, bound := v.get(name); bound {
-				if !equal(x, got) {
-					return &mismatch{path: path, want: fmt.Sprintf("%s (= %s)", w, encode(x)), got: string(encode(got))}
-				}
-				return nil
-			}
-			v.pending[name] = got
-			return nil
-		}
-		s, err := v.interpolate(w)
-		if err != nil {
-			return &mismatch{path: path, err: err}
-		}
-		if g, ok := got.(string); !ok || g != s {
-			return &mismatch{path: path, want: string(encode(s)), got: string(encode(got))}
-		}
-		return nil
+		return v.matchString(path, w, got)
 	case map[string]any:
 		g, ok := got.(map[string]any)
 		if !ok {
@@ -260,21 +240,54 @@ func (v *vars) match(path string, want, got any) *mismatch {
 		if !ok {
 			return differ()
 		}
-		for i := range min(len(w), len(g)) {
-			if m := v.match(fmt.Sprintf("%s[%d]", path, i), w[i], g[i]); m != nil {
-				return m
-			}
-		}
-		if len(w) != len(g) {
-			return &mismatch{path: path, want: fmt.Sprintf("%d elements", len(w)), got: fmt.Sprintf("%d elements", len(g))}
-		}
-		return nil
+		return v.matchArray(path, w, g)
 	default:
 		if !equal(want, got) {
 			return differ()
 		}
 		return nil
 	}
+}
+
+// matchString compares an agent value with a template string: $ANY, a
+// variable (bound now, or compared with its value), or text in which
+// variables are substituted.
+func (v *vars) matchString(path, w string, got any) *mismatch {
+	if w == "$ANY" {
+		return nil
+	}
+	if name, ok := varName(w); ok {
+		if x, bound := v.get(name); bound {
+			if !equal(x, got) {
+				return &mismatch{path: path, want: fmt.Sprintf("%s (= %s)", w, encode(x)), got: string(encode(got))}
+			}
+			return nil
+		}
+		v.pending[name] = got
+		return nil
+	}
+	s, err := v.interpolate(w)
+	if err != nil {
+		return &mismatch{path: path, err: err}
+	}
+	if g, ok := got.(string); !ok || g != s {
+		return &mismatch{path: path, want: string(encode(s)), got: string(encode(got))}
+	}
+	return nil
+}
+
+// matchArray compares an agent array with an expected one, element by
+// element, then their lengths.
+func (v *vars) matchArray(path string, w, g []any) *mismatch {
+	for i := range min(len(w), len(g)) {
+		if m := v.match(fmt.Sprintf("%s[%d]", path, i), w[i], g[i]); m != nil {
+			return m
+		}
+	}
+	if len(w) != len(g) {
+		return &mismatch{path: path, want: fmt.Sprintf("%d elements", len(w)), got: fmt.Sprintf("%d elements", len(g))}
+	}
+	return nil
 }
 
 // matchObject compares an agent object with an expected one: every member
