@@ -169,16 +169,7 @@ func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, in
 	a.stderr = stderr
 	a.store = &store.Store{Dir: filepath.Join(cfg.stateDir, "sessions"), Log: a.log}
 	if cfg.modelSpec != "" {
-		m, err := newModel(cfg, a.log)
-		if err != nil {
-			// It can wait: the process serves, and the first prompt is
-			// answered with this (a client shows errors of requests, not
-			// the stderr of an agent that exited before initialize).
-			a.modelErr = fmt.Errorf("--model %s: %v", cfg.modelSpec, err)
-			a.log.Error("the model is not usable; prompts will be answered with this error", "err", a.modelErr)
-		} else {
-			a.model = m
-		}
+		a.openModel()
 	}
 	if cfg.record != "" {
 		r, err := model.OpenRecorder(cfg.record, a.log)
@@ -200,6 +191,20 @@ func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, in
 	return a, trace, 0
 }
 
+// openModel sets the agent's model from --model. A model it cannot use
+// can wait: the process serves, and the first prompt is answered with why
+// (a client shows errors of requests, not the stderr of an agent that
+// exited before initialize).
+func (a *agent) openModel() {
+	m, err := newModel(a.cfg, a.log)
+	if err != nil {
+		a.modelErr = fmt.Errorf("--model %s: %v", a.cfg.modelSpec, err)
+		a.log.Error("the model is not usable; prompts will be answered with this error", "err", a.modelErr)
+		return
+	}
+	a.model = m
+}
+
 // serve runs the agent on one connection until it ends.
 func serve(ctx context.Context, a *agent, stdin io.Reader, stdout io.Writer, trace *channel.Tracer) int {
 	a.out = channel.NewWire(stdin, stdout, a.cfg.maxLineBytes, trace)
@@ -219,6 +224,19 @@ func serve(ctx context.Context, a *agent, stdin io.Reader, stdout io.Writer, tra
 		Logger:         func(text string) { a.log.Debug(text, "from", "jrpc2") },
 	}).Start(a.out)
 
+	a.awaitEnd(ctx, srv)
+	a.shutdown()
+	a.out.Flush()
+	if a.recorder != nil {
+		a.recorder.Close()
+	}
+	a.log.Debug("exiting")
+	return 0
+}
+
+// awaitEnd returns when the connection ends: jrpc2 stops, stdin ends,
+// stdout breaks, or a signal arrives.
+func (a *agent) awaitEnd(ctx context.Context, srv *jrpc2.Server) {
 	stopped := make(chan jrpc2.ServerStatus, 1)
 	go func() { stopped <- srv.WaitStatus() }()
 	select {
@@ -234,65 +252,70 @@ func serve(ctx context.Context, a *agent, stdin io.Reader, stdout io.Writer, tra
 	case <-ctx.Done():
 		a.log.Info("ending as at stdin EOF", "why", context.Cause(ctx))
 	}
-	a.shutdown()
-	a.out.Flush()
-	if a.recorder != nil {
-		a.recorder.Close()
-	}
-	a.log.Debug("exiting")
-	return 0
 }
 
 // parseFlags returns the agent to run, or nil with an exit code.
 func parseFlags(args []string, stdout, stderr io.Writer) (*agent, config, string, int) {
 	fs := flag.NewFlagSet("acpbridge", flag.ContinueOnError)
 	fs.SetOutput(stderr) // errors; --help goes to stdout
-	var cfg config
-	var logLevel string
-	var showVersion bool
-	fs.StringVar(&cfg.modelSpec, "model", os.Getenv("ACPBRIDGE_MODEL"), "`SPEC`: replay:PATH (a replay fixture) or openai:MODEL [ACPBRIDGE_MODEL]")
-	fs.StringVar(&cfg.stateDir, "state-dir", envOr("ACPBRIDGE_STATE_DIR", defaultStateDir()), "`DIR` where sessions persist [ACPBRIDGE_STATE_DIR]")
-	fs.StringVar(&cfg.baseURL, "base-url", envOr("OPENAI_BASE_URL", "https://api.openai.com/v1"), "`URL` of the OpenAI-compatible endpoint; the key comes from OPENAI_API_KEY [OPENAI_BASE_URL]")
-	fs.StringVar(&cfg.record, "record", "", "append every model response to `PATH` as a replay fixture")
-	var models string
-	fs.StringVar(&models, "models", os.Getenv("ACPBRIDGE_MODELS"), "comma-separated `NAMES` the model picker offers (default: the server's GET /models) [ACPBRIDGE_MODELS]")
-	fs.StringVar(&logLevel, "log-level", "info", "stderr log `LEVEL`: debug, info, warn, error")
-	fs.StringVar(&cfg.trace, "trace", "", "write every protocol message, in and out, to `PATH` as JSON lines")
-	fs.IntVar(&cfg.maxTurnRequests, "max-turn-requests", 50, "most model calls in one turn (then stopReason max_turn_requests)")
-	fs.IntVar(&cfg.maxContextTokens, "max-context-tokens", 100_000, "`TOKENS` of conversation the model is sent at most (estimated at 4 bytes a token; older tool results, then older turns are left out)")
-	fs.IntVar(&cfg.maxLineBytes, "max-line-bytes", 64<<20, "longest message line accepted; a longer one is answered with an error and skipped")
-	fs.BoolVar(&showVersion, "version", false, "print the version and exit")
-	fs.BoolVar(&cfg.fanout, "fanout", false, "serve many sessions on one connection, each in a child acpbridge process of its own (for Zed's threads)")
+	var c commandLine
+	c.define(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Run acpbridge --help for the flags.\n")
 	}
+	cfg := &c.cfg
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(stdout, usageText, version)
 			fs.SetOutput(stdout)
 			fs.PrintDefaults()
-			return nil, cfg, "", 0
+			return nil, *cfg, "", 0
 		}
-		return nil, cfg, "", 2
+		return nil, *cfg, "", 2
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "acpbridge: unexpected argument %q; see --help\n", fs.Arg(0))
-		return nil, cfg, "", 2
+		return nil, *cfg, "", 2
 	}
-	for _, name := range strings.Split(models, ",") {
+	for _, name := range strings.Split(c.models, ",") {
 		if name = strings.TrimSpace(name); name != "" {
 			cfg.models = append(cfg.models, name)
 		}
 	}
-	if showVersion {
+	if c.showVersion {
 		fmt.Fprintf(stdout, "acpbridge %s\n", version)
-		return nil, cfg, "", 0
+		return nil, *cfg, "", 0
 	}
 	if cfg.maxTurnRequests < 1 || cfg.maxLineBytes < 1024 || cfg.maxContextTokens < 1000 {
 		fmt.Fprintf(stderr, "acpbridge: --max-turn-requests must be at least 1, --max-line-bytes at least 1024 and --max-context-tokens at least 1000\n")
-		return nil, cfg, "", 2
+		return nil, *cfg, "", 2
 	}
-	return &agent{cfg: cfg}, cfg, logLevel, 0
+	return &agent{cfg: *cfg}, *cfg, c.logLevel, 0
+}
+
+// commandLine is what the flags set.
+type commandLine struct {
+	cfg         config
+	logLevel    string
+	models      string // comma-separated
+	showVersion bool
+}
+
+// define defines the flags on fs, with their defaults from the environment.
+func (c *commandLine) define(fs *flag.FlagSet) {
+	cfg := &c.cfg
+	fs.StringVar(&cfg.modelSpec, "model", os.Getenv("ACPBRIDGE_MODEL"), "`SPEC`: replay:PATH (a replay fixture) or openai:MODEL [ACPBRIDGE_MODEL]")
+	fs.StringVar(&cfg.stateDir, "state-dir", envOr("ACPBRIDGE_STATE_DIR", defaultStateDir()), "`DIR` where sessions persist [ACPBRIDGE_STATE_DIR]")
+	fs.StringVar(&cfg.baseURL, "base-url", envOr("OPENAI_BASE_URL", "https://api.openai.com/v1"), "`URL` of the OpenAI-compatible endpoint; the key comes from OPENAI_API_KEY [OPENAI_BASE_URL]")
+	fs.StringVar(&cfg.record, "record", "", "append every model response to `PATH` as a replay fixture")
+	fs.StringVar(&c.models, "models", os.Getenv("ACPBRIDGE_MODELS"), "comma-separated `NAMES` the model picker offers (default: the server's GET /models) [ACPBRIDGE_MODELS]")
+	fs.StringVar(&c.logLevel, "log-level", "info", "stderr log `LEVEL`: debug, info, warn, error")
+	fs.StringVar(&cfg.trace, "trace", "", "write every protocol message, in and out, to `PATH` as JSON lines")
+	fs.IntVar(&cfg.maxTurnRequests, "max-turn-requests", 50, "most model calls in one turn (then stopReason max_turn_requests)")
+	fs.IntVar(&cfg.maxContextTokens, "max-context-tokens", 100_000, "`TOKENS` of conversation the model is sent at most (estimated at 4 bytes a token; older tool results, then older turns are left out)")
+	fs.IntVar(&cfg.maxLineBytes, "max-line-bytes", 64<<20, "longest message line accepted; a longer one is answered with an error and skipped")
+	fs.BoolVar(&c.showVersion, "version", false, "print the version and exit")
+	fs.BoolVar(&cfg.fanout, "fanout", false, "serve many sessions on one connection, each in a child acpbridge process of its own (for Zed's threads)")
 }
 
 // newModel makes the model that --model names.

@@ -25,14 +25,7 @@ func appendRecord(b []byte, r *Record) ([]byte, error) {
 	w.int("v", r.V)
 	w.str("sessionId", r.SessionID)
 	w.str("cwd", r.Cwd)
-	if len(r.Dirs) > 0 {
-		w.key("additionalDirectories")
-		for i, d := range r.Dirs {
-			w.b = append(w.b, "[,"[min(i, 1)])
-			w.b = jsonenc.AppendString(w.b, d)
-		}
-		w.b = append(w.b, ']')
-	}
+	w.strs("additionalDirectories", r.Dirs)
 	w.str("createdAt", r.CreatedAt)
 	w.str("mode", r.Mode)
 	w.str("model", r.Model)
@@ -45,15 +38,8 @@ func appendRecord(b []byte, r *Record) ([]byte, error) {
 	w.str("text", r.Text)
 	w.bool("notice", r.Notice)
 	w.str("toolCallId", r.ToolCallID)
-	if c := r.Call; c != nil {
-		w.key("call")
-		w.b = append(w.b, `{"id":`...)
-		w.b = jsonenc.AppendString(w.b, c.ID)
-		w.b = append(w.b, `,"name":`...)
-		w.b = jsonenc.AppendString(w.b, c.Name)
-		w.b = append(w.b, `,"input":`...)
-		w.rawOrNull(c.Input)
-		w.b = append(w.b, '}')
+	if r.Call != nil {
+		w.call(r.Call)
 	}
 	w.str("title", r.Title)
 	w.str("kind", r.Kind)
@@ -64,19 +50,49 @@ func appendRecord(b []byte, r *Record) ([]byte, error) {
 	w.str("result", r.Result)
 	w.bool("resultIsContent", r.ResultIsContent)
 	w.str("stopReason", r.StopReason)
-	if u := r.Usage; u != nil {
-		w.key("usage")
-		w.b = append(w.b, `{"inputTokens":`...)
-		w.b = strconv.AppendInt(w.b, u.InputTokens, 10)
-		w.b = append(w.b, `,"outputTokens":`...)
-		w.b = strconv.AppendInt(w.b, u.OutputTokens, 10)
-		w.b = append(w.b, '}')
+	if r.Usage != nil {
+		w.usage(r.Usage)
 	}
 	w.str("error", r.Error)
 	w.bool("interrupted", r.Interrupted)
 	w.int("replayPos", r.ReplayPos)
 	w.raw("plan", r.Plan)
 	return append(w.b, '}'), nil
+}
+
+// strs writes a member whose value is a list of strings, when it has any.
+func (w *recordWriter) strs(k string, ss []string) {
+	if len(ss) == 0 {
+		return
+	}
+	w.key(k)
+	for i, s := range ss {
+		w.b = append(w.b, "[,"[min(i, 1)])
+		w.b = jsonenc.AppendString(w.b, s)
+	}
+	w.b = append(w.b, ']')
+}
+
+// call writes a tool call record's call.
+func (w *recordWriter) call(c *Call) {
+	w.key("call")
+	w.b = append(w.b, `{"id":`...)
+	w.b = jsonenc.AppendString(w.b, c.ID)
+	w.b = append(w.b, `,"name":`...)
+	w.b = jsonenc.AppendString(w.b, c.Name)
+	w.b = append(w.b, `,"input":`...)
+	w.rawOrNull(c.Input)
+	w.b = append(w.b, '}')
+}
+
+// usage writes a turn's token counts.
+func (w *recordWriter) usage(u *Usage) {
+	w.key("usage")
+	w.b = append(w.b, `{"inputTokens":`...)
+	w.b = strconv.AppendInt(w.b, u.InputTokens, 10)
+	w.b = append(w.b, `,"outputTokens":`...)
+	w.b = strconv.AppendInt(w.b, u.OutputTokens, 10)
+	w.b = append(w.b, '}')
 }
 
 // recordWriter writes the members after "type", each with omitempty's rule.
