@@ -397,14 +397,7 @@ func (f *feeder) add(rec store.Record) {
 	case store.RecUser:
 		f.closeCalls()
 		f.mark = f.c.Mark()
-		var blocks []acp.ContentBlock
-		for _, b := range rec.Blocks {
-			var cb acp.ContentBlock
-			if json.Unmarshal(b, &cb) == nil && (cb.Type != "text" || cb.Text != nil) && (cb.Type != "resource" || cb.Resource != nil) {
-				blocks = append(blocks, cb)
-			}
-		}
-		f.c.Add(model.Message{Role: "user", Text: promptText(blocks)})
+		f.c.Add(model.Message{Role: "user", Text: promptText(storedPrompt(rec.Blocks))})
 	case store.RecAgent:
 		if !rec.Notice {
 			f.assistant()
@@ -420,21 +413,40 @@ func (f *feeder) add(rec store.Record) {
 			f.order = append(f.order, rec.Call.ID)
 		}
 	case store.RecToolResult:
-		f.flushAsst()
-		if rec.Call != nil && f.pending[rec.Call.ID] {
-			f.pending[rec.Call.ID] = false
-			text := rec.Result
-			if rec.ResultIsContent {
-				text = contentText(rec.Content)
-			}
-			f.c.Add(model.Message{Role: "tool", ToolCallID: rec.Call.ID, Text: text})
-		}
+		f.result(rec)
 	case store.RecTurnEnd:
 		f.closeCalls()
 		if acp.StopReason(rec.StopReason) == acp.StopRefusal {
 			f.c.Truncate(f.mark)
 		}
 	}
+}
+
+// result adds a recorded tool result, once, for a call the model made.
+func (f *feeder) result(rec store.Record) {
+	f.flushAsst()
+	if rec.Call == nil || !f.pending[rec.Call.ID] {
+		return
+	}
+	f.pending[rec.Call.ID] = false
+	text := rec.Result
+	if rec.ResultIsContent {
+		text = contentText(rec.Content)
+	}
+	f.c.Add(model.Message{Role: "tool", ToolCallID: rec.Call.ID, Text: text})
+}
+
+// storedPrompt is a recorded prompt's content blocks, those that decode
+// whole (a text block has its text, a resource its resource).
+func storedPrompt(raw []json.RawMessage) []acp.ContentBlock {
+	var blocks []acp.ContentBlock
+	for _, b := range raw {
+		var cb acp.ContentBlock
+		if json.Unmarshal(b, &cb) == nil && (cb.Type != "text" || cb.Text != nil) && (cb.Type != "resource" || cb.Resource != nil) {
+			blocks = append(blocks, cb)
+		}
+	}
+	return blocks
 }
 
 func (f *feeder) finish() { f.closeCalls() }

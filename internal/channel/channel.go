@@ -122,49 +122,64 @@ func (c *Wire) take(line []byte) bool {
 	if !ok {
 		return false
 	}
-	if method, hasMethod := m.Get("method"); hasMethod {
-		id, hasID := m.Get("id")
-		switch {
-		case hasID && (string(id) == "null" || (IsValidID(id) && id[0] != '"' && bytes.ContainsAny(id, ".eE"))):
-			c.reject("null", jrpc2.InvalidRequest, "invalid request id "+string(id)+": ACP request ids are integers or strings")
-			return true
-		case len(method) == 0 || method[0] != '"':
-			rid := "null"
-			if hasID && IsValidID(id) {
-				rid = string(id)
-			}
-			c.reject(rid, jrpc2.InvalidRequest, "invalid request: method must be a string, not "+clip.Marked(string(method), 40))
-			return true
-		}
-		if !WellFormed(m) {
-			return false // jrpc2 answers it with the error it finds
-		}
-		var name string
-		json.Unmarshal(method, &name)
-		if hasID {
-			c.mu.Lock()
-			dup := c.unanswered[string(id)] > 0
-			c.unanswered[string(id)]++
-			c.mu.Unlock()
-			if dup {
-				return false // jrpc2 answers "duplicate request ID"
-			}
-		}
-		if c.Arrive != nil && name != "" {
-			params, _ := m.Get("params")
-			if string(params) == "null" {
-				params = nil
-			}
-			if answer := c.Arrive(name, string(id), params); answer != nil {
-				c.Send(answer)
-				return true
-			}
-		}
-		return false
+	if _, hasMethod := m.Get("method"); hasMethod {
+		return c.request(m)
 	}
 	// No method: a response, whatever else is wrong with it.
 	c.deliver(m)
 	return true
+}
+
+// request takes a request or notification (m, its members) as take does.
+func (c *Wire) request(m jsonenc.Members) bool {
+	method, _ := m.Get("method")
+	id, hasID := m.Get("id")
+	if c.rejected(id, hasID, method) {
+		return true
+	}
+	if !WellFormed(m) {
+		return false // jrpc2 answers it with the error it finds
+	}
+	name, _ := jsonenc.ReadString(method)
+	if hasID {
+		c.mu.Lock()
+		dup := c.unanswered[string(id)] > 0
+		c.unanswered[string(id)]++
+		c.mu.Unlock()
+		if dup {
+			return false // jrpc2 answers "duplicate request ID"
+		}
+	}
+	if c.Arrive != nil && name != "" {
+		params, _ := m.Get("params")
+		if string(params) == "null" {
+			params = nil
+		}
+		if answer := c.Arrive(name, string(id), params); answer != nil {
+			c.Send(answer)
+			return true
+		}
+	}
+	return false
+}
+
+// rejected answers, and reports, a request whose id ACP does not allow
+// (null, or a number with a fraction or exponent) or whose method is not a
+// string; jrpc2 would take the one and misname the other.
+func (c *Wire) rejected(id json.RawMessage, hasID bool, method json.RawMessage) bool {
+	switch {
+	case hasID && (string(id) == "null" || (IsValidID(id) && id[0] != '"' && bytes.ContainsAny(id, ".eE"))):
+		c.reject("null", jrpc2.InvalidRequest, "invalid request id "+string(id)+": ACP request ids are integers or strings")
+		return true
+	case len(method) == 0 || method[0] != '"':
+		rid := "null"
+		if hasID && IsValidID(id) {
+			rid = string(id)
+		}
+		c.reject(rid, jrpc2.InvalidRequest, "invalid request: method must be a string, not "+clip.Marked(string(method), 40))
+		return true
+	}
+	return false
 }
 
 // WellFormed reports whether jrpc2 will dispatch the request or
