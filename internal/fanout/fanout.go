@@ -101,16 +101,7 @@ func Serve(ctx context.Context, args []string, maxLine int, log *slog.Logger, st
 	r.out.OnEOF = func() { r.endChildren() } // their answers come before the router stops
 	r.warmUp()
 	lines := make(chan []byte)
-	go func() {
-		defer close(lines)
-		for {
-			line, err := r.out.Recv()
-			if err != nil {
-				return
-			}
-			lines <- line
-		}
-	}()
+	go r.read(lines)
 	for {
 		select {
 		case line, ok := <-lines:
@@ -125,6 +116,18 @@ func Serve(ctx context.Context, args []string, maxLine int, log *slog.Logger, st
 			r.shutdown()
 			return 0
 		}
+	}
+}
+
+// read hands the client's lines to lines, closing it when stdin ends.
+func (r *router) read(lines chan<- []byte) {
+	defer close(lines)
+	for {
+		line, err := r.out.Recv()
+		if err != nil {
+			return
+		}
+		lines <- line
 	}
 }
 
@@ -225,23 +228,8 @@ func (r *router) route(line []byte) {
 		return
 	}
 	id, hasID := m.Get("id")
-	if msg := envelopeError(m); msg != "" {
-		rid := "null"
-		if hasID && channel.IsValidID(id) {
-			rid = string(id)
-		}
-		r.answerErr(rid, jrpc2.InvalidRequest, msg)
+	if r.refused(m, id, hasID) {
 		return
-	}
-	if hasID {
-		r.mu.Lock()
-		dup := r.inflight[string(id)]
-		r.inflight[string(id)] = true
-		r.mu.Unlock()
-		if dup {
-			r.out.Send(channel.EncodeResponse(string(id), nil, &jrpc2.Error{Code: jrpc2.InvalidRequest, Message: "duplicate request ID"}))
-			return
-		}
 	}
 	var e envelope
 	json.Unmarshal(line, &e)
@@ -262,6 +250,30 @@ func (r *router) route(line []byte) {
 	r.dispatch(id, e, p.SessionID)
 }
 
+// refused answers, and reports, a message (m, its members) that is not a
+// JSON-RPC request or notification, or a request whose id is in flight.
+func (r *router) refused(m jsonenc.Members, id json.RawMessage, hasID bool) bool {
+	if msg := envelopeError(m); msg != "" {
+		rid := "null"
+		if hasID && channel.IsValidID(id) {
+			rid = string(id)
+		}
+		r.answerErr(rid, jrpc2.InvalidRequest, msg)
+		return true
+	}
+	if !hasID {
+		return false
+	}
+	r.mu.Lock()
+	dup := r.inflight[string(id)]
+	r.inflight[string(id)] = true
+	r.mu.Unlock()
+	if dup {
+		r.out.Send(channel.EncodeResponse(string(id), nil, &jrpc2.Error{Code: jrpc2.InvalidRequest, Message: "duplicate request ID"}))
+	}
+	return dup
+}
+
 // dispatch sends a request where it goes: a child of its session, a new
 // child, or the warm one; or answers it here.
 func (r *router) dispatch(id json.RawMessage, e envelope, session *string) {
@@ -274,16 +286,7 @@ func (r *router) dispatch(id json.RawMessage, e envelope, session *string) {
 	case acp.MethodSessionNew:
 		r.open(e, "")
 	case acp.MethodSessionLoad, acp.MethodSessionResume:
-		if session == nil {
-			r.forwardWarm(e) // the child answers the missing field
-			return
-		}
-		if r.child(*session) != nil {
-			r.answer(id, nil, acp.Errorf(acp.CodeSessionLive, "session %s is already open on this connection; use it, or close it with session/close before opening it again", *session).
-				WithData(map[string]string{"activeSessionId": *session}))
-			return
-		}
-		r.open(e, *session)
+		r.reopen(id, e, session)
 	case acp.MethodSessionDelete:
 		if session != nil && r.child(*session) != nil {
 			r.answer(id, nil, acp.Errorf(acp.CodeSessionLive, "session %s is open on this connection and cannot be deleted; close it with session/close first", *session).
@@ -292,18 +295,39 @@ func (r *router) dispatch(id json.RawMessage, e envelope, session *string) {
 		}
 		r.forwardWarm(e)
 	default:
-		if session == nil || e.Method == acp.MethodSessionList {
-			r.forwardWarm(e)
-			return
-		}
-		c := r.child(*session)
-		if c == nil {
-			r.answer(id, nil, acp.Errorf(acp.CodeResourceNotFound, "session %s is not open on this connection; open it with session/load or session/resume, or create one with session/new", *session).
-				WithData(map[string]string{"sessionId": *session}))
-			return
-		}
-		c.send(forwarded{clientID: id, method: e.Method}, e.Method, e.Params)
+		r.toSession(id, e, session)
 	}
+}
+
+// reopen opens a session for session/load or resume in a child of its
+// own, unless a child serves it already.
+func (r *router) reopen(id json.RawMessage, e envelope, session *string) {
+	if session == nil {
+		r.forwardWarm(e) // the child answers the missing field
+		return
+	}
+	if r.child(*session) != nil {
+		r.answer(id, nil, acp.Errorf(acp.CodeSessionLive, "session %s is already open on this connection; use it, or close it with session/close before opening it again", *session).
+			WithData(map[string]string{"activeSessionId": *session}))
+		return
+	}
+	r.open(e, *session)
+}
+
+// toSession forwards a request to the child serving its session; one that
+// names none (or session/list) goes to the warm child.
+func (r *router) toSession(id json.RawMessage, e envelope, session *string) {
+	if session == nil || e.Method == acp.MethodSessionList {
+		r.forwardWarm(e)
+		return
+	}
+	c := r.child(*session)
+	if c == nil {
+		r.answer(id, nil, acp.Errorf(acp.CodeResourceNotFound, "session %s is not open on this connection; open it with session/load or session/resume, or create one with session/new", *session).
+			WithData(map[string]string{"sessionId": *session}))
+		return
+	}
+	c.send(forwarded{clientID: id, method: e.Method}, e.Method, e.Params)
 }
 
 // envelopeError is what jrpc2 would answer a malformed request with, or "".
@@ -484,43 +508,48 @@ func (c *child) handle(line []byte) {
 
 // answered passes a child's response on and updates the routing.
 func (r *router) answered(c *child, f forwarded, e envelope) {
-	failed := len(e.Error) > 0
-	switch {
-	case f.method == acp.MethodSessionNew && !failed:
-		var res struct {
-			SessionID string `json:"sessionId"`
-		}
-		json.Unmarshal(e.Result, &res)
-		r.mu.Lock()
-		r.sessions[res.SessionID] = c
-		c.session = res.SessionID
-		r.mu.Unlock()
-	case (f.method == acp.MethodSessionNew || f.method == acp.MethodSessionLoad || f.method == acp.MethodSessionResume) && failed:
-		// Opening failed: the child serves nothing and goes.
-		r.mu.Lock()
-		if f.session != "" && r.sessions[f.session] == c {
-			delete(r.sessions, f.session)
-		}
-		r.mu.Unlock()
-		c.in.Close()
-	case f.method == acp.MethodSessionClose && !failed:
-		r.mu.Lock()
-		if r.sessions[c.session] == c {
-			delete(r.sessions, c.session)
-		}
-		r.mu.Unlock()
-		c.in.Close() // it ends as at EOF
-	}
+	r.track(c, f.method, f.session, e)
 	if f.clientID == nil {
 		return // the router's own initialize of a new child
 	}
 	b := append([]byte(`{"jsonrpc":"2.0","id":`), f.clientID...)
-	if failed {
+	if len(e.Error) > 0 {
 		b = append(append(b, `,"error":`...), e.Error...)
 	} else {
 		b = append(append(b, `,"result":`...), e.Result...)
 	}
 	r.respond(string(f.clientID), append(b, '}'))
+}
+
+// track follows the child c's answer e to method: the session it now
+// serves, or its end (its stdin closed) when opening failed or the session
+// closed.
+func (r *router) track(c *child, method, session string, e envelope) {
+	failed := len(e.Error) > 0
+	opening := method == acp.MethodSessionNew || method == acp.MethodSessionLoad || method == acp.MethodSessionResume
+	ends := (opening && failed) || (method == acp.MethodSessionClose && !failed)
+	r.mu.Lock()
+	switch {
+	case method == acp.MethodSessionNew && !failed:
+		var res struct {
+			SessionID string `json:"sessionId"`
+		}
+		json.Unmarshal(e.Result, &res)
+		r.sessions[res.SessionID] = c
+		c.session = res.SessionID
+	case opening && failed: // the child serves nothing and goes
+		if session != "" && r.sessions[session] == c {
+			delete(r.sessions, session)
+		}
+	case ends: // closed: it ends as at EOF
+		if r.sessions[c.session] == c {
+			delete(r.sessions, c.session)
+		}
+	}
+	r.mu.Unlock()
+	if ends {
+		c.in.Close()
+	}
 }
 
 // callClient forwards a child's request to the client and its answer back.
