@@ -70,27 +70,8 @@ func runCommand(args []string, self string, stdout, stderr io.Writer) int {
 	opt := Options{Start: Exec(command), Timeout: *timeout, Update: *upd}
 	failed := 0
 	for _, path := range fs.Args() {
-		sc, err := Load(path)
-		if err != nil {
-			fmt.Fprintf(stdout, "FAIL %s\n  %v\n", path, err)
+		if !runFile(path, opt, stdout) {
 			failed++
-			continue
-		}
-		start := time.Now()
-		res := Run(sc, opt)
-		switch {
-		case res.Err != nil:
-			fmt.Fprintf(stdout, "FAIL %s\n  %v\n", path, res.Err)
-			failed++
-		case *upd:
-			if err := os.WriteFile(path, res.Updated, 0o644); err != nil {
-				fmt.Fprintf(stdout, "FAIL %s\n  writing it: %v\n", path, err)
-				failed++
-				continue
-			}
-			fmt.Fprintf(stdout, "updated %s (%d agent lines)\n", path, res.Lines)
-		default:
-			fmt.Fprintf(stdout, "ok   %s (%d agent lines, %.2fs)\n", path, res.Lines, time.Since(start).Seconds())
 		}
 	}
 	if failed > 0 {
@@ -98,6 +79,32 @@ func runCommand(args []string, self string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// runFile runs (or updates) the scenario at path, writes its line of the
+// summary and reports whether it passed.
+func runFile(path string, opt Options, stdout io.Writer) bool {
+	sc, err := Load(path)
+	if err != nil {
+		fmt.Fprintf(stdout, "FAIL %s\n  %v\n", path, err)
+		return false
+	}
+	start := time.Now()
+	res := Run(sc, opt)
+	switch {
+	case res.Err != nil:
+		fmt.Fprintf(stdout, "FAIL %s\n  %v\n", path, res.Err)
+		return false
+	case opt.Update:
+		if err := os.WriteFile(path, res.Updated, 0o644); err != nil {
+			fmt.Fprintf(stdout, "FAIL %s\n  writing it: %v\n", path, err)
+			return false
+		}
+		fmt.Fprintf(stdout, "updated %s (%d agent lines)\n", path, res.Lines)
+	default:
+		fmt.Fprintf(stdout, "ok   %s (%d agent lines, %.2fs)\n", path, res.Lines, time.Since(start).Seconds())
+	}
+	return true
 }
 
 func recordCommand(ctx context.Context, args []string, self string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -122,6 +129,20 @@ func recordCommand(ctx context.Context, args []string, self string, stdin io.Rea
 		return 1
 	}
 	rec := &Recorder{Self: self}
+	code := rec.between(ctx, cmd, stdin, toAgent, fromAgent, stdout)
+	if err := os.WriteFile(*out, rec.Scenario(command), 0o644); err != nil {
+		fmt.Fprintf(stderr, "acpbridge scenario record: writing %s: %v\n", *out, err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "acpbridge scenario record: wrote %s; run it with: acpbridge scenario run %s\n", *out, *out)
+	return code
+}
+
+// between passes the editor's lines (stdin) to the started agent cmd and
+// its lines back (stdout), noting both, until the agent's stdout ends; a
+// signal to the recorder (ctx) is passed on to the agent. It returns the
+// agent's exit status.
+func (rec *Recorder) between(ctx context.Context, cmd *exec.Cmd, stdin io.Reader, toAgent io.WriteCloser, fromAgent io.Reader, stdout io.Writer) int {
 	go func() {
 		rec.Pipe(toAgent, stdin, false)
 		rec.Closed()
@@ -140,13 +161,7 @@ func recordCommand(ctx context.Context, args []string, self string, stdin io.Rea
 		cmd.Process.Signal(syscall.SIGTERM)
 		<-done
 	}
-	code := exitCode(cmd.Wait())
-	if err := os.WriteFile(*out, rec.Scenario(command), 0o644); err != nil {
-		fmt.Fprintf(stderr, "acpbridge scenario record: writing %s: %v\n", *out, err)
-		return 1
-	}
-	fmt.Fprintf(stderr, "acpbridge scenario record: wrote %s; run it with: acpbridge scenario run %s\n", *out, *out)
-	return code
+	return exitCode(cmd.Wait())
 }
 
 // Exec returns a starter that runs command as a process with the

@@ -81,24 +81,7 @@ type generalizer struct {
 
 func (g *generalizer) value(dec *json.Decoder, out *bytes.Buffer, old any, key string, depth int) error {
 	if o, ok := old.(string); ok && isVarText(o) && dec.More() {
-		// A variable may stand for a whole object or array: keep it when
-		// it still matches.
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return err
-		}
-		x, err := decode(raw)
-		if err != nil {
-			return err
-		}
-		name, _ := varName(o)
-		if b, bound := g.v.get(name); o == "$ANY" || bound && equal(b, x) {
-			out.Write(encode(o))
-			return nil
-		}
-		sub := json.NewDecoder(bytes.NewReader(raw))
-		sub.UseNumber()
-		return g.value(sub, out, nil, key, depth)
+		return g.wholeValue(dec, out, o, key, depth)
 	}
 	t, err := dec.Token()
 	if err != nil {
@@ -107,29 +90,57 @@ func (g *generalizer) value(dec *json.Decoder, out *bytes.Buffer, old any, key s
 	switch t := t.(type) {
 	case json.Delim:
 		if t == '[' {
-			oldArr, _ := old.([]any)
-			out.WriteByte('[')
-			for i := 0; dec.More(); i++ {
-				if i > 0 {
-					out.WriteByte(',')
-				}
-				var o any
-				if i < len(oldArr) {
-					o = oldArr[i]
-				}
-				if err := g.value(dec, out, o, key, depth+1); err != nil {
-					return err
-				}
-			}
-			_, err := dec.Token()
-			out.WriteByte(']')
-			return err
+			return g.array(dec, out, old, key, depth)
 		}
 		return g.object(dec, out, old, depth)
 	default:
 		out.Write(g.scalar(t, old, key, depth))
 		return nil
 	}
+}
+
+// wholeValue writes the next value where the old line had the variable o:
+// a variable may stand for a whole object or array, and is kept when it
+// still matches.
+func (g *generalizer) wholeValue(dec *json.Decoder, out *bytes.Buffer, o string, key string, depth int) error {
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return err
+	}
+	x, err := decode(raw)
+	if err != nil {
+		return err
+	}
+	name, _ := varName(o)
+	if b, bound := g.v.get(name); o == "$ANY" || bound && equal(b, x) {
+		out.Write(encode(o))
+		return nil
+	}
+	sub := json.NewDecoder(bytes.NewReader(raw))
+	sub.UseNumber()
+	return g.value(sub, out, nil, key, depth)
+}
+
+// array writes an array whose '[' has been read, element by element
+// against the old line's.
+func (g *generalizer) array(dec *json.Decoder, out *bytes.Buffer, old any, key string, depth int) error {
+	oldArr, _ := old.([]any)
+	out.WriteByte('[')
+	for i := 0; dec.More(); i++ {
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		var o any
+		if i < len(oldArr) {
+			o = oldArr[i]
+		}
+		if err := g.value(dec, out, o, key, depth+1); err != nil {
+			return err
+		}
+	}
+	_, err := dec.Token()
+	out.WriteByte(']')
+	return err
 }
 
 func (g *generalizer) object(dec *json.Decoder, out *bytes.Buffer, old any, depth int) error {

@@ -172,8 +172,28 @@ func scenarioFlags(cmd []string, self string) ([]string, []Section) {
 	if !isAcpbridge(cmd[0], self) {
 		return args, nil
 	}
-	var flags []string
-	model, fixture := "", ""
+	flags, model, fixture := splitModelFlags(args)
+	var files []Section
+	if fixture != "" {
+		if b, err := os.ReadFile(fixture); err == nil {
+			// Its name stays: the agent shows the model as replay:NAME.
+			name := filepath.Base(fixture)
+			files = append(files, Section{Name: name, Data: string(b)})
+			model = "replay:$DIR/" + name
+		} else {
+			model = "replay:" + fixture
+		}
+	}
+	if model != "" {
+		flags = append(flags, "--model", model)
+	}
+	return append(flags, "--state-dir", "$STATE"), files
+}
+
+// splitModelFlags takes --record, --model and --state-dir out of
+// acpbridge's args: flags are the others, model the --model that is not a
+// replay, fixture the replay fixture (--record's or --model's).
+func splitModelFlags(args []string) (flags []string, model, fixture string) {
 	for i := 0; i < len(args); i++ {
 		name, val, hasVal := strings.Cut(args[i], "=")
 		if strings.HasPrefix(name, "-") && !strings.HasPrefix(name, "--") {
@@ -199,21 +219,7 @@ func scenarioFlags(cmd []string, self string) ([]string, []Section) {
 			model = val
 		}
 	}
-	var files []Section
-	if fixture != "" {
-		if b, err := os.ReadFile(fixture); err == nil {
-			// Its name stays: the agent shows the model as replay:NAME.
-			name := filepath.Base(fixture)
-			files = append(files, Section{Name: name, Data: string(b)})
-			model = "replay:$DIR/" + name
-		} else {
-			model = "replay:" + fixture
-		}
-	}
-	if model != "" {
-		flags = append(flags, "--model", model)
-	}
-	return append(flags, "--state-dir", "$STATE"), files
+	return flags, model, fixture
 }
 
 // isAcpbridge reports whether the program path names acpbridge.

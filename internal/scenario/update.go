@@ -152,36 +152,15 @@ func (r *run) included(steps []Step, j int) (int, error) {
 // request the client sent has been answered.
 func (r *run) segment(seg []Step, last bool) ([]string, error) {
 	var got [][]byte
+	var err error
 	switch {
 	case len(seg) > 0:
-		anchor := r.kindOf(seg[len(seg)-1].want)
-		need := 0
-		for _, st := range seg {
-			if kindMatch(r.kindOf(st.want), anchor) {
-				need++
-			}
-		}
-		for have := 0; have < need; {
-			line, err := r.next(seg[len(seg)-1])
-			if err != nil {
-				return nil, err
-			}
-			got = append(got, line)
-			if d, _ := decode(line); kindMatch(anchor, r.kindOf(d)) {
-				have++
-			}
-		}
+		got, err = r.segmentLines(seg)
 	case last:
-		for len(r.pending) > 0 {
-			line, ok, err := r.read(0, "answers to the client's requests")
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				break
-			}
-			got = append(got, line)
-		}
+		got, err = r.remainingAnswers()
+	}
+	if err != nil {
+		return nil, err
 	}
 	var out []string
 	cursor := 0
@@ -203,6 +182,47 @@ func (r *run) segment(seg []Step, last bool) ([]string, error) {
 		out = append(out, "< "+text)
 	}
 	return out, nil
+}
+
+// segmentLines reads the agent's lines for seg: up to as many lines of the
+// kind of its last as seg has.
+func (r *run) segmentLines(seg []Step) ([][]byte, error) {
+	anchor := r.kindOf(seg[len(seg)-1].want)
+	need := 0
+	for _, st := range seg {
+		if kindMatch(r.kindOf(st.want), anchor) {
+			need++
+		}
+	}
+	var got [][]byte
+	for have := 0; have < need; {
+		line, err := r.next(seg[len(seg)-1])
+		if err != nil {
+			return nil, err
+		}
+		got = append(got, line)
+		if d, _ := decode(line); kindMatch(anchor, r.kindOf(d)) {
+			have++
+		}
+	}
+	return got, nil
+}
+
+// remainingAnswers reads, at the end, the agent's lines while the client's
+// requests are unanswered.
+func (r *run) remainingAnswers() ([][]byte, error) {
+	var got [][]byte
+	for len(r.pending) > 0 {
+		line, ok, err := r.read(0, "answers to the client's requests")
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		got = append(got, line)
+	}
+	return got, nil
 }
 
 // kindOf names what a line is: "m:METHOD" (with "/KIND" for a
