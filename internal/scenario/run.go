@@ -227,24 +227,9 @@ func (r *run) check() error {
 func (r *run) send(group []Step) error {
 	var buf []byte
 	for _, st := range group {
-		text := st.Text
-		if st.Kind == Send {
-			var err error
-			if text, err = r.v.substitute(st.Text); err != nil {
-				return &Error{r.sc.Path, st.Line, err.Error()}
-			}
-			if msg := r.vet(false, []byte(text)); msg != "" {
-				return &Error{r.sc.Path, st.Line, "the client line is not a valid ACP message: " + msg}
-			}
-			var m struct {
-				ID     json.RawMessage `json:"id"`
-				Method string          `json:"method"`
-			}
-			if json.Unmarshal([]byte(text), &m) == nil && m.Method != "" && len(m.ID) > 0 {
-				r.pending[string(m.ID)] = true
-			}
-		} else {
-			text = r.expandPaths(text, true)
+		text, err := r.sendText(st)
+		if err != nil {
+			return err
 		}
 		buf = append(append(buf, text...), '\n')
 	}
@@ -266,6 +251,30 @@ func (r *run) send(group []Step) error {
 	case <-time.After(r.opt.Timeout):
 		return r.fail(group[0].Line, fmt.Sprintf("the agent read none of this line for %v", r.opt.Timeout))
 	}
+}
+
+// sendText is the line a send step writes: a > line with its variables
+// substituted (and noted as pending when it is a request), a >! line with
+// its paths expanded.
+func (r *run) sendText(st Step) (string, error) {
+	if st.Kind != Send {
+		return r.expandPaths(st.Text, true), nil
+	}
+	text, err := r.v.substitute(st.Text)
+	if err != nil {
+		return "", &Error{r.sc.Path, st.Line, err.Error()}
+	}
+	if msg := r.vet(false, []byte(text)); msg != "" {
+		return "", &Error{r.sc.Path, st.Line, "the client line is not a valid ACP message: " + msg}
+	}
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if json.Unmarshal([]byte(text), &m) == nil && m.Method != "" && len(m.ID) > 0 {
+		r.pending[string(m.ID)] = true
+	}
+	return text, nil
 }
 
 func (r *run) vet(fromAgent bool, line []byte) string {

@@ -167,31 +167,17 @@ func parseSteps(path string, s *Section, depth int) ([]Step, error) {
 		case t == "close":
 			steps = append(steps, Step{Kind: Close, Line: n})
 		case strings.HasPrefix(t, "include "):
-			inc, err := include(path, strings.TrimSpace(strings.TrimPrefix(t, "include ")), depth)
+			inc, err := includeSteps(path, n, strings.TrimSpace(strings.TrimPrefix(t, "include ")), depth)
 			if err != nil {
-				return nil, &Error{path, n, err.Error()}
+				return nil, err
 			}
-			for _, st := range inc {
-				if st.From == "" {
-					st.From = fmt.Sprintf("%s:%d", filepath.Join(filepath.Dir(path), strings.TrimSpace(strings.TrimPrefix(t, "include "))), st.Line)
-				}
-				st.Line = n
-				steps = append(steps, st)
-			}
+			steps = append(steps, inc...)
 		case strings.HasPrefix(t, ">!"):
 			steps = append(steps, Step{Kind: SendRaw, Line: n, Text: strings.TrimPrefix(strings.TrimPrefix(t, ">!"), " ")})
 		case strings.HasPrefix(t, ">"), strings.HasPrefix(t, "<"):
-			text := strings.TrimSpace(t[1:])
-			v, err := decode([]byte(text))
+			st, err := messageStep(path, n, t)
 			if err != nil {
-				return nil, &Error{path, n, fmt.Sprintf("the %c line is not one JSON value: %v", t[0], err)}
-			}
-			if err := checkVariables(v); err != nil {
-				return nil, &Error{path, n, err.Error()}
-			}
-			st := Step{Kind: Send, Line: n, Text: text}
-			if t[0] == '<' {
-				st.Kind, st.want = Expect, v
+				return nil, err
 			}
 			steps = append(steps, st)
 		default:
@@ -199,6 +185,39 @@ func parseSteps(path string, s *Section, depth int) ([]Step, error) {
 		}
 	}
 	return steps, nil
+}
+
+// includeSteps is the steps of the file name that line n of path includes,
+// each at line n and saying where it comes from.
+func includeSteps(path string, n int, name string, depth int) ([]Step, error) {
+	inc, err := include(path, name, depth)
+	if err != nil {
+		return nil, &Error{path, n, err.Error()}
+	}
+	for i := range inc {
+		if inc[i].From == "" {
+			inc[i].From = fmt.Sprintf("%s:%d", filepath.Join(filepath.Dir(path), name), inc[i].Line)
+		}
+		inc[i].Line = n
+	}
+	return inc, nil
+}
+
+// messageStep is the step of a > or < line t (line n of path): its JSON
+// must be one value whose variables are well formed.
+func messageStep(path string, n int, t string) (Step, error) {
+	text := strings.TrimSpace(t[1:])
+	v, err := decode([]byte(text))
+	if err != nil {
+		return Step{}, &Error{path, n, fmt.Sprintf("the %c line is not one JSON value: %v", t[0], err)}
+	}
+	if err := checkVariables(v); err != nil {
+		return Step{}, &Error{path, n, err.Error()}
+	}
+	if t[0] == '<' {
+		return Step{Kind: Expect, Line: n, Text: text, want: v}, nil
+	}
+	return Step{Kind: Send, Line: n, Text: text}, nil
 }
 
 // section returns the section called name, or nil.
