@@ -149,26 +149,12 @@ func (g *generalizer) object(dec *json.Decoder, out *bytes.Buffer, old any, dept
 	out.WriteByte('{')
 	n := 0
 	for dec.More() {
-		kt, err := dec.Token()
+		wrote, err := g.member(dec, out, oldMap, hasRest, n > 0, depth)
 		if err != nil {
 			return err
 		}
-		k, _ := kt.(string)
-		if _, named := oldMap[k]; hasRest && !named {
-			var skip json.RawMessage
-			if err := dec.Decode(&skip); err != nil {
-				return err
-			}
-			continue
-		}
-		if n > 0 {
-			out.WriteByte(',')
-		}
-		n++
-		out.Write(encode(strings.ReplaceAll(k, "$", "$$")))
-		out.WriteByte(':')
-		if err := g.value(dec, out, oldMap[k], k, depth+1); err != nil {
-			return err
+		if wrote {
+			n++
 		}
 	}
 	if hasRest {
@@ -181,6 +167,26 @@ func (g *generalizer) object(dec *json.Decoder, out *bytes.Buffer, old any, dept
 	_, err := dec.Token()
 	out.WriteByte('}')
 	return err
+}
+
+// member writes the object's next member (after a comma when more), unless
+// the old line's object had "$REST" and does not name it.
+func (g *generalizer) member(dec *json.Decoder, out *bytes.Buffer, oldMap map[string]any, hasRest, more bool, depth int) (wrote bool, err error) {
+	kt, err := dec.Token()
+	if err != nil {
+		return false, err
+	}
+	k, _ := kt.(string)
+	if _, named := oldMap[k]; hasRest && !named {
+		var skip json.RawMessage
+		return false, dec.Decode(&skip)
+	}
+	if more {
+		out.WriteByte(',')
+	}
+	out.Write(encode(strings.ReplaceAll(k, "$", "$$")))
+	out.WriteByte(':')
+	return true, g.value(dec, out, oldMap[k], k, depth+1)
 }
 
 func isVarText(s string) bool {

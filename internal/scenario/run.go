@@ -388,6 +388,11 @@ func (r *run) finish(extra func([]byte) error) error {
 	case code != 0:
 		return r.fail(0, fmt.Sprintf("the agent exited with status %d", code))
 	}
+	return r.checkFiles()
+}
+
+// checkFiles compares the workspace's files with the check/ sections.
+func (r *run) checkFiles() error {
 	for _, s := range r.sc.Sections {
 		name, ok := strings.CutPrefix(s.Name, "check/")
 		if !ok {
