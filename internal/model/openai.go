@@ -290,23 +290,33 @@ func (m *OpenAI) Complete(ctx context.Context, req *Request, out Sink) (acp.Stop
 		return "", err
 	}
 	endpoint := m.shown + "/chat/completions"
+	resp, err := m.send(ctx, body, endpoint)
+	if err != nil {
+		return "", err
+	}
+	return m.stream(ctx, resp, out, endpoint)
+}
+
+// send posts the request body until the endpoint answers 200, retrying
+// what may pass (an unreachable server, 429, a 5xx) a few times.
+func (m *OpenAI) send(ctx context.Context, body []byte, endpoint string) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
 		resp, err := m.post(ctx, body)
 		if ctx.Err() != nil {
-			return "", ctx.Err()
+			return nil, ctx.Err()
 		}
 		if err != nil {
 			if attempt < openaiRetries {
 				m.log.Warn("model request failed; retrying", "endpoint", endpoint, "attempt", attempt+1, "err", err)
 				if err := m.wait(ctx, attempt, ""); err != nil {
-					return "", err
+					return nil, err
 				}
 				continue
 			}
-			return "", Errorf("could not reach the model at %s after %d attempts: %v; check --base-url and that the server is running", endpoint, attempt+1, err)
+			return nil, Errorf("could not reach the model at %s after %d attempts: %v; check --base-url and that the server is running", endpoint, attempt+1, err)
 		}
 		if resp.StatusCode == http.StatusOK {
-			return m.stream(ctx, resp, out, endpoint)
+			return resp, nil
 		}
 		msg := m.errorMessage(resp)
 		resp.Body.Close()
@@ -314,11 +324,11 @@ func (m *OpenAI) Complete(ctx context.Context, req *Request, out Sink) (acp.Stop
 		if retryable && attempt < openaiRetries {
 			m.log.Warn("model request failed; retrying", "endpoint", endpoint, "status", resp.Status, "attempt", attempt+1)
 			if err := m.wait(ctx, attempt, resp.Header.Get("Retry-After")); err != nil {
-				return "", err
+				return nil, err
 			}
 			continue
 		}
-		return "", Errorf("the model endpoint %s answered %s: %s%s", endpoint, resp.Status, msg, hint(resp.StatusCode, attempt+1))
+		return nil, Errorf("the model endpoint %s answered %s: %s%s", endpoint, resp.Status, msg, hint(resp.StatusCode, attempt+1))
 	}
 }
 

@@ -288,35 +288,53 @@ func (st *Store) Open(ctx context.Context, id string, feed func(Record)) (*Histo
 	if err != nil {
 		return nil, nil, err
 	}
+	h, log, err := st.openLocked(ctx, id, path, feed)
+	if err != nil {
+		unlock(lock)
+		return nil, nil, err
+	}
+	if t, ok := st.updated(id); ok {
+		h.Updated = t
+	}
+	return h, &File{st: st, id: id, log: log, lock: lock}, nil
+}
+
+// openLocked reads the log at path (its lock held), drops a torn record at
+// its end, and opens it for appending.
+func (st *Store) openLocked(ctx context.Context, id, path string, feed func(Record)) (*History, *os.File, error) {
 	h, size, err := st.read(ctx, path, feed)
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
 	if err != nil {
-		unlock(lock)
 		return nil, nil, err
 	}
 	if h.Good < size {
 		st.Log.Warn("dropping a torn record at the end of the session log (the process was killed mid-write)",
 			"file", path, "bytes", size-h.Good)
 		if err := os.Truncate(path, h.Good); err != nil {
-			unlock(lock)
 			return nil, nil, storeError("truncating the torn end of "+path, err)
 		}
 	}
 	log, err := openFile(path, os.O_WRONLY|os.O_APPEND)
 	if err != nil {
-		unlock(lock)
 		return nil, nil, storeError("opening session "+id, err)
 	}
-	if fi, err := os.Stat(st.Path(id, ".json")); err == nil {
-		h.Updated = fi.ModTime()
-		var inf Info
-		if b, err := os.ReadFile(st.Path(id, ".json")); err == nil && json.Unmarshal(b, &inf) == nil && inf.UpdatedAt != "" {
-			h.Updated = parseStamp(inf.UpdatedAt)
-		}
+	return h, log, nil
+}
+
+// updated is when session id last changed: its info file's updatedAt, or
+// the file's time; ok is false without an info file.
+func (st *Store) updated(id string) (t time.Time, ok bool) {
+	fi, err := os.Stat(st.Path(id, ".json"))
+	if err != nil {
+		return t, false
 	}
-	return h, &File{st: st, id: id, log: log, lock: lock}, nil
+	var inf Info
+	if b, err := os.ReadFile(st.Path(id, ".json")); err == nil && json.Unmarshal(b, &inf) == nil && inf.UpdatedAt != "" {
+		return parseStamp(inf.UpdatedAt), true
+	}
+	return fi.ModTime(), true
 }
 
 // read parses a log; h.good is the length of its valid prefix, size the

@@ -169,6 +169,21 @@ func (ws *Workspace) listDirectory(dir string) Outcome {
 	if err != nil {
 		return Failure("cannot list %s: %v", dir, unwrapPath(err))
 	}
+	names := entryNames(entries)
+	var sb strings.Builder
+	writeLines(&sb, names[:min(len(names), listMaxEntries)])
+	if len(names) > listMaxEntries {
+		fmt.Fprintf(&sb, "[list_directory: %d more entries not shown; use find_files to narrow]\n", len(names)-listMaxEntries)
+	}
+	if len(names) == 0 {
+		sb.WriteString("(empty directory)\n")
+	}
+	return textResult(sb.String())
+}
+
+// entryNames is the sorted names of a directory's entries, a directory's
+// with a "/" after it and a link's with "@".
+func entryNames(entries []fs.DirEntry) []string {
 	names := make([]string, len(entries))
 	for i, e := range entries {
 		names[i] = e.Name()
@@ -180,18 +195,15 @@ func (ws *Workspace) listDirectory(dir string) Outcome {
 		}
 	}
 	slices.Sort(names)
-	var sb strings.Builder
-	for _, n := range names[:min(len(names), listMaxEntries)] {
-		sb.WriteString(n)
+	return names
+}
+
+// writeLines writes each of lines to sb, a newline after each.
+func writeLines(sb *strings.Builder, lines []string) {
+	for _, l := range lines {
+		sb.WriteString(l)
 		sb.WriteByte('\n')
 	}
-	if len(names) > listMaxEntries {
-		fmt.Fprintf(&sb, "[list_directory: %d more entries not shown; use find_files to narrow]\n", len(names)-listMaxEntries)
-	}
-	if len(names) == 0 {
-		sb.WriteString("(empty directory)\n")
-	}
-	return textResult(sb.String())
 }
 
 // walker walks a tree below one root, skipping .git, ignored files and
@@ -328,10 +340,7 @@ func (ws *Workspace) findFiles(ctx context.Context, base, pattern string) Outcom
 		return Failure("find_files stopped: %v", err)
 	}
 	var sb strings.Builder
-	for _, f := range found {
-		sb.WriteString(f)
-		sb.WriteByte('\n')
-	}
+	writeLines(&sb, found)
 	switch {
 	case more:
 		fmt.Fprintf(&sb, "[find_files: stopped at %d files; narrow the pattern or the path]\n", findMaxResults)

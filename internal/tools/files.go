@@ -222,19 +222,7 @@ func (e *Env) readFile(ctx context.Context, path string, w window) Outcome {
 	var text string
 	var err error
 	if e.Client.Caps().FS.ReadTextFile {
-		var got string
-		line := 0 // the client's default, the first line
-		if w.first > 1 {
-			line = w.first
-		}
-		got, err = e.askClientRead(ctx, path, line, min(w.limit, readMaxLines)+1) // one more: does the file go on?
-		switch {
-		case err != nil:
-		case whole(got, min(w.limit, readMaxLines)):
-			text = got // what readLines would return, without reading it again
-		default:
-			text, err = readLines(ctx, strings.NewReader(got), w.first, w)
-		}
+		text, err = e.readThroughClient(ctx, path, w)
 	} else {
 		var f *os.File
 		if f, err = e.openLocal(path, os.O_RDONLY, 0); err == nil {
@@ -250,6 +238,23 @@ func (e *Env) readFile(ctx context.Context, path string, w window) Outcome {
 		result = "(empty)"
 	}
 	return Outcome{Content: []acp.ToolContent{acp.TextOut(text)}, RawOutput: readOutput(len(text), path), Result: result}
+}
+
+// readThroughClient reads the window w of path with fs/read_text_file,
+// asking for one line more than it shows: does the file go on?
+func (e *Env) readThroughClient(ctx context.Context, path string, w window) (string, error) {
+	line := 0 // the client's default, the first line
+	if w.first > 1 {
+		line = w.first
+	}
+	got, err := e.askClientRead(ctx, path, line, min(w.limit, readMaxLines)+1)
+	switch {
+	case err != nil:
+		return "", err
+	case whole(got, min(w.limit, readMaxLines)):
+		return got, nil // what readLines would return, without reading it again
+	}
+	return readLines(ctx, strings.NewReader(got), w.first, w)
 }
 
 // readOutput is read_file's rawOutput, {"bytes":N,"path":P}, written by
