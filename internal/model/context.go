@@ -54,7 +54,13 @@ func (c *Conversation) Fit(budget int) ([]Message, bool) {
 			msgs[i].Text = LeftOut
 		}
 	}
-	// Then whole turns, oldest first: from one user message to the next.
+	return msgs[oldTurnsOut(msgs, current, total, budget):], true
+}
+
+// oldTurnsOut returns where msgs begin once whole turns before current,
+// oldest first (from one user message to the next), are left out until
+// the estimate (total) is within budget.
+func oldTurnsOut(msgs []Message, current, total, budget int) int {
 	start := 0
 	for start < current && total > budget {
 		end := start + 1
@@ -66,7 +72,7 @@ func (c *Conversation) Fit(budget int) ([]Message, bool) {
 		}
 		start = end
 	}
-	return msgs[start:], true
+	return start
 }
 
 // ContextTooLong reports whether a model error says the request was over

@@ -351,26 +351,10 @@ func equal(a, b any) bool {
 		return e1 == nil && e2 == nil && fx == fy
 	case map[string]any:
 		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, e := range x {
-			if f, ok := y[k]; !ok || !equal(e, f) {
-				return false
-			}
-		}
-		return true
+		return ok && maps.EqualFunc(x, y, equal)
 	case []any:
 		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !equal(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
+		return ok && slices.EqualFunc(x, y, equal)
 	default:
 		return a == b
 	}
