@@ -38,15 +38,7 @@ func (rec *Recorder) Pipe(dst io.Writer, src io.Reader, fromAgent bool) error {
 		if n > 0 {
 			// Noted before it passes on: what the other side sends in
 			// answer is then always noted after it.
-			partial = append(partial, buf[:n]...)
-			for {
-				i := bytes.IndexByte(partial, '\n')
-				if i < 0 {
-					break
-				}
-				rec.note(event{fromAgent: fromAgent, line: bytes.Clone(partial[:i])})
-				partial = partial[i+1:]
-			}
+			partial = rec.noteLines(append(partial, buf[:n]...), fromAgent)
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return werr
 			}
@@ -60,6 +52,18 @@ func (rec *Recorder) Pipe(dst io.Writer, src io.Reader, fromAgent bool) error {
 			}
 			return err
 		}
+	}
+}
+
+// noteLines notes each whole line of b and returns what follows the last.
+func (rec *Recorder) noteLines(b []byte, fromAgent bool) []byte {
+	for {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return b
+		}
+		rec.note(event{fromAgent: fromAgent, line: bytes.Clone(b[:i])})
+		b = b[i+1:]
 	}
 }
 
@@ -120,26 +124,29 @@ func (rec *Recorder) transcript(bind []string) string {
 	}
 	var tr strings.Builder
 	for _, e := range rec.events {
-		switch {
-		case e.close:
-			tr.WriteString("close\n")
-		case e.fromAgent:
-			text, err := v.generalize(e.line, nil, true)
-			if err != nil {
-				fmt.Fprintf(&tr, "# the agent sent a line that is not JSON: %q\n", e.line)
-				continue
-			}
-			tr.WriteString("< " + text + "\n")
-		default:
-			text, err := v.generalize(e.line, nil, false)
-			if err != nil {
-				tr.WriteString(">! " + string(e.line) + "\n")
-				continue
-			}
-			tr.WriteString("> " + text + "\n")
-		}
+		tr.WriteString(e.step(v))
+		tr.WriteByte('\n')
 	}
 	return tr.String()
+}
+
+// step is the transcript line of e, its values turned into v's variables.
+func (e event) step(v *vars) string {
+	switch {
+	case e.close:
+		return "close"
+	case e.fromAgent:
+		text, err := v.generalize(e.line, nil, true)
+		if err != nil {
+			return fmt.Sprintf("# the agent sent a line that is not JSON: %q", e.line)
+		}
+		return "< " + text
+	}
+	text, err := v.generalize(e.line, nil, false)
+	if err != nil {
+		return ">! " + string(e.line)
+	}
+	return "> " + text
 }
 
 // sessionCwd returns the cwd a session/new, load or resume asks for.

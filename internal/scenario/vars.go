@@ -86,18 +86,7 @@ func isNameByte(c byte, first bool) bool {
 func checkVariables(v any) error {
 	switch x := v.(type) {
 	case string:
-		for i := 0; i < len(x); i++ {
-			if x[i] != '$' {
-				continue
-			}
-			if i+1 < len(x) && x[i+1] == '$' {
-				i++
-				continue
-			}
-			if i+1 >= len(x) || !isNameByte(x[i+1], true) {
-				return fmt.Errorf("%q: a $ starts a variable ($NAME, capital letters); write $$ for a $ itself", clip.Marked(x, 60))
-			}
-		}
+		return checkDollars(x)
 	case map[string]any:
 		for k, e := range x {
 			if k != "$REST" {
@@ -114,6 +103,23 @@ func checkVariables(v any) error {
 			if err := checkVariables(e); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// checkDollars checks that every $ in x starts a variable or is $$.
+func checkDollars(x string) error {
+	for i := 0; i < len(x); i++ {
+		if x[i] != '$' {
+			continue
+		}
+		if i+1 < len(x) && x[i+1] == '$' {
+			i++
+			continue
+		}
+		if i+1 >= len(x) || !isNameByte(x[i+1], true) {
+			return fmt.Errorf("%q: a $ starts a variable ($NAME, capital letters); write $$ for a $ itself", clip.Marked(x, 60))
 		}
 	}
 	return nil
@@ -180,26 +186,34 @@ func (v *vars) substitute(text string) (string, error) {
 			out.WriteString(raw)
 			continue
 		}
-		var s string
-		if json.Unmarshal([]byte(raw), &s) != nil {
-			out.WriteString(raw)
-			continue
-		}
-		if name, ok := varName(s); ok {
-			x, bound := v.get(name)
-			if !bound || name == "ANY" || name == "REST" {
-				return "", fmt.Errorf("the variable $%s is sent before any < line bound it", name)
-			}
-			out.Write(encode(x))
-			continue
-		}
-		t, err := v.interpolate(s)
+		b, err := v.substituteString(raw)
 		if err != nil {
 			return "", err
 		}
-		out.Write(encode(t))
+		out.Write(b)
 	}
 	return out.String(), nil
+}
+
+// substituteString is the JSON string token raw with its variables put
+// in: a string that is one variable becomes its value, whatever kind.
+func (v *vars) substituteString(raw string) ([]byte, error) {
+	var s string
+	if json.Unmarshal([]byte(raw), &s) != nil {
+		return []byte(raw), nil
+	}
+	if name, ok := varName(s); ok {
+		x, bound := v.get(name)
+		if !bound || name == "ANY" || name == "REST" {
+			return nil, fmt.Errorf("the variable $%s is sent before any < line bound it", name)
+		}
+		return encode(x), nil
+	}
+	t, err := v.interpolate(s)
+	if err != nil {
+		return nil, err
+	}
+	return encode(t), nil
 }
 
 // stringEnd returns the index just past the JSON string that starts at i.
