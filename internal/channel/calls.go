@@ -44,21 +44,10 @@ func (c *Wire) Call(ctx context.Context, method string, params any) (json.RawMes
 			return nil, err
 		}
 	}
-	ch := make(chan reply, 1)
-	c.mu.Lock()
-	if c.eof {
-		c.mu.Unlock()
-		return nil, errConnClosed
+	id, ch, err := c.writeCall(method, p)
+	if err == errConnClosed {
+		return nil, err
 	}
-	c.nextID++
-	id := c.nextID
-	c.calls[id] = ch
-	msg := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":`, id, method)
-	msg = append(append(msg, p...), '}')
-	c.writeLocked(msg)
-	c.flushLocked()
-	err = c.err
-	c.mu.Unlock()
 	if err == nil {
 		select {
 		case r := <-ch:
@@ -71,6 +60,26 @@ func (c *Wire) Call(ctx context.Context, method string, params any) (json.RawMes
 	delete(c.calls, id)
 	c.mu.Unlock()
 	return nil, err
+}
+
+// writeCall writes and flushes the request method with params p, noting the
+// call its answer is delivered to; err is the wire's failure, or
+// errConnClosed (and no call) when stdin has ended.
+func (c *Wire) writeCall(method string, p json.RawMessage) (id int64, ch chan reply, err error) {
+	ch = make(chan reply, 1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.eof {
+		return 0, nil, errConnClosed
+	}
+	c.nextID++
+	id = c.nextID
+	c.calls[id] = ch
+	msg := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":`, id, method)
+	msg = append(append(msg, p...), '}')
+	c.writeLocked(msg)
+	c.flushLocked()
+	return id, ch, c.err
 }
 
 // CloseCalls fails every waiting request and every later one: stdin has

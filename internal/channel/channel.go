@@ -465,11 +465,7 @@ func (c *Wire) recvLine() ([]byte, error) {
 		if err != nil && !(errors.Is(err, io.EOF) && n+len(frag) > 0) {
 			return nil, err // an unterminated last line is still a message
 		}
-		buf := make([]byte, 0, n+len(frag))
-		for _, f := range frags {
-			buf = append(buf, f...)
-		}
-		buf = append(buf, frag...)
+		buf := bytes.Join(append(frags, frag), nil)
 		if err == nil {
 			buf = buf[:len(buf)-1]
 		}
