@@ -490,17 +490,7 @@ func (a *agent) runTools(ctx context.Context, s *SessionRecord, calls []model.To
 func (a *agent) runTool(ctx context.Context, s *SessionRecord, c model.ToolCall) error {
 	p := a.prepare(s, c)
 	id := a.newID("call")
-	var locs json.RawMessage
-	if len(p.Locations) > 0 {
-		locs = acp.LocationsJSON(p.Locations)
-	}
-	announce := acp.ToolCallStart(id, p.Title, p.Kind, locs, c.Input)
-	// Tool updates are not flushed by themselves: the next callback, pause
-	// or response flushes them, and local work that blocks flushes first.
-	if err := a.toolUpdate(s, &announce); err != nil {
-		return err
-	}
-	if err := s.file.Append(store.Record{Type: store.RecToolCall, ToolCallID: id, Call: (*store.Call)(&c), Title: p.Title, Kind: string(p.Kind), Locations: locs}); err != nil {
+	if err := a.announce(s, c, p, id); err != nil {
 		return err
 	}
 	out, err := a.runPrepared(ctx, s, c, p, id)
@@ -520,6 +510,21 @@ func (a *agent) runTool(ctx context.Context, s *SessionRecord, c model.ToolCall)
 		return errTurnCancelled
 	}
 	return nil
+}
+
+// announce tells the client of the tool call id and logs it. The update is
+// not flushed by itself: the next callback, pause or response flushes it,
+// and local work that blocks flushes first.
+func (a *agent) announce(s *SessionRecord, c model.ToolCall, p *tools.Call, id string) error {
+	var locs json.RawMessage
+	if len(p.Locations) > 0 {
+		locs = acp.LocationsJSON(p.Locations)
+	}
+	start := acp.ToolCallStart(id, p.Title, p.Kind, locs, c.Input)
+	if err := a.toolUpdate(s, &start); err != nil {
+		return err
+	}
+	return s.file.Append(store.Record{Type: store.RecToolCall, ToolCallID: id, Call: (*store.Call)(&c), Title: p.Title, Kind: string(p.Kind), Locations: locs})
 }
 
 // runPrepared asks permission when it must and runs the call; an error
@@ -725,21 +730,7 @@ func (a *agent) prepare(s *SessionRecord, c model.ToolCall) *tools.Call {
 	}
 	p := &tools.Call{Title: c.Name, Kind: acp.KindOther, Perm: tools.PermExecute}
 	if strings.HasPrefix(c.Name, "mcp__") {
-		t, err := s.mcp.Lookup(c.Name)
-		if err != nil {
-			p.Err = err
-			return p
-		}
-		p.Kind, p.Title = t.Kind(), t.Title()
-		if t.ReadOnly() {
-			p.Perm = tools.PermRead
-		}
-		p.Run = func(ctx context.Context, _ string) tools.Outcome {
-			if err := a.pause(s); err != nil { // the server may take a while
-				return tools.Failure("%v", err)
-			}
-			return t.Call(ctx, c.Input)
-		}
+		a.prepareMCP(s, c, p)
 		return p
 	}
 	var names []string
@@ -749,6 +740,26 @@ func (a *agent) prepare(s *SessionRecord, c model.ToolCall) *tools.Call {
 	p.Title = "Unknown tool " + c.Name
 	p.Err = fmt.Errorf("unknown tool %q; the tools are %s", c.Name, strings.Join(names, ", "))
 	return p
+}
+
+// prepareMCP makes p the call of an MCP server's tool: its kind, title
+// and permission class come from the server's annotations.
+func (a *agent) prepareMCP(s *SessionRecord, c model.ToolCall, p *tools.Call) {
+	t, err := s.mcp.Lookup(c.Name)
+	if err != nil {
+		p.Err = err
+		return
+	}
+	p.Kind, p.Title = t.Kind(), t.Title()
+	if t.ReadOnly() {
+		p.Perm = tools.PermRead
+	}
+	p.Run = func(ctx context.Context, _ string) tools.Outcome {
+		if err := a.pause(s); err != nil { // the server may take a while
+			return tools.Failure("%v", err)
+		}
+		return t.Call(ctx, c.Input)
+	}
 }
 
 // builtinSpecs are the built-in tools as the model sees them.
