@@ -603,15 +603,20 @@ func (c *child) died() {
 	if len(pending) > 0 || (!closing && session != "" && c.cmd.ProcessState != nil && !c.cmd.ProcessState.Success()) {
 		r.log.Error("the process of a session ended", "session", session, "pid", c.cmd.Process.Pid, "status", c.cmd.ProcessState.String())
 	}
+	c.answerUnanswered(session, pending)
+}
+
+// answerUnanswered answers the client's requests that the dead child c
+// (serving session) did not answer.
+func (c *child) answerUnanswered(session string, pending map[int64]forwarded) {
+	what := "the agent process"
+	if session != "" {
+		what = "the process of session " + session
+	}
 	for _, f := range pending {
-		if f.clientID == nil {
-			continue
+		if f.clientID != nil {
+			c.r.answer(f.clientID, nil, acp.Errorf(acp.CodeInternal, "%s ended (%s) before it answered %s; it is not restarted: open the session again with session/load", what, c.cmd.ProcessState, f.method))
 		}
-		what := "the agent process"
-		if session != "" {
-			what = "the process of session " + session
-		}
-		r.answer(f.clientID, nil, acp.Errorf(acp.CodeInternal, "%s ended (%s) before it answered %s; it is not restarted: open the session again with session/load", what, c.cmd.ProcessState, f.method))
 	}
 }
 

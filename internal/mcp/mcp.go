@@ -373,24 +373,34 @@ func (h *Hub) Lookup(name string) (Tool, error) {
 	if h == nil {
 		return Tool{}, fmt.Errorf("unknown tool %q: no MCP server is connected", name)
 	}
-	h.mu.Lock()
-	servers := append([]*mcpServer(nil), h.servers...)
-	h.mu.Unlock()
-	for _, srv := range servers {
-		if strings.HasPrefix(name, srv.prefix) {
-			h.mu.Lock()
-			dead := srv.dead
-			h.mu.Unlock()
-			if dead != nil {
-				return Tool{}, fmt.Errorf("MCP server `%s` is not running (%v)", srv.spec.Name, dead)
-			}
-			h.refresh(srv)
-		}
+	if err := h.refreshFor(name); err != nil {
+		return Tool{}, err
 	}
 	if t, ok := find(); ok {
 		return t, nil
 	}
 	return Tool{}, fmt.Errorf("unknown tool %q: no connected MCP server offers it", name)
+}
+
+// refreshFor lists again the tools of the servers whose prefix the tool
+// name has, or says that such a server is not running.
+func (h *Hub) refreshFor(name string) error {
+	h.mu.Lock()
+	servers := append([]*mcpServer(nil), h.servers...)
+	h.mu.Unlock()
+	for _, srv := range servers {
+		if !strings.HasPrefix(name, srv.prefix) {
+			continue
+		}
+		h.mu.Lock()
+		dead := srv.dead
+		h.mu.Unlock()
+		if dead != nil {
+			return fmt.Errorf("MCP server `%s` is not running (%v)", srv.spec.Name, dead)
+		}
+		h.refresh(srv)
+	}
+	return nil
 }
 
 // Close ends every server. It returns once they have exited.

@@ -268,16 +268,7 @@ func (w *walker) walk(ctx context.Context, dir string, fn func(rel string, e fs.
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	f, err := w.root.Open(dir)
-	if err != nil {
-		return nil // unreadable: skipped
-	}
-	entries, err := f.ReadDir(-1)
-	f.Close()
-	if err != nil {
-		return nil
-	}
-	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	entries := w.entries(dir)
 	added := 0
 	if dir != "." {
 		added = w.loadIgnore(dir)
@@ -298,6 +289,21 @@ func (w *walker) walk(ctx context.Context, dir string, fn func(rel string, e fs.
 		}
 	}
 	return nil
+}
+
+// entries is the directory's entries by name; none when it is unreadable.
+func (w *walker) entries(dir string) []fs.DirEntry {
+	f, err := w.root.Open(dir)
+	if err != nil {
+		return nil
+	}
+	entries, err := f.ReadDir(-1)
+	f.Close()
+	if err != nil {
+		return nil
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries
 }
 
 // shown is how a found path is written for the model: relative to base.
