@@ -171,24 +171,31 @@ func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, in
 	if cfg.modelSpec != "" {
 		a.openModel()
 	}
-	if cfg.record != "" {
-		r, err := model.OpenRecorder(cfg.record, a.log)
+	trace, err := a.openFiles()
+	if err != nil {
+		fmt.Fprintf(stderr, "acpbridge: %v\n", err)
+		return nil, nil, 2
+	}
+	return a, trace, 0
+}
+
+// openFiles opens --record's fixture and --trace's file, when they are set.
+func (a *agent) openFiles() (*channel.Tracer, error) {
+	if a.cfg.record != "" {
+		r, err := model.OpenRecorder(a.cfg.record, a.log)
 		if err != nil {
-			fmt.Fprintf(stderr, "acpbridge: --record: %v\n", err)
-			return nil, nil, 2
+			return nil, fmt.Errorf("--record: %v", err)
 		}
 		a.recorder = r
 	}
-	var trace *channel.Tracer
-	if cfg.trace != "" {
-		t, err := channel.OpenTrace(cfg.trace)
-		if err != nil {
-			fmt.Fprintf(stderr, "acpbridge: --trace: %v\n", err)
-			return nil, nil, 2
-		}
-		trace = t
+	if a.cfg.trace == "" {
+		return nil, nil
 	}
-	return a, trace, 0
+	t, err := channel.OpenTrace(a.cfg.trace)
+	if err != nil {
+		return nil, fmt.Errorf("--trace: %v", err)
+	}
+	return t, nil
 }
 
 // openModel sets the agent's model from --model. A model it cannot use

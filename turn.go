@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/creachadair/jrpc2"
@@ -189,30 +190,34 @@ func (a *agent) endTurn(s *SessionRecord, prompt []acp.ContentBlock, stop acp.St
 	if turnErr != nil {
 		end.Error = turnErr.Error()
 	}
-	a.mu.Lock()
-	first := s.title == ""
-	if first {
-		s.title = titleFrom(prompt)
-	}
-	s.updated = a.now()
-	title, updated := s.title, s.updated
-	a.mu.Unlock()
-	if first && title != "" {
-		end.Title = title
-	}
+	newTitle, updated := a.touch(s, prompt)
+	end.Title = newTitle
 	storeErr := s.file.EndTurn(end, infoOf(s))
 	if err := s.file.TakeFailure(); storeErr == nil && err != nil {
 		// A write failed during the turn; what it held was written later,
 		// but the client must learn that the store is in trouble.
 		storeErr = err
 	}
-	if first && title != "" {
-		if err := a.update(s.id, acp.SessionInfoChanged(title, store.Stamp(updated))); err != nil {
+	if newTitle != "" {
+		if err := a.update(s.id, acp.SessionInfoChanged(newTitle, store.Stamp(updated))); err != nil {
 			// The client has gone: the title is in the log for the next one.
 			a.log.Debug("the session's title did not reach the client", "session", s.id, "err", err)
 		}
 	}
 	return storeErr
+}
+
+// touch marks s updated now and, after its first turn, titles it from the
+// prompt; newTitle is that title, or "".
+func (a *agent) touch(s *SessionRecord, prompt []acp.ContentBlock) (newTitle string, updated time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if s.title == "" {
+		s.title = titleFrom(prompt)
+		newTitle = s.title
+	}
+	s.updated = a.now()
+	return newTitle, s.updated
 }
 
 // fitContext sets what req sends of the conversation within the session's
@@ -296,17 +301,9 @@ func (a *agent) modelCall(ctx context.Context, s *SessionRecord, total *model.Us
 	if err := a.fitContext(s, req); err != nil {
 		return nil, "", err
 	}
-	st := &modelStream{a: a, s: s, keep: s.conv.Full}
-	if a.recorder != nil {
-		st.rec = &model.Entry{Expect: model.RecordedExpect(s.conv.Newest(), s.ws.Roots), Chunks: []model.Chunk{}}
-	}
-	if rm, ok := a.model.(*model.Replay); ok {
-		// Replay is positional per session: a new process that opens it
-		// continues after this call's entry, even if it is killed in it
-		// (the stream's first pause writes this).
-		if err := s.file.Append(store.Record{Type: store.RecReplay, ReplayPos: rm.Position() + 1}); err != nil {
-			return nil, "", err
-		}
+	st, err := a.newStream(s)
+	if err != nil {
+		return nil, "", err
 	}
 	stop, err := a.model.Complete(ctx, req, st)
 	if model.ContextTooLong(err) && st.kind == "" && len(st.calls) == 0 && len(st.text) == 0 && s.budget == 0 {
@@ -325,6 +322,24 @@ func (a *agent) modelCall(ctx context.Context, s *SessionRecord, total *model.Us
 		s.conv.Add(model.Message{Role: "assistant", Text: string(st.text), ToolCalls: st.calls})
 	}
 	return st, stop, err
+}
+
+// newStream is the stream of one model call in s, noted by the recorder
+// when there is one; a replay notes in the log where it continues.
+func (a *agent) newStream(s *SessionRecord) (*modelStream, error) {
+	st := &modelStream{a: a, s: s, keep: s.conv.Full}
+	if a.recorder != nil {
+		st.rec = &model.Entry{Expect: model.RecordedExpect(s.conv.Newest(), s.ws.Roots), Chunks: []model.Chunk{}}
+	}
+	if rm, ok := a.model.(*model.Replay); ok {
+		// Replay is positional per session: a new process that opens it
+		// continues after this call's entry, even if it is killed in it
+		// (the stream's first pause writes this).
+		if err := s.file.Append(store.Record{Type: store.RecReplay, ReplayPos: rm.Position() + 1}); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
 }
 
 // sendLess handles a provider that counts more tightly than the estimate:

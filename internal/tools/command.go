@@ -48,13 +48,7 @@ func (e *Env) runInTerminal(ctx context.Context, id string, command, dir string,
 		return Failure("the editor could not start a terminal for %q: %v", command, err)
 	}
 	ids := map[string]string{"sessionId": e.SessionID, "terminalId": created.TerminalID}
-	// Kill and release must reach the client even when the turn is cancelled.
-	bg := context.WithoutCancel(ctx)
-	release := func() {
-		if err := e.Client.Call(bg, acp.MethodTerminalRelease, ids, nil); err != nil {
-			e.Log.Warn("releasing a terminal failed", "terminal", created.TerminalID, "err", err)
-		}
-	}
+	release := e.releaser(ctx, ids)
 	embed := []acp.ToolContent{{Type: "terminal", TerminalID: created.TerminalID}}
 	e.Client.Update(new(acp.ToolCallProgress(id, acp.StatusInProgress, acp.MustJSON(embed), nil)))
 
@@ -79,6 +73,18 @@ func (e *Env) runInTerminal(ctx context.Context, id string, command, dir string,
 	}
 	o.After = release
 	return o
+}
+
+// releaser returns what releases the client's terminal ids once the call's
+// outcome has been shown. It must reach the client even when the turn is
+// cancelled.
+func (e *Env) releaser(ctx context.Context, ids map[string]string) func() {
+	bg := context.WithoutCancel(ctx)
+	return func() {
+		if err := e.Client.Call(bg, acp.MethodTerminalRelease, ids, nil); err != nil {
+			e.Log.Warn("releasing a terminal failed", "terminal", ids["terminalId"], "err", err)
+		}
+	}
 }
 
 // terminalOutput is the client's answer to terminal/output.
