@@ -124,24 +124,19 @@ func Parse(path string, data []byte) (*Scenario, error) {
 	sc := &Scenario{Path: path}
 	sc.Comment, sc.Sections = ParseArchive(string(data))
 	seen := map[string]bool{}
-	var transcript *Section
-	for i, s := range sc.Sections {
+	for _, s := range sc.Sections {
 		if seen[s.Name] {
 			return nil, &Error{path, s.Line, fmt.Sprintf("the section %q appears twice", s.Name)}
 		}
 		seen[s.Name] = true
-		dir, name, nested := strings.Cut(s.Name, "/")
-		switch {
-		case s.Name == "flags":
-			sc.Flags = strings.Fields(s.Data)
-		case s.Name == "transcript":
-			transcript = &sc.Sections[i]
-		case s.Name == "" || strings.HasPrefix(s.Name, "/") || strings.Contains("/"+s.Name+"/", "/../"):
-			return nil, &Error{path, s.Line, fmt.Sprintf("the section %q does not name a file inside the run", s.Name)}
-		case nested && (dir == "cwd" || dir == "state" || dir == "check") && name == "":
-			return nil, &Error{path, s.Line, fmt.Sprintf("the section %q names no file", s.Name)}
+		if err := checkSection(path, s); err != nil {
+			return nil, err
 		}
 	}
+	if flags := sc.section("flags"); flags != nil {
+		sc.Flags = strings.Fields(flags.Data)
+	}
+	transcript := sc.section("transcript")
 	if !seen["flags"] {
 		return nil, &Error{path, 0, "no -- flags -- section: it holds the agent's flags (it may be empty)"}
 	}
@@ -154,6 +149,19 @@ func Parse(path string, data []byte) (*Scenario, error) {
 	}
 	sc.Steps = steps
 	return sc, nil
+}
+
+// checkSection refuses a section whose name is not a file inside the run.
+func checkSection(path string, s Section) error {
+	dir, name, nested := strings.Cut(s.Name, "/")
+	switch {
+	case s.Name == "flags" || s.Name == "transcript":
+	case s.Name == "" || strings.HasPrefix(s.Name, "/") || strings.Contains("/"+s.Name+"/", "/../"):
+		return &Error{path, s.Line, fmt.Sprintf("the section %q does not name a file inside the run", s.Name)}
+	case nested && (dir == "cwd" || dir == "state" || dir == "check") && name == "":
+		return &Error{path, s.Line, fmt.Sprintf("the section %q names no file", s.Name)}
+	}
+	return nil
 }
 
 func parseSteps(path string, s *Section, depth int) ([]Step, error) {
