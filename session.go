@@ -1024,32 +1024,40 @@ func parsePrompt(raw []json.RawMessage) ([]acp.ContentBlock, error) {
 	blocks := make([]acp.ContentBlock, len(raw))
 	for i, r := range raw {
 		field := fmt.Sprintf("prompt[%d]", i)
-		b := &blocks[i]
-		if err := json.Unmarshal(r, b); err != nil {
+		if err := json.Unmarshal(r, &blocks[i]); err != nil {
 			return nil, acp.InvalidParams(field, "not a content block: %v", err)
 		}
-		switch b.Type {
-		case "text":
-			if b.Text == nil {
-				return nil, acp.InvalidParams(field+".text", "required for a text block")
-			}
-		case "resource_link":
-			if b.URI == "" || b.Name == "" {
-				return nil, acp.InvalidParams(field, "a resource_link needs uri and name")
-			}
-		case "resource":
-			if b.Resource == nil || b.Resource.URI == "" || (b.Resource.Text == nil && b.Resource.Blob == nil) {
-				return nil, acp.InvalidParams(field+".resource", "an embedded resource needs uri and text or blob")
-			}
-		case "image", "audio":
-			return nil, acp.InvalidParams(field, "%s content is not supported (promptCapabilities.%s is false); send text, resource_link or resource blocks", b.Type, b.Type)
-		case "":
-			return nil, acp.InvalidParams(field+".type", "required")
-		default:
-			return nil, acp.InvalidParams(field+".type", "unknown content block type %q", b.Type)
+		if err := checkBlock(field, &blocks[i]); err != nil {
+			return nil, err
 		}
 	}
 	return blocks, nil
+}
+
+// checkBlock refuses a prompt's content block (field names it) that lacks
+// what its type needs, or whose type acpbridge does not take.
+func checkBlock(field string, b *acp.ContentBlock) error {
+	switch b.Type {
+	case "text":
+		if b.Text == nil {
+			return acp.InvalidParams(field+".text", "required for a text block")
+		}
+	case "resource_link":
+		if b.URI == "" || b.Name == "" {
+			return acp.InvalidParams(field, "a resource_link needs uri and name")
+		}
+	case "resource":
+		if b.Resource == nil || b.Resource.URI == "" || (b.Resource.Text == nil && b.Resource.Blob == nil) {
+			return acp.InvalidParams(field+".resource", "an embedded resource needs uri and text or blob")
+		}
+	case "image", "audio":
+		return acp.InvalidParams(field, "%s content is not supported (promptCapabilities.%s is false); send text, resource_link or resource blocks", b.Type, b.Type)
+	case "":
+		return acp.InvalidParams(field+".type", "required")
+	default:
+		return acp.InvalidParams(field+".type", "unknown content block type %q", b.Type)
+	}
+	return nil
 }
 
 // promptText renders a prompt as the text the model reads.

@@ -656,16 +656,7 @@ func (a *agent) permitWithoutAsking(s *SessionRecord, c model.ToolCall, p *tools
 // askPermission asks the client and returns the option the user chose, or
 // the call's outcome when the request failed or its answer is unusable.
 func (a *agent) askPermission(ctx context.Context, s *SessionRecord, c model.ToolCall, p *tools.Call, id string) (string, *tools.Outcome, error) {
-	req := map[string]any{
-		"sessionId": s.id,
-		"toolCall":  acp.ToolCallUpdate{ToolCallID: id, Title: p.Title, Kind: p.Kind, Status: acp.StatusPending, RawInput: c.Input},
-		"options": []map[string]string{
-			{"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
-			{"optionId": "allow_always", "name": "Always allow " + c.Name, "kind": "allow_always"},
-			{"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
-			{"optionId": "reject_always", "name": "Always reject " + c.Name, "kind": "reject_always"},
-		},
-	}
+	req := permissionRequest(s.id, c, p, id)
 	var res struct {
 		Outcome struct {
 			Outcome  string `json:"outcome"`
@@ -687,6 +678,21 @@ func (a *agent) askPermission(ctx context.Context, s *SessionRecord, c model.Too
 		return "", &o, nil
 	}
 	return res.Outcome.OptionID, nil, nil
+}
+
+// permissionRequest is session/request_permission's params for the tool
+// call id: allow or reject, once or always.
+func permissionRequest(sessionID string, c model.ToolCall, p *tools.Call, id string) map[string]any {
+	return map[string]any{
+		"sessionId": sessionID,
+		"toolCall":  acp.ToolCallUpdate{ToolCallID: id, Title: p.Title, Kind: p.Kind, Status: acp.StatusPending, RawInput: c.Input},
+		"options": []map[string]string{
+			{"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
+			{"optionId": "allow_always", "name": "Always allow " + c.Name, "kind": "allow_always"},
+			{"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
+			{"optionId": "reject_always", "name": "Always reject " + c.Name, "kind": "reject_always"},
+		},
+	}
 }
 
 // unusablePermission says what is wrong with a permission answer that is
