@@ -145,19 +145,27 @@ func (v *vars) interpolate(s string) (string, error) {
 		for j < len(s) && isNameByte(s[j], j == i+1) {
 			j++
 		}
-		name := s[i+1 : j]
-		x, ok := v.get(name)
-		if !ok || name == "ANY" {
-			return "", fmt.Errorf("the variable $%s is used in %q before any < line bound it", name, clip.Marked(s, 60))
-		}
-		if str, isStr := x.(string); isStr {
-			sb.WriteString(str)
-		} else {
-			sb.Write(encode(x))
+		if err := v.writeValue(&sb, s[i+1:j], s); err != nil {
+			return "", err
 		}
 		i = j - 1
 	}
 	return sb.String(), nil
+}
+
+// writeValue writes the value of the variable name, used in s, as text: a
+// string as it is, another value as JSON.
+func (v *vars) writeValue(sb *strings.Builder, name, s string) error {
+	x, ok := v.get(name)
+	if !ok || name == "ANY" {
+		return fmt.Errorf("the variable $%s is used in %q before any < line bound it", name, clip.Marked(s, 60))
+	}
+	if str, isStr := x.(string); isStr {
+		sb.WriteString(str)
+	} else {
+		sb.Write(encode(x))
+	}
+	return nil
 }
 
 // encode writes x as compact JSON, <, > and & unescaped.

@@ -325,8 +325,24 @@ func (ws *Workspace) findFiles(ctx context.Context, base, pattern string) Outcom
 	if err != nil {
 		return Failure("%v", err)
 	}
-	var found []string
-	more := false
+	found, more, err := w.find(ctx, baseRel, pattern)
+	if err != nil {
+		return Failure("find_files stopped: %v", err)
+	}
+	var sb strings.Builder
+	writeLines(&sb, found)
+	switch {
+	case more:
+		fmt.Fprintf(&sb, "[find_files: stopped at %d files; narrow the pattern or the path]\n", findMaxResults)
+	case len(found) == 0:
+		fmt.Fprintf(&sb, "No file below %s matches %s (.git and ignored files are skipped).\n", base, pattern)
+	}
+	return textResult(sb.String())
+}
+
+// find returns the files below baseRel whose path relative to it matches
+// pattern, up to findMaxResults (more is true when there were more).
+func (w *walker) find(ctx context.Context, baseRel, pattern string) (found []string, more bool, err error) {
 	err = w.walk(ctx, baseRel, func(rel string, e fs.DirEntry) error {
 		if e.IsDir() {
 			return nil
@@ -342,18 +358,10 @@ func (ws *Workspace) findFiles(ctx context.Context, base, pattern string) Outcom
 		found = append(found, p)
 		return nil
 	})
-	if err != nil && err != errStop {
-		return Failure("find_files stopped: %v", err)
+	if err == errStop {
+		err = nil
 	}
-	var sb strings.Builder
-	writeLines(&sb, found)
-	switch {
-	case more:
-		fmt.Fprintf(&sb, "[find_files: stopped at %d files; narrow the pattern or the path]\n", findMaxResults)
-	case len(found) == 0:
-		fmt.Fprintf(&sb, "No file below %s matches %s (.git and ignored files are skipped).\n", base, pattern)
-	}
-	return textResult(sb.String())
+	return found, more, err
 }
 
 // searchText finds the lines matching re in the files below base (or in
