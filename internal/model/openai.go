@@ -66,19 +66,11 @@ func NewOpenAI(baseURL string, models []string, name string, log *slog.Logger) (
 	}
 	shown := *u
 	shown.User, shown.RawQuery, shown.Fragment = nil, "", ""
-	transport := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: 5 * time.Minute, // a local server may think long before it answers
-		IdleConnTimeout:       90 * time.Second,
-		ForceAttemptHTTP2:     true,
-	}
 	m := &OpenAI{
 		base:     strings.TrimSuffix(baseURL, "/"),
 		shown:    strings.TrimSuffix(shown.String(), "/"),
 		key:      os.Getenv("OPENAI_API_KEY"),
-		client:   &http.Client{Transport: transport},
+		client:   &http.Client{Transport: newTransport()},
 		log:      log,
 		listed:   models,
 		Backoff:  500 * time.Millisecond,
@@ -88,6 +80,20 @@ func NewOpenAI(baseURL string, models []string, name string, log *slog.Logger) (
 	}
 	m.available = sync.OnceValue(m.listModels)
 	return m, nil
+}
+
+// newTransport is the model client's transport: bounded dialling and TLS,
+// and a long wait for the first header (a local server may think long
+// before it answers).
+func newTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 5 * time.Minute,
+		IdleConnTimeout:       90 * time.Second,
+		ForceAttemptHTTP2:     true,
+	}
 }
 
 func (m *OpenAI) NeedsHistory() bool { return true }
@@ -138,12 +144,17 @@ func (m *OpenAI) fetchModels() ([]string, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s", resp.Status)
 	}
+	return modelIDs(io.LimitReader(resp.Body, 4<<20))
+}
+
+// modelIDs reads the ids of a GET /models answer, sorted.
+func modelIDs(r io.Reader) ([]string, error) {
 	var list struct {
 		Data []struct {
 			ID string `json:"id"`
 		} `json:"data"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&list); err != nil {
+	if err := json.NewDecoder(r).Decode(&list); err != nil {
 		return nil, err
 	}
 	var ids []string

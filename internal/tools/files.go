@@ -141,19 +141,8 @@ func textResult(s string) Outcome {
 
 // askClientRead reads a file through the client.
 func (e *Env) askClientRead(ctx context.Context, path string, line, limit int) (string, error) {
-	// The params are written by hand: this is the round trip of every read.
-	params := jsonenc.AppendString([]byte(`{"sessionId":`), e.SessionID)
-	params = append(params, `,"path":`...)
-	params = jsonenc.AppendString(params, path)
-	if line != 0 {
-		params = strconv.AppendInt(append(params, `,"line":`...), int64(line), 10)
-	}
-	if limit != 0 {
-		params = strconv.AppendInt(append(params, `,"limit":`...), int64(limit), 10)
-	}
-	params = append(params, '}')
 	var raw json.RawMessage
-	if err := e.Client.Call(ctx, acp.MethodFSRead, json.RawMessage(params), &raw); err != nil {
+	if err := e.Client.Call(ctx, acp.MethodFSRead, readParams(e.SessionID, path, line, limit), &raw); err != nil {
 		return "", fmt.Errorf("the editor could not read %s: %v", path, err)
 	}
 	if ms, ok := jsonenc.Scan(raw); ok {
@@ -170,6 +159,21 @@ func (e *Env) askClientRead(ctx context.Context, path string, line, limit int) (
 		return "", fmt.Errorf("the editor could not read %s: the client's answer to %s: %s", path, acp.MethodFSRead, acp.DescribeJSONError(err))
 	}
 	return res.Content, nil
+}
+
+// readParams is fs/read_text_file's params, written by hand: this is the
+// round trip of every read. A zero line or limit is left out.
+func readParams(sessionID, path string, line, limit int) json.RawMessage {
+	params := jsonenc.AppendString([]byte(`{"sessionId":`), sessionID)
+	params = append(params, `,"path":`...)
+	params = jsonenc.AppendString(params, path)
+	if line != 0 {
+		params = strconv.AppendInt(append(params, `,"line":`...), int64(line), 10)
+	}
+	if limit != 0 {
+		params = strconv.AppendInt(append(params, `,"limit":`...), int64(limit), 10)
+	}
+	return append(params, '}')
 }
 
 // readWhole reads a whole file (for an edit or a diff) through the client
