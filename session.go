@@ -888,15 +888,12 @@ func (a *agent) requireLiveLocked(id string, accept int) (*SessionRecord, error)
 // while a cancelled turn winds down runs after it; one that arrives while
 // a turn runs is refused (1003).
 func (a *agent) admitPrompt(reqID, id string, p *acp.PromptParams) ticket {
-	if p.Prompt == nil {
-		return fail(acp.InvalidParams("prompt", "required: an array of content blocks"))
-	}
 	blocks, err := parsePrompt(p.Prompt)
+	if err == nil && a.model == nil {
+		err = a.errNoModel()
+	}
 	if err != nil {
 		return fail(err)
-	}
-	if a.model == nil {
-		return fail(a.errNoModel())
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -911,14 +908,19 @@ func (a *agent) admitPrompt(reqID, id string, p *acp.PromptParams) ticket {
 	}
 	// A cancelled turn still winding down (an editor sends cancel and the
 	// next prompt back to back): this prompt follows it.
-	tctx, cancel := context.WithCancel(context.Background())
-	t := &turn{reqID: reqID, ctx: tctx, cancel: cancel, done: make(chan struct{})}
+	t := newTurn(reqID)
 	s.turn = t
 	behind := "" // the load or resume still opening the session, by its id
 	if !s.ready {
 		behind = s.openReq
 	}
 	return a.promptTicket(s, t, prev, behind, blocks, p.Prompt)
+}
+
+// newTurn is the turn of the prompt reqID, not yet started.
+func newTurn(reqID string) *turn {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &turn{reqID: reqID, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }
 
 // promptTicket is the admitted prompt's ticket: its step runs turn t, and
@@ -1021,6 +1023,9 @@ func (a *agent) cancelRequest(ctx context.Context, req *jrpc2.Request) (any, err
 
 // parsePrompt checks every block of a prompt.
 func parsePrompt(raw []json.RawMessage) ([]acp.ContentBlock, error) {
+	if raw == nil {
+		return nil, acp.InvalidParams("prompt", "required: an array of content blocks")
+	}
 	blocks := make([]acp.ContentBlock, len(raw))
 	for i, r := range raw {
 		field := fmt.Sprintf("prompt[%d]", i)

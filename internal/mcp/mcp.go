@@ -523,6 +523,12 @@ func (t Tool) Call(ctx context.Context, input json.RawMessage) tools.Outcome {
 		}
 		return tools.Failure("MCP server `%s` failed to run %s: %v", t.server.spec.Name, t.tool.Name, err)
 	}
+	return outcomeOf(res)
+}
+
+// outcomeOf is an MCP tool's result as the call's outcome: its content
+// shown to the client, what the model is told, and its structured content.
+func outcomeOf(res *mcp.CallToolResult) tools.Outcome {
 	var o tools.Outcome
 	var text []string
 	for _, c := range res.Content {
