@@ -1314,15 +1314,19 @@ func (a *agent) replayRecord(sessionID string, rec store.Record) error {
 	case store.RecPlan:
 		return a.out.NotifyJSON(sessionID, acp.Plan(rec.Plan))
 	case store.RecToolResult:
-		content := rec.Content
-		if bytes.Contains(content, []byte(`"type":"terminal"`)) {
-			// The terminal was released in the process that ran the
-			// command: show its output, kept in the log, as text.
-			content = acp.MustJSON([]acp.ToolContent{acp.TextOut(rec.Result)})
-		}
-		return a.out.NotifyJSON(sessionID, acp.ToolCallProgress(rec.ToolCallID, acp.ToolStatus(rec.Status), content, rec.RawOutput))
+		return a.out.NotifyJSON(sessionID, acp.ToolCallProgress(rec.ToolCallID, acp.ToolStatus(rec.Status), replayedContent(rec), rec.RawOutput))
 	}
 	return nil
+}
+
+// replayedContent is a tool result's content as a load shows it: a
+// terminal was released in the process that ran the command, so its
+// output, kept in the log, is shown as text.
+func replayedContent(rec store.Record) json.RawMessage {
+	if bytes.Contains(rec.Content, []byte(`"type":"terminal"`)) {
+		return acp.MustJSON([]acp.ToolContent{acp.TextOut(rec.Result)})
+	}
+	return rec.Content
 }
 
 func rawInput(c *store.Call) json.RawMessage {

@@ -724,12 +724,15 @@ func (a *agent) call(ctx context.Context, s *SessionRecord, method string, param
 	if errors.As(err, &rerr) {
 		return fmt.Errorf("%s (error %d)", rerr.Message, rerr.Code)
 	}
-	if err != nil {
+	if err != nil || res == nil {
 		return err
 	}
-	if res == nil {
-		return nil
-	}
+	return decodeAnswer(method, raw, res)
+}
+
+// decodeAnswer decodes the client's result raw, its answer to method,
+// into res (a *json.RawMessage takes it as it is).
+func decodeAnswer(method string, raw json.RawMessage, res any) error {
 	if len(raw) == 0 || string(raw) == "null" {
 		return fmt.Errorf("the client's answer to %s has no result", method)
 	}

@@ -198,17 +198,7 @@ func localStatus(cmd *exec.Cmd, err error) (*exitStatus, error) {
 // commandOutcome words a finished command for the model and the client.
 func commandOutcome(command, output string, st *exitStatus, truncated, timedOut bool, timeout time.Duration, cancelled bool) Outcome {
 	var sb strings.Builder
-	switch {
-	case cancelled:
-		sb.WriteString("The command was killed: the turn was cancelled.\n")
-	case timedOut:
-		fmt.Fprintf(&sb, "The command timed out after %v and was killed.\n", timeout)
-	}
-	if st.ExitCode != nil {
-		fmt.Fprintf(&sb, "Exit code: %d\n", *st.ExitCode)
-	} else if st.Signal != nil {
-		fmt.Fprintf(&sb, "Killed by signal %s\n", *st.Signal)
-	}
+	sb.WriteString(howEnded(st, timedOut, timeout, cancelled))
 	if len(output) > modelOutputLimit {
 		output = output[len(output)-modelOutputLimit:]
 		truncated = true
@@ -224,6 +214,24 @@ func commandOutcome(command, output string, st *exitStatus, truncated, timedOut 
 		RawOutput: map[string]any{"exitCode": st.ExitCode, "signal": st.Signal, "timedOut": timedOut, "truncated": truncated},
 		Result:    sb.String(),
 	}
+}
+
+// howEnded is the first lines of a command's result: why it was killed,
+// if it was, and its exit code or signal.
+func howEnded(st *exitStatus, timedOut bool, timeout time.Duration, cancelled bool) string {
+	var sb strings.Builder
+	switch {
+	case cancelled:
+		sb.WriteString("The command was killed: the turn was cancelled.\n")
+	case timedOut:
+		fmt.Fprintf(&sb, "The command timed out after %v and was killed.\n", timeout)
+	}
+	if st.ExitCode != nil {
+		fmt.Fprintf(&sb, "Exit code: %d\n", *st.ExitCode)
+	} else if st.Signal != nil {
+		fmt.Fprintf(&sb, "Killed by signal %s\n", *st.Signal)
+	}
+	return sb.String()
 }
 
 // tailBuffer keeps the last limit bytes written to it.
