@@ -284,20 +284,28 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*agent, config, string
 		fmt.Fprintf(stderr, "acpbridge: unexpected argument %q; see --help\n", fs.Arg(0))
 		return nil, *cfg, "", 2
 	}
-	for _, name := range strings.Split(c.models, ",") {
-		if name = strings.TrimSpace(name); name != "" {
-			cfg.models = append(cfg.models, name)
-		}
-	}
 	if c.showVersion {
 		fmt.Fprintf(stdout, "acpbridge %s\n", version)
 		return nil, *cfg, "", 0
 	}
-	if cfg.maxTurnRequests < 1 || cfg.maxLineBytes < 1024 || cfg.maxContextTokens < 1000 {
-		fmt.Fprintf(stderr, "acpbridge: --max-turn-requests must be at least 1, --max-line-bytes at least 1024 and --max-context-tokens at least 1000\n")
+	if err := c.finish(); err != nil {
+		fmt.Fprintf(stderr, "acpbridge: %v\n", err)
 		return nil, *cfg, "", 2
 	}
 	return &agent{cfg: *cfg}, *cfg, c.logLevel, 0
+}
+
+// finish completes the configuration from the flags and checks the limits.
+func (c *commandLine) finish() error {
+	for _, name := range strings.Split(c.models, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			c.cfg.models = append(c.cfg.models, name)
+		}
+	}
+	if c.cfg.maxTurnRequests < 1 || c.cfg.maxLineBytes < 1024 || c.cfg.maxContextTokens < 1000 {
+		return errors.New("--max-turn-requests must be at least 1, --max-line-bytes at least 1024 and --max-context-tokens at least 1000")
+	}
+	return nil
 }
 
 // commandLine is what the flags set.

@@ -1214,19 +1214,10 @@ func (a *agent) changeSetting(id, field string, rec store.Record, result any) ti
 	if err != nil {
 		return fail(err)
 	}
-	a.mu.Lock()
-	s, err := a.requireLiveLocked(id, mustBeReady)
+	s, mode, model, err := a.applySetting(id, rec)
 	if err != nil {
-		a.mu.Unlock()
 		return fail(err)
 	}
-	if rec.Mode != "" {
-		s.mode = acp.Mode(rec.Mode)
-	} else {
-		s.model = rec.Model
-	}
-	mode, model := s.mode, s.model
-	a.mu.Unlock()
 	opts := a.configOptions(mode, model)
 	var sent error
 	if rec.Mode != "" {
@@ -1240,6 +1231,23 @@ func (a *agent) changeSetting(id, field string, rec store.Record, result any) ti
 		result = acp.ConfigOptionsResult{ConfigOptions: opts}
 	}
 	return done(result)
+}
+
+// applySetting sets rec's mode or model on the live session id and returns
+// the session and both settings.
+func (a *agent) applySetting(id string, rec store.Record) (*SessionRecord, acp.Mode, string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, err := a.requireLiveLocked(id, mustBeReady)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if rec.Mode != "" {
+		s.mode = acp.Mode(rec.Mode)
+	} else {
+		s.model = rec.Model
+	}
+	return s, s.mode, s.model, nil
 }
 
 // checkSetting refuses a mode or model (rec's) that acpbridge does not have,

@@ -131,11 +131,7 @@ func Start(specs []ServerSpec, version string, log *slog.Logger, stderr io.Write
 	var all []starting
 	used := map[string]bool{}
 	for _, spec := range specs {
-		prefix := "mcp__" + sanitize(spec.Name, 24) + "__"
-		for used[prefix] { // two servers whose names sanitise alike
-			prefix = prefix[:len(prefix)-2] + "_" + "__"
-		}
-		used[prefix] = true
+		prefix := uniquePrefix(spec.Name, used)
 		sctx, scancel := context.WithCancel(ctx)
 		st := starting{srv: &mcpServer{spec: spec, prefix: prefix}, cancel: scancel, done: make(chan error, 1)}
 		go func() { st.done <- h.connect(sctx, st.srv) }()
@@ -155,6 +151,17 @@ func Start(specs []ServerSpec, version string, log *slog.Logger, stderr io.Write
 		h.log.Info("MCP server connected", "server", name, "tools", len(st.srv.tools))
 	}
 	return h
+}
+
+// uniquePrefix is the prefix of the tools of the server name, mcp__NAME__,
+// made unlike the used ones (two servers whose names sanitise alike).
+func uniquePrefix(name string, used map[string]bool) string {
+	prefix := "mcp__" + sanitize(name, 24) + "__"
+	for used[prefix] {
+		prefix = prefix[:len(prefix)-2] + "_" + "__"
+	}
+	used[prefix] = true
+	return prefix
 }
 
 // starting is a server connecting while Start waits.

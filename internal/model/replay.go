@@ -11,6 +11,7 @@ package model
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -214,13 +215,15 @@ func (m *Replay) entry(ctx context.Context, dec *json.Decoder, req *Request, out
 	if failure != "" {
 		return "", Errorf("model call failed: %s (replayed from %s line %d)", failure, m.path, m.line)
 	}
-	if stop == "" {
-		stop = acp.StopEndTurn
-		if sawCall {
-			stop = acp.StopToolUse
-		}
+	return cmp.Or(stop, defaultStop(sawCall)), nil
+}
+
+// defaultStop is the stop reason of an entry that names none.
+func defaultStop(sawCall bool) acp.StopReason {
+	if sawCall {
+		return acp.StopToolUse
 	}
-	return stop, nil
+	return acp.StopEndTurn
 }
 
 // expect checks the entry's expect (next in dec) against the newest
@@ -292,13 +295,7 @@ func chunk(ctx context.Context, raw []byte, out Sink) (call bool, err error) {
 	if err := json.Unmarshal(raw, &c); err != nil {
 		return false, err
 	}
-	set := 0
-	for _, ok := range []bool{c.Text != nil, c.Thought != nil, c.ToolCall != nil, c.Usage != nil, c.DelayMs != nil} {
-		if ok {
-			set++
-		}
-	}
-	if set != 1 {
+	if !c.one() {
 		return false, fmt.Errorf("a chunk has exactly one of text, thought, toolCall, usage, delayMs")
 	}
 	switch {
@@ -320,6 +317,17 @@ func chunk(ctx context.Context, raw []byte, out Sink) (call bool, err error) {
 		return false, nil
 	}
 	return false, sleep(ctx, out, time.Duration(*c.DelayMs)*time.Millisecond)
+}
+
+// one reports whether the chunk has exactly one of its members.
+func (c *Chunk) one() bool {
+	set := 0
+	for _, ok := range []bool{c.Text != nil, c.Thought != nil, c.ToolCall != nil, c.Usage != nil, c.DelayMs != nil} {
+		if ok {
+			set++
+		}
+	}
+	return set == 1
 }
 
 // lendText streams raw when it is a text or thought chunk, the common one,

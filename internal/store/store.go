@@ -597,14 +597,9 @@ type listCursor struct {
 // List returns the stored sessions, newest first, a page at a time.
 // It returns the page and the cursor of the next one ("" at the end).
 func (st *Store) List(cwd, cursor string) ([]Info, string, error) {
-	var after *listCursor
-	if cursor != "" {
-		b, err := base64.RawURLEncoding.DecodeString(cursor)
-		var c listCursor
-		if err != nil || json.Unmarshal(b, &c) != nil {
-			return nil, "", ErrBadCursor
-		}
-		after = &c
+	after, err := decodeCursor(cursor)
+	if err != nil {
+		return nil, "", err
 	}
 	all, err := st.infos(cwd)
 	if err != nil {
@@ -632,6 +627,19 @@ func (st *Store) List(cwd, cursor string) ([]Info, string, error) {
 		page = append(page, inf)
 	}
 	return page, "", nil
+}
+
+// decodeCursor reads a list cursor: nil for "", the first page.
+func decodeCursor(cursor string) (*listCursor, error) {
+	if cursor == "" {
+		return nil, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	var c listCursor
+	if err != nil || json.Unmarshal(b, &c) != nil {
+		return nil, ErrBadCursor
+	}
+	return &c, nil
 }
 
 // infos reads the info files of the sessions in cwd (all when it is ""),
