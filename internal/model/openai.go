@@ -486,29 +486,35 @@ func (m *OpenAI) stream(ctx context.Context, resp *http.Response, out Sink, endp
 		if context.Cause(rctx) == errStalled {
 			return fail("nothing arrived for %v", m.Idle)
 		}
-		data, isData := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:"))
-		if isData {
-			data = bytes.TrimSpace(data)
-			if string(data) == "[DONE]" {
-				sawDone = true
-				break
-			}
-			if err := m.event(data, out, calls, &finish); err != nil {
-				return fail("%v", err)
-			}
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				done = true
-				continue
-			}
-			return fail("%v", m.redactErr(err))
+		if done, sawDone, err = m.eventLine(line, err, out, calls, &finish); err != nil {
+			return fail("%v", err)
 		}
 	}
 	if finish == "" && !sawDone {
 		return fail("the stream ended before the answer did")
 	}
 	return calls.finish(finish, out), nil
+}
+
+// eventLine handles a line of the stream, read with readErr: done is true
+// at [DONE] (sawDone) or at the stream's end, err when it failed.
+func (m *OpenAI) eventLine(line []byte, readErr error, out Sink, calls *toolDeltas, finish *string) (done, sawDone bool, err error) {
+	if data, isData := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:")); isData {
+		data = bytes.TrimSpace(data)
+		if string(data) == "[DONE]" {
+			return true, true, nil
+		}
+		if err := m.event(data, out, calls, finish); err != nil {
+			return true, false, err
+		}
+	}
+	if readErr == nil {
+		return false, false, nil
+	}
+	if errors.Is(readErr, io.EOF) {
+		return true, false, nil
+	}
+	return true, false, m.redactErr(readErr)
 }
 
 // readEventLine reads one line of the event stream, however long.
