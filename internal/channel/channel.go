@@ -368,12 +368,7 @@ func (c *Wire) Recv() ([]byte, error) {
 	for len(c.ahead) == 0 {
 		line, err := c.recvLine()
 		if err != nil {
-			c.CloseCalls()
-			if c.OnEOF != nil {
-				c.OnEOF()
-			}
-			c.awaitAnswers()
-			close(c.Ended)
+			c.end()
 			return nil, err
 		}
 		c.accept(line)
@@ -392,6 +387,17 @@ func (c *Wire) Recv() ([]byte, error) {
 	line := c.ahead[0]
 	c.ahead = c.ahead[1:]
 	return line, nil
+}
+
+// end is stdin's end: the agent's calls fail, OnEOF runs, and Ended closes
+// once every request taken in has been answered.
+func (c *Wire) end() {
+	c.CloseCalls()
+	if c.OnEOF != nil {
+		c.OnEOF()
+	}
+	c.awaitAnswers()
+	close(c.Ended)
 }
 
 // lineBuffered reports whether a whole line is waiting in the read buffer.

@@ -100,21 +100,27 @@ func Serve(ctx context.Context, args []string, maxLine int, log *slog.Logger, st
 	r.out = channel.NewWire(stdin, stdout, maxLine, trace)
 	r.out.OnEOF = func() { r.endChildren() } // their answers come before the router stops
 	r.warmUp()
+	r.serve(ctx)
+	r.shutdown()
+	return 0
+}
+
+// serve routes the client's lines until stdin ends or a signal (ctx)
+// ends the router as stdin's end would.
+func (r *router) serve(ctx context.Context) {
 	lines := make(chan []byte)
 	go r.read(lines)
 	for {
 		select {
 		case line, ok := <-lines:
 			if !ok {
-				r.shutdown()
-				return 0
+				return
 			}
 			r.route(line)
 		case <-ctx.Done():
 			r.log.Info("ending as at stdin EOF", "why", context.Cause(ctx))
 			r.out.CloseCalls()
-			r.shutdown()
-			return 0
+			return
 		}
 	}
 }
