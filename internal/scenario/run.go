@@ -116,16 +116,7 @@ func (r *run) prepare() (string, error) {
 	if dir, err = filepath.EvalSymlinks(dir); err != nil {
 		return dir, err
 	}
-	r.env = Env{Dir: dir, Cwd: filepath.Join(dir, "cwd"), State: filepath.Join(dir, "state")}
-	for _, d := range []string{r.env.Cwd, r.env.State} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			return dir, err
-		}
-	}
-	r.v.set("CWD", r.env.Cwd)
-	r.v.set("STATE", r.env.State)
-	r.v.set("DIR", r.env.Dir)
-	if err := r.writeFiles(); err != nil {
+	if err := r.makeEnv(dir); err != nil {
 		return dir, err
 	}
 	var flags []string
@@ -139,6 +130,21 @@ func (r *run) prepare() (string, error) {
 	r.lines = make(chan []byte, 256)
 	go r.readLines()
 	return dir, nil
+}
+
+// makeEnv makes the run's directories below dir ($DIR: $CWD and $STATE),
+// binds their variables and writes the scenario's files into them.
+func (r *run) makeEnv(dir string) error {
+	r.env = Env{Dir: dir, Cwd: filepath.Join(dir, "cwd"), State: filepath.Join(dir, "state")}
+	for _, d := range []string{r.env.Cwd, r.env.State} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	r.v.set("CWD", r.env.Cwd)
+	r.v.set("STATE", r.env.State)
+	r.v.set("DIR", r.env.Dir)
+	return r.writeFiles()
 }
 
 // writeFiles writes the scenario's files into the run's directory: cwd/

@@ -64,15 +64,20 @@ func (e *Env) runInTerminal(ctx context.Context, id string, command, dir string,
 		st = &exitStatus{}
 	}
 	o := commandOutcome(command, res.Output, st, res.Truncated, timedOut, timeout, ctx.Err() != nil)
-	o.Content = embed
-	if !e.Client.Caps().Meta.TerminalOutput {
-		// Only a client that renders terminals inline (Zed says so with
-		// _meta.terminal_output) shows the output from the terminal block;
-		// others (acpx) show "[terminal] id". They get the output as text.
-		o.Content = append(o.Content, acp.TextOut(o.Result))
-	}
+	o.Content = e.terminalContent(embed, o.Result)
 	o.After = release
 	return o
+}
+
+// terminalContent is what the client is shown of a command run in its
+// terminal: the terminal, and the result as text too unless the client
+// renders terminals inline (Zed says so with _meta.terminal_output); others
+// (acpx) show "[terminal] id".
+func (e *Env) terminalContent(embed []acp.ToolContent, result string) []acp.ToolContent {
+	if e.Client.Caps().Meta.TerminalOutput {
+		return embed
+	}
+	return append(embed, acp.TextOut(result))
 }
 
 // releaser returns what releases the client's terminal ids once the call's
