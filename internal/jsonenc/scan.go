@@ -7,6 +7,7 @@ package jsonenc
 import (
 	"bytes"
 	"encoding/json"
+	"iter"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -58,6 +59,27 @@ func Scan(line []byte) (ms Members, ok bool) {
 		}
 	}
 	return ms, i < len(line) && line[i] == '}'
+}
+
+// Elements are the elements of the JSON array raw, which must be valid
+// JSON, in order, as raw JSON; ok is false when raw is another kind of
+// value. Each is a slice of raw.
+func Elements(raw []byte) (seq iter.Seq[json.RawMessage], ok bool) {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '[' {
+		return nil, false
+	}
+	return func(yield func(json.RawMessage) bool) {
+		for j := skipSpace(raw, i+1); j < len(raw) && raw[j] != ']'; {
+			end := scanValue(raw, j)
+			if !yield(raw[j:end]) {
+				return
+			}
+			if j = skipSpace(raw, end); j < len(raw) && raw[j] == ',' {
+				j = skipSpace(raw, j+1)
+			}
+		}
+	}, true
 }
 
 func skipSpace(b []byte, i int) int {

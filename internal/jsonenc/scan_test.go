@@ -39,6 +39,33 @@ func FuzzScan(f *testing.F) {
 	})
 }
 
+// Elements reads the elements encoding/json reads, byte for byte.
+func FuzzElements(f *testing.F) {
+	for _, s := range []string{`[]`, ` [ 1 , "a]" , {"b":[2,3]} , [ ] , null , -2.5e1 ] `, `[[],[[]]]`, `{"a":[1]}`, `"["`, `[{"text":"x"},{"toolCall":{"id":"c","name":"n","input":{}}}]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !json.Valid([]byte(s)) {
+			return
+		}
+		var want []json.RawMessage
+		isArray := json.Unmarshal([]byte(s), &want) == nil && strings.HasPrefix(strings.TrimLeft(s, " \t\r\n"), "[")
+		seq, ok := Elements([]byte(s))
+		require.Equal(t, isArray, ok, "%s", s)
+		if !ok {
+			return
+		}
+		var got []json.RawMessage
+		for e := range seq {
+			got = append(got, e)
+		}
+		require.Len(t, got, len(want), "%s", s)
+		for i := range want {
+			assert.Equal(t, string(want[i]), string(got[i]), "%s: element %d", s, i)
+		}
+	})
+}
+
 func FuzzReadString(f *testing.F) {
 	for _, s := range []string{`""`, `"plain"`, `"a\nb\t\"q\"\\ \/"`, `"\u00e9\u2028"`, `"\ud83d\ude00"`, `"\ud83d x"`, `"\udc00"`,
 		`"\ud83d\u0041"`, "\"bad \xff\"", `"\b\f\r"`, `"\uD83D\uDE00"`} {

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"path/filepath"
 	"slices"
@@ -89,9 +90,7 @@ func (m *Replay) Complete(ctx context.Context, req *Request, out Sink) (acp.Stop
 	}
 	m.line++
 	m.served++
-	lr := &lineReader{r: m.r}
-	defer lr.drain()
-	stop, err := m.entry(ctx, json.NewDecoder(lr), req, out)
+	stop, err := m.serve(ctx, req, out)
 	if err != nil && ctx.Err() == nil {
 		if rerr := (*jrpc2.Error)(nil); errors.As(err, &rerr) {
 			return "", err
@@ -99,6 +98,108 @@ func (m *Replay) Complete(ctx context.Context, req *Request, out Sink) (acp.Stop
 		return "", Errorf("replay fixture %s line %d: %v", m.path, m.line, err)
 	}
 	return stop, err
+}
+
+// serve serves the entry that starts the reader's next line, consuming
+// the line. An entry whole in the read buffer (up to 64 KiB, the usual
+// one) of the usual shape is read in place; any other streams through a
+// json.Decoder, which also explains what is wrong with a bad one.
+func (m *Replay) serve(ctx context.Context, req *Request, out Sink) (acp.StopReason, error) {
+	if line, ok := m.wholeLine(); ok {
+		if ms, ok := usualEntry(line); ok {
+			defer m.r.Discard(len(line) + 1)
+			return m.entryMembers(ctx, ms, req, out)
+		}
+	}
+	lr := &lineReader{r: m.r}
+	defer lr.drain()
+	return m.entry(ctx, json.NewDecoder(lr), req, out)
+}
+
+// wholeLine returns the reader's next line, without its newline and not
+// consumed, when the read buffer holds all of it and it is valid JSON.
+func (m *Replay) wholeLine() ([]byte, bool) {
+	buf, _ := m.r.Peek(m.r.Buffered())
+	i := bytes.IndexByte(buf, '\n')
+	if i < 0 {
+		buf, _ = m.r.Peek(m.r.Size())
+		i = bytes.IndexByte(buf, '\n')
+	}
+	if i < 0 || !jsonenc.Valid(buf[:i]) {
+		return nil, false
+	}
+	return buf[:i], true
+}
+
+// usualEntry returns the members of the entry line when each is one of
+// entry's keys with a value of its kind: a string, or chunks' array.
+func usualEntry(line []byte) (jsonenc.Members, bool) {
+	ms, ok := jsonenc.Scan(line)
+	if !ok {
+		return nil, false
+	}
+	for _, mb := range ms {
+		switch mb.Key {
+		case "expect", "stop", "error":
+			ok = mb.Value[0] == '"'
+		case "chunks":
+			ok = mb.Value[0] == '['
+		default:
+			ok = false
+		}
+		if !ok {
+			return nil, false
+		}
+	}
+	return ms, true
+}
+
+// entryMembers serves an entry read in place, as entry does.
+func (m *Replay) entryMembers(ctx context.Context, ms jsonenc.Members, req *Request, out Sink) (acp.StopReason, error) {
+	var stop acp.StopReason
+	var failure string
+	var sawCall bool
+	for _, mb := range ms {
+		var err error
+		var str string
+		if mb.Key != "chunks" {
+			str, _ = jsonenc.ReadString(mb.Value) // a string: usualEntry checked
+		}
+		switch mb.Key {
+		case "expect":
+			err = m.checkExpect(str, req)
+		case "chunks":
+			elems, _ := jsonenc.Elements(mb.Value)
+			var n int
+			var call bool
+			n, call, err = m.chunkList(ctx, elems, out)
+			sawCall = sawCall || call
+			if err != nil {
+				err = fmt.Errorf("chunks[%d]: %w", n, err)
+			}
+		case "stop":
+			stop, err = checkStop(acp.StopReason(str))
+		case "error":
+			failure = str
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+	return m.entryEnd(failure, stop, sawCall)
+}
+
+// chunkList streams the chunks of an entry read in place and reports
+// whether they held a tool call.
+func (m *Replay) chunkList(ctx context.Context, elems iter.Seq[json.RawMessage], out Sink) (n int, call bool, err error) {
+	var text []byte // a text chunk's text, its buffer reused
+	for raw := range elems {
+		if call, err = serveChunk(ctx, raw, &text, out, call); err != nil {
+			return n, call, err
+		}
+		n++
+	}
+	return n, call, nil
 }
 
 // Position is how many entries have been served.
@@ -212,6 +313,12 @@ func (m *Replay) entry(ctx context.Context, dec *json.Decoder, req *Request, out
 			return "", fmt.Errorf("unknown key %q (the keys are expect, chunks, stop, error)", key)
 		}
 	}
+	return m.entryEnd(failure, stop, sawCall)
+}
+
+// entryEnd is how an entry ends: its error, its stop, or the stop its
+// chunks imply.
+func (m *Replay) entryEnd(failure string, stop acp.StopReason, sawCall bool) (acp.StopReason, error) {
 	if failure != "" {
 		return "", Errorf("model call failed: %s (replayed from %s line %d)", failure, m.path, m.line)
 	}
@@ -233,6 +340,11 @@ func (m *Replay) expect(dec *json.Decoder, req *Request) error {
 	if err := dec.Decode(&want); err != nil {
 		return fmt.Errorf("expect: %v", err)
 	}
+	return m.checkExpect(want, req)
+}
+
+// checkExpect checks that the newest message contains want.
+func (m *Replay) checkExpect(want string, req *Request) error {
 	want = fromPlaceholders(want, req.Roots)
 	if got := req.Conv.Newest(); !strings.Contains(got, want) {
 		return Errorf(
@@ -248,6 +360,11 @@ func decodeStop(dec *json.Decoder) (acp.StopReason, error) {
 	if err := dec.Decode(&stop); err != nil {
 		return "", fmt.Errorf("stop: %v", err)
 	}
+	return checkStop(stop)
+}
+
+// checkStop refuses a stop reason that a model does not give.
+func checkStop(stop acp.StopReason) (acp.StopReason, error) {
 	switch stop {
 	case acp.StopEndTurn, acp.StopToolUse, acp.StopMaxTokens, acp.StopRefusal:
 		return stop, nil
@@ -265,27 +382,33 @@ func (m *Replay) chunks(ctx context.Context, dec *json.Decoder, out Sink) (int, 
 	var text []byte         // a text chunk's text, its buffer reused
 	n := 0
 	for ; dec.More(); n++ {
-		if ctx.Err() != nil {
-			return n, call, ctx.Err()
-		}
 		raw = raw[:0]
+		if err := ctx.Err(); err != nil {
+			return n, call, err
+		}
 		if err := dec.Decode(&raw); err != nil {
 			return n, call, err
 		}
-		if lent, err := lendText(raw, &text, out); lent || err != nil {
-			if err != nil {
-				return n, call, err
-			}
-			continue
-		}
-		isCall, err := chunk(ctx, raw, out)
-		call = call || isCall
-		if err != nil {
+		var err error
+		if call, err = serveChunk(ctx, raw, &text, out, call); err != nil {
 			return n, call, err
 		}
 	}
 	_, err := dec.Token()
 	return n, call, err
+}
+
+// serveChunk streams the chunk raw to out, text through the reused buffer
+// text; call becomes true at a tool call.
+func serveChunk(ctx context.Context, raw []byte, text *[]byte, out Sink, call bool) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return call, err
+	}
+	if lent, err := lendText(raw, text, out); lent || err != nil {
+		return call, err
+	}
+	isCall, err := chunk(ctx, raw, out)
+	return call || isCall, err
 }
 
 // chunk streams one chunk other than plain text (raw, its JSON) to out and
