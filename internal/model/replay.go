@@ -415,7 +415,9 @@ func serveChunk(ctx context.Context, raw []byte, text *[]byte, out Sink, call bo
 // reports whether it was a tool call.
 func chunk(ctx context.Context, raw []byte, out Sink) (call bool, err error) {
 	var c Chunk
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if tc, ok := toolCallChunk(raw); ok {
+		c.ToolCall = &tc
+	} else if err := json.Unmarshal(raw, &c); err != nil {
 		return false, err
 	}
 	if !c.one() {
@@ -440,6 +442,38 @@ func chunk(ctx context.Context, raw []byte, out Sink) (call bool, err error) {
 		return false, nil
 	}
 	return false, sleep(ctx, out, time.Duration(*c.DelayMs)*time.Millisecond)
+}
+
+// toolCallChunk reads raw, a valid chunk, in place when it is a tool call
+// of the usual shape, {"toolCall":{"id":"…","name":"…","input":…}} (keys
+// spelled exactly, each once); ok is false otherwise, for encoding/json to
+// read and explain.
+func toolCallChunk(raw []byte) (tc ToolCall, ok bool) {
+	ms, ok := jsonenc.Scan(raw)
+	if !ok || len(ms) != 1 || ms[0].Key != "toolCall" {
+		return tc, false
+	}
+	call, ok := jsonenc.Scan(ms[0].Value)
+	if !ok || len(call) > 3 {
+		return tc, false
+	}
+	var seen [3]bool // id, name, input
+	for _, m := range call {
+		k := slices.Index([]string{"id", "name", "input"}, m.Key)
+		if k < 0 || seen[k] || (k < 2 && m.Value[0] != '"') {
+			return tc, false
+		}
+		seen[k] = true
+		switch k {
+		case 0:
+			tc.ID, _ = jsonenc.ReadString(m.Value)
+		case 1:
+			tc.Name, _ = jsonenc.ReadString(m.Value)
+		default:
+			tc.Input = bytes.Clone(m.Value)
+		}
+	}
+	return tc, true
 }
 
 // one reports whether the chunk has exactly one of its members.

@@ -5,6 +5,7 @@ package model
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -78,4 +79,28 @@ func TestReplay_inPlaceAsStreamed(t *testing.T) {
 	}
 	assert.Contains(t, fast[0], `"text Hello" "thought hm \"q\" é" "text a\nb"`)
 	assert.Contains(t, fast[1], `call c1 read_file {\"path\":\"f.txt\"}`)
+}
+
+// Whatever valid chunk it is given, toolCallChunk declines it or reads
+// what json.Unmarshal reads.
+func FuzzToolCallChunk(f *testing.F) {
+	for _, s := range []string{`{"toolCall":{"id":"c1","name":"read_file","input":{"path":"f.txt"}}}`,
+		`{"toolCall":{"name":"n","id":"\u0063","input" : [ 1 ] }}`, `{"toolCall":{"ID":"c","name":"n"}}`,
+		`{"toolCall":{"id":"c","id":"d"}}`, `{"toolCall":{"id":1}}`, `{"toolCall":null}`, `{"text":"t"}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !json.Valid([]byte(s)) {
+			return
+		}
+		tc, ok := toolCallChunk([]byte(s))
+		if !ok {
+			return
+		}
+		var want Chunk
+		require.NoError(t, json.Unmarshal([]byte(s), &want), "%s: read in place, but encoding/json fails", s)
+		require.NotNil(t, want.ToolCall, s)
+		assert.Equal(t, Chunk{ToolCall: want.ToolCall}, want, s)
+		assert.Equal(t, *want.ToolCall, tc, s)
+	})
 }
