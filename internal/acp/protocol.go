@@ -406,7 +406,7 @@ type ToolContent struct {
 }
 
 func TextOut(s string) ToolContent {
-	b := jsonenc.AppendString(append(make([]byte, 0, len(s)+32), `{"type":"text","text":`...), s)
+	b := jsonenc.AppendString(append(make([]byte, 0, len(s)+len(s)/8+32), `{"type":"text","text":`...), s) // room for escapes
 	return ToolContent{Type: "content", Content: append(b, '}'), Text: s}
 }
 

@@ -75,8 +75,9 @@ func (c *Wire) writeCall(method string, p json.RawMessage) (id int64, ch chan re
 	c.nextID++
 	id = c.nextID
 	c.calls[id] = ch
-	msg := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":`, id, method)
-	msg = append(append(msg, p...), '}')
+	msg := strconv.AppendInt(append(make([]byte, 0, len(p)+64), `{"jsonrpc":"2.0","id":`...), id, 10)
+	msg = jsonenc.AppendString(append(msg, `,"method":`...), method)
+	msg = append(append(append(msg, `,"params":`...), p...), '}')
 	c.writeLocked(msg)
 	c.flushLocked()
 	return id, ch, c.err

@@ -10,6 +10,7 @@ import (
 	"iter"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Members are the top-level members of a JSON object, in order, with their
@@ -43,7 +44,7 @@ func Scan(line []byte) (ms Members, ok bool) {
 	ms = make(Members, 0, 6)
 	for i = skipSpace(line, i+1); i < len(line) && line[i] == '"'; {
 		end := scanString(line, i)
-		key := string(line[i+1 : end-1])
+		key := keyString(line[i+1 : end-1])
 		if bytes.IndexByte(line[i:end], '\\') >= 0 || !utf8.ValidString(key) {
 			json.Unmarshal(line[i:end], &key) // escapes or bad UTF-8 in a key: rare
 		}
@@ -80,6 +81,44 @@ func Elements(raw []byte) (seq iter.Seq[json.RawMessage], ok bool) {
 			}
 		}
 	}, true
+}
+
+// keyString is the key b as a string, without allocating for the keys
+// of the protocol's messages and replay's entries, which every line has.
+func keyString(b []byte) string {
+	switch string(b) { // compared in place
+	case "jsonrpc":
+		return "jsonrpc"
+	case "id":
+		return "id"
+	case "method":
+		return "method"
+	case "params":
+		return "params"
+	case "result":
+		return "result"
+	case "error":
+		return "error"
+	case "content":
+		return "content"
+	case "sessionId":
+		return "sessionId"
+	case "chunks":
+		return "chunks"
+	case "text":
+		return "text"
+	case "toolCall":
+		return "toolCall"
+	case "name":
+		return "name"
+	case "input":
+		return "input"
+	case "expect":
+		return "expect"
+	case "outcome":
+		return "outcome"
+	}
+	return string(b)
 }
 
 func skipSpace(b []byte, i int) int {
@@ -140,8 +179,8 @@ func ReadString(raw []byte) (s string, ok bool) {
 	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
 		return string(raw[1 : len(raw)-1]), raw[len(raw)-1] == '"'
 	}
-	b, ok := AppendStringValue(nil, raw)
-	return string(b), ok
+	b, ok := AppendStringValue(make([]byte, 0, len(raw)), raw)
+	return unsafe.String(unsafe.SliceData(b), len(b)), ok // b is ours alone
 }
 
 // AppendStringValue appends the text of raw, a valid JSON string token, to
