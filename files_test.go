@@ -92,7 +92,7 @@ func runToolCallsIn(t *testing.T, mode string, start starter, caps string, setup
 // Verify that read_file, write_file and edit_file on a FIFO, a socket and
 // a device fail at once, locally and with a client's fs (which is not
 // asked), in-process and on the built binary, and that the process then
-// exits on EOF.
+// exits on EOF. A link to a FIFO is one too.
 func TestFiles_specialFiles(t *testing.T) {
 	for _, st := range []struct {
 		name  string
@@ -101,7 +101,7 @@ func TestFiles_specialFiles(t *testing.T) {
 		for _, caps := range []string{`{}`, `{"fs":{"readTextFile":true,"writeTextFile":true}}`} {
 			t.Run(st.name+"/"+caps, func(t *testing.T) {
 				var calls [][2]string
-				for _, name := range []string{"fifo", "sock"} {
+				for _, name := range []string{"fifo", "sock", "link-to-fifo"} {
 					calls = append(calls,
 						[2]string{"read_file", fmt.Sprintf(`{"path":%q}`, name)},
 						[2]string{"write_file", fmt.Sprintf(`{"path":%q,"content":"x"}`, name)},
@@ -109,6 +109,7 @@ func TestFiles_specialFiles(t *testing.T) {
 				}
 				results, requests := runToolCalls(t, st.start, caps, func(ta *testAgent) {
 					require.NoError(t, syscall.Mkfifo(filepath.Join(ta.cwd, "fifo"), 0o600))
+					require.NoError(t, os.Symlink("fifo", filepath.Join(ta.cwd, "link-to-fifo")))
 					l, err := net.Listen("unix", filepath.Join(ta.cwd, "sock"))
 					require.NoError(t, err)
 					t.Cleanup(func() { l.Close() })

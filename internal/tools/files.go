@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -215,16 +216,24 @@ func (e *Env) writeText(ctx context.Context, path, content string) error {
 	return e.writeLocal(path, content)
 }
 
-// readFile serves read_file: a window of lines within the caps.
-func (e *Env) readFile(ctx context.Context, path string, w window) Outcome {
-	if exists, err := checkRegular(path); err != nil || (!exists && !e.Client.Caps().FS.ReadTextFile) {
+// readFile serves read_file: a window of lines within the caps. fi is
+// what os.Stat says of path, or nil when it does not exist or is not
+// known.
+func (e *Env) readFile(ctx context.Context, path string, w window, fi os.FileInfo) Outcome {
+	var exists bool
+	var err error
+	if fi != nil {
+		exists, err = checkInfo(path, fi)
+	} else {
+		exists, err = checkRegular(path)
+	}
+	if err != nil || (!exists && !e.Client.Caps().FS.ReadTextFile) {
 		if err == nil {
 			err = fmt.Errorf("cannot read %s: it does not exist", path)
 		}
 		return Failure("%v", err)
 	}
 	var text string
-	var err error
 	if e.Client.Caps().FS.ReadTextFile {
 		text, err = e.readThroughClient(ctx, path, w)
 	} else {
@@ -347,8 +356,56 @@ type readInput struct {
 	Limit *int   `json:"limit"`
 }
 
+// readPrepare is typed(prepareRead), with read_file's usual input read
+// in place by scanReadInput rather than by encoding/json: it is every
+// read's.
+func readPrepare(env *Env, input json.RawMessage, c *Call) error {
+	if in, ok := scanReadInput(input); ok {
+		return prepareRead(env, in, c)
+	}
+	return typed(prepareRead)(env, input, c)
+}
+
+// scanReadInput reads input as json.Unmarshal would into a readInput when
+// it is valid JSON of the usual shape: an object with a string path and
+// integer line and limit, keys spelled exactly and each once. ok is false
+// otherwise, for encoding/json to decode and explain.
+func scanReadInput(input []byte) (in readInput, ok bool) {
+	if !jsonenc.Valid(input) {
+		return in, false
+	}
+	ms, ok := jsonenc.Scan(input)
+	if !ok || len(ms) > 3 {
+		return in, false
+	}
+	var seen [3]bool // path, line, limit
+	for _, m := range ms {
+		k := slices.Index([]string{"path", "line", "limit"}, m.Key)
+		if k < 0 || seen[k] {
+			return in, false
+		}
+		seen[k] = true
+		if k == 0 {
+			if in.Path, ok = jsonenc.ReadString(m.Value); !ok {
+				return in, false
+			}
+			continue
+		}
+		n, err := strconv.Atoi(string(m.Value))
+		if err != nil {
+			return in, false
+		}
+		if k == 1 {
+			in.Line = &n
+		} else {
+			in.Limit = &n
+		}
+	}
+	return in, true
+}
+
 func prepareRead(env *Env, in readInput, c *Call) error {
-	path, err := env.target(c, "Read", in.Path)
+	path, fi, err := env.targetInfo(c, "Read", in.Path)
 	if err != nil {
 		return err
 	}
@@ -365,7 +422,9 @@ func prepareRead(env *Env, in readInput, c *Call) error {
 		}
 		w.limit = *in.Limit
 	}
-	c.Run = func(ctx context.Context, _ string) Outcome { return env.readFile(ctx, path, w) }
+	// A read asks no permission: it runs now, and what resolving the path
+	// found out about it still holds.
+	c.Run = func(ctx context.Context, _ string) Outcome { return env.readFile(ctx, path, w, fi) }
 	return nil
 }
 

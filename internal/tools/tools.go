@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"acpbridge/internal/acp"
 )
@@ -112,7 +113,7 @@ type Tool struct {
 var Builtin = []Tool{
 	{Spec{"read_file", "Read a text file, at most 2,000 lines a call (line and limit read a part). Relative paths are resolved against the session's working directory.",
 		json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"file path"},"line":{"type":"integer","description":"first line to read, 1-based"},"limit":{"type":"integer","description":"most lines to read"}},"required":["path"]}`)},
-		acp.KindRead, PermRead, typed(prepareRead)},
+		acp.KindRead, PermRead, readPrepare},
 	{Spec{"write_file", "Create or overwrite a text file with the given content.",
 		json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"]}`)},
 		acp.KindEdit, PermEdit, typed(prepareWrite)},
@@ -168,11 +169,18 @@ func typed[T any](prepare func(env *Env, in T, c *Call) error) func(*Env, json.R
 // target resolves the path a call works on, within the roots, and names
 // it in the call's title ("Read src/a.go") and location.
 func (env *Env) target(c *Call, verb, path string) (string, error) {
-	resolved, err := env.resolve(path)
+	resolved, _, err := env.targetInfo(c, verb, path)
+	return resolved, err
+}
+
+// targetInfo is target, and what os.Stat says of the path when it exists
+// (nil when it does not, or is not known).
+func (env *Env) targetInfo(c *Call, verb, path string) (string, os.FileInfo, error) {
+	resolved, fi, err := env.resolveInfo(path)
 	c.Title = verb + " " + env.display(path)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	c.Locations = []acp.Location{{Path: resolved}}
-	return resolved, nil
+	return resolved, fi, nil
 }

@@ -45,24 +45,28 @@ const (
 // included (their target is where a create would land), one component at
 // a time; a component that does not exist ends the walk.
 func realPath(path string) string {
-	return followLinks("/", strings.Split(filepath.Clean(path), "/"), 0)
+	real, _ := followLinks("/", strings.Split(filepath.Clean(path), "/"), 0)
+	return real
 }
 
-// followLinks resolves parts below the already resolved dir.
-func followLinks(dir string, parts []string, hops int) string {
+// followLinks resolves parts below the already resolved dir. When the
+// whole path exists, fi is what os.Stat says of it (its last component's
+// os.Lstat, a link being followed); otherwise nil.
+func followLinks(dir string, parts []string, hops int) (real string, fi os.FileInfo) {
 	for i, part := range parts {
 		if part == "" || part == "." {
 			continue
 		}
 		next := filepath.Join(dir, part)
-		fi, err := os.Lstat(next)
+		var err error
+		fi, err = os.Lstat(next)
 		if err != nil || hops > 40 { // missing, or a loop of links
-			return filepath.Join(append([]string{next}, parts[i+1:]...)...)
+			return filepath.Join(append([]string{next}, parts[i+1:]...)...), nil
 		}
 		if fi.Mode()&os.ModeSymlink != 0 {
 			target, err := os.Readlink(next)
 			if err != nil {
-				return filepath.Join(append([]string{next}, parts[i+1:]...)...)
+				return filepath.Join(append([]string{next}, parts[i+1:]...)...), nil
 			}
 			if !filepath.IsAbs(target) {
 				target = filepath.Join(dir, target)
@@ -72,7 +76,7 @@ func followLinks(dir string, parts []string, hops int) string {
 		}
 		dir = next
 	}
-	return dir
+	return dir, fi
 }
 
 // Workspace is a session's directories: the cwd, then the additional
@@ -163,6 +167,11 @@ func checkRegular(path string) (exists bool, err error) {
 	if err != nil {
 		return false, nil
 	}
+	return checkInfo(path, fi)
+}
+
+// checkInfo is checkRegular for a path whose os.Stat is fi.
+func checkInfo(path string, fi os.FileInfo) (exists bool, err error) {
 	if !fi.Mode().IsRegular() {
 		return true, notRegular(path, fi.Mode())
 	}
@@ -226,31 +235,39 @@ func (ws *Workspace) writeLocal(path, content string) error {
 // resolve makes path absolute (relative to cwd) and checks that it lies
 // within the session's roots, symlinks resolved.
 func (ws *Workspace) resolve(path string) (string, error) {
+	path, _, err := ws.resolveInfo(path)
+	return path, err
+}
+
+// resolveInfo is resolve, and what os.Stat says of the path when it exists
+// (nil when it does not, or is not known).
+func (ws *Workspace) resolveInfo(path string) (string, os.FileInfo, error) {
 	if path == "" {
-		return "", errors.New("a path is required")
+		return "", nil, errors.New("a path is required")
 	}
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(ws.Cwd, path)
 	}
 	path = filepath.Clean(path)
 	real := ""
+	var fi os.FileInfo
 	for i, root := range ws.Roots {
 		if within(path, root) {
 			// Only the part below the root can hold a symlink not yet resolved.
 			rel, _ := filepath.Rel(root, path)
-			real = followLinks(ws.realRoots[i], strings.Split(rel, "/"), 0)
+			real, fi = followLinks(ws.realRoots[i], strings.Split(rel, "/"), 0)
 			break
 		}
 	}
 	if real == "" {
-		real = realPath(path) // perhaps an alias of a root through a symlink
+		real, fi = followLinks("/", strings.Split(path, "/"), 0) // perhaps an alias of a root through a symlink
 	}
 	for _, root := range ws.realRoots {
 		if within(real, root) {
-			return path, nil
+			return path, fi, nil
 		}
 	}
-	return "", fmt.Errorf("%s is outside the session's directories (%s): acpbridge only touches files under them", path, strings.Join(ws.Roots, ", "))
+	return "", nil, fmt.Errorf("%s is outside the session's directories (%s): acpbridge only touches files under them", path, strings.Join(ws.Roots, ", "))
 }
 
 // display shortens a path under cwd for a title.
