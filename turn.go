@@ -25,6 +25,7 @@ import (
 	"github.com/creachadair/jrpc2"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/jsonenc"
 	"acpbridge/internal/model"
 	"acpbridge/internal/store"
 	"acpbridge/internal/tools"
@@ -89,11 +90,13 @@ func (st *modelStream) chunk(kind acp.UpdateKind, s string) error {
 func (st *modelStream) ToolCall(tc model.ToolCall) {
 	st.endMessage()
 	var buf bytes.Buffer
-	if len(tc.Input) == 0 {
+	switch {
+	case len(tc.Input) == 0:
 		tc.Input = json.RawMessage("{}")
-	} else if json.Compact(&buf, tc.Input) == nil {
+	case jsonenc.Valid(tc.Input) && jsonenc.IsCompact(tc.Input): // as a replay's usually is
+	case json.Compact(&buf, tc.Input) == nil:
 		tc.Input = buf.Bytes()
-	} else {
+	default:
 		tc.Input = acp.MustJSON(string(tc.Input))
 	}
 	st.calls = append(st.calls, tc)

@@ -3,6 +3,7 @@
 package jsonenc
 
 import (
+	"bytes"
 	"encoding/json"
 	"math/rand/v2"
 	"strings"
@@ -63,6 +64,21 @@ func FuzzElements(f *testing.F) {
 		for i := range want {
 			assert.Equal(t, string(want[i]), string(got[i]), "%s: element %d", s, i)
 		}
+	})
+}
+
+// IsCompact says whether json.Compact would change valid JSON.
+func FuzzIsCompact(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `{"a": 1}`, `[1,"x y",{"b":"\" "}]`, ` 1`, "[\n]", `"a\tb"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !json.Valid([]byte(s)) {
+			return
+		}
+		var buf bytes.Buffer
+		require.NoError(t, json.Compact(&buf, []byte(s)))
+		assert.Equal(t, buf.String() == s, IsCompact([]byte(s)), "%q", s)
 	})
 }
 

@@ -184,3 +184,17 @@ func (v *validator) digits() int {
 	}
 	return v.i - start
 }
+
+// IsCompact reports whether the valid JSON b has no white space outside
+// its strings: whether json.Compact would leave it as it is.
+func IsCompact(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			i = scanString(b, i) - 1
+		case ' ', '\t', '\n', '\r':
+			return false
+		}
+	}
+	return true
+}
