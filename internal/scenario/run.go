@@ -201,7 +201,15 @@ func (r *run) expandPaths(s string, expand bool) string {
 
 // check runs the transcript and compares.
 func (r *run) check() error {
-	steps := r.sc.Steps
+	if err := r.runSteps(r.sc.Steps); err != nil {
+		return err
+	}
+	return r.finish(nil)
+}
+
+// runSteps sends, closes and expects as steps say, consecutive sends in
+// one write.
+func (r *run) runSteps(steps []Step) error {
 	for i := 0; i < len(steps); i++ {
 		st := steps[i]
 		switch st.Kind {
@@ -226,7 +234,7 @@ func (r *run) check() error {
 			}
 		}
 	}
-	return r.finish(nil)
+	return nil
 }
 
 // send writes a group of client lines in one write.

@@ -121,30 +121,7 @@ func (r *run) included(steps []Step, j int) (int, error) {
 	for k < len(steps) && steps[k].From != "" {
 		k++
 	}
-	for i := j; i < k; i++ {
-		switch st := steps[i]; st.Kind {
-		case Expect:
-			line, err := r.next(st)
-			if err != nil {
-				return 0, err
-			}
-			if err := r.compare(st, line); err != nil {
-				return 0, err
-			}
-		case Close:
-			r.close()
-		default:
-			g := i
-			for g+1 < k && (steps[g+1].Kind == Send || steps[g+1].Kind == SendRaw) {
-				g++
-			}
-			if err := r.send(steps[i : g+1]); err != nil {
-				return 0, err
-			}
-			i = g
-		}
-	}
-	return k, nil
+	return k, r.runSteps(steps[j:k])
 }
 
 // segment reads the lines the agent sends in place of the expect steps
