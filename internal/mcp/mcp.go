@@ -137,6 +137,14 @@ func Start(specs []ServerSpec, version string, log *slog.Logger, stderr io.Write
 		go func() { st.done <- h.connect(sctx, st.srv) }()
 		all = append(all, st)
 	}
+	h.await(all)
+	return h
+}
+
+// await waits for the starting servers, up to the start-up bound: those
+// that connected serve; the others are reported, to the log and to the
+// user (a notice at the next prompt).
+func (h *Hub) await(all []starting) {
 	deadline := time.After(mcpStartTimeout)
 	expired := false
 	for _, st := range all {
@@ -150,7 +158,6 @@ func Start(specs []ServerSpec, version string, log *slog.Logger, stderr io.Write
 		h.servers = append(h.servers, st.srv)
 		h.log.Info("MCP server connected", "server", name, "tools", len(st.srv.tools))
 	}
-	return h
 }
 
 // uniquePrefix is the prefix of the tools of the server name, mcp__NAME__,
