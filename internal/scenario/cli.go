@@ -120,11 +120,8 @@ func recordCommand(ctx context.Context, args []string, self string, stdin io.Rea
 		fmt.Fprint(stderr, "acpbridge scenario record: give --out FILE and the agent command after --\n"+usage)
 		return 2
 	}
-	cmd := exec.Command(command[0], command[1:]...)
-	cmd.Stderr = stderr
-	toAgent, err1 := cmd.StdinPipe()
-	fromAgent, err2 := cmd.StdoutPipe()
-	if err := errors.Join(err1, err2, cmd.Start()); err != nil {
+	cmd, toAgent, fromAgent, err := startAgent(command, stderr)
+	if err != nil {
 		fmt.Fprintf(stderr, "acpbridge scenario record: starting %s: %v\n", command[0], err)
 		return 1
 	}
@@ -136,6 +133,19 @@ func recordCommand(ctx context.Context, args []string, self string, stdin io.Rea
 	}
 	fmt.Fprintf(stderr, "acpbridge scenario record: wrote %s; run it with: acpbridge scenario run %s\n", *out, *out)
 	return code
+}
+
+// startAgent starts the agent command with pipes to its stdin and from its
+// stdout, its stderr going to stderr.
+func startAgent(command []string, stderr io.Writer) (*exec.Cmd, io.WriteCloser, io.Reader, error) {
+	cmd := exec.Command(command[0], command[1:]...)
+	cmd.Stderr = stderr
+	toAgent, err1 := cmd.StdinPipe()
+	fromAgent, err2 := cmd.StdoutPipe()
+	if err := errors.Join(err1, err2, cmd.Start()); err != nil {
+		return nil, nil, nil, err
+	}
+	return cmd, toAgent, fromAgent, nil
 }
 
 // between passes the editor's lines (stdin) to the started agent cmd and

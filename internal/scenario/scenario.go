@@ -180,16 +180,12 @@ func parseSteps(path string, s *Section, depth int) ([]Step, error) {
 				return nil, err
 			}
 			steps = append(steps, inc...)
-		case strings.HasPrefix(t, ">!"):
-			steps = append(steps, Step{Kind: SendRaw, Line: n, Text: strings.TrimPrefix(strings.TrimPrefix(t, ">!"), " ")})
-		case strings.HasPrefix(t, ">"), strings.HasPrefix(t, "<"):
-			st, err := messageStep(path, n, t)
+		default:
+			st, err := lineStep(path, n, t)
 			if err != nil {
 				return nil, err
 			}
 			steps = append(steps, st)
-		default:
-			return nil, &Error{path, n, fmt.Sprintf("a transcript line starts with > (send), < (expect), >! (send as it is), close or #, not %q", clip.Marked(t, 40))}
 		}
 	}
 	return steps, nil
@@ -209,6 +205,17 @@ func includeSteps(path string, n int, name string, depth int) ([]Step, error) {
 		inc[i].Line = n
 	}
 	return inc, nil
+}
+
+// lineStep is the step of a >!, > or < line t (line n of path).
+func lineStep(path string, n int, t string) (Step, error) {
+	switch {
+	case strings.HasPrefix(t, ">!"):
+		return Step{Kind: SendRaw, Line: n, Text: strings.TrimPrefix(strings.TrimPrefix(t, ">!"), " ")}, nil
+	case strings.HasPrefix(t, ">"), strings.HasPrefix(t, "<"):
+		return messageStep(path, n, t)
+	}
+	return Step{}, &Error{path, n, fmt.Sprintf("a transcript line starts with > (send), < (expect), >! (send as it is), close or #, not %q", clip.Marked(t, 40))}
 }
 
 // messageStep is the step of a > or < line t (line n of path): its JSON

@@ -211,12 +211,8 @@ func (r *run) kindOf(x any) string {
 		return "?"
 	}
 	if method, ok := m["method"].(string); ok {
-		if p, ok := m["params"].(map[string]any); ok {
-			if u, ok := p["update"].(map[string]any); ok {
-				if su, ok := u["sessionUpdate"].(string); ok {
-					return "m:" + method + "/" + su
-				}
-			}
+		if su := updateKind(m); su != "" {
+			return "m:" + method + "/" + su
 		}
 		return "m:" + method
 	}
@@ -231,6 +227,14 @@ func (r *run) kindOf(x any) string {
 		}
 	}
 	return fmt.Sprintf("r:%s", encode(id))
+}
+
+// updateKind is the sessionUpdate of the notification m, or "".
+func updateKind(m map[string]any) string {
+	p, _ := m["params"].(map[string]any)
+	u, _ := p["update"].(map[string]any)
+	su, _ := u["sessionUpdate"].(string)
+	return su
 }
 
 func kindMatch(a, b string) bool {

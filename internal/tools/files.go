@@ -237,11 +237,7 @@ func (e *Env) readFile(ctx context.Context, path string, w window, fi os.FileInf
 	if e.Client.Caps().FS.ReadTextFile {
 		text, err = e.readThroughClient(ctx, path, w)
 	} else {
-		var f *os.File
-		if f, err = e.openLocal(path, os.O_RDONLY, 0); err == nil {
-			text, err = readLines(ctx, f, 1, w)
-			f.Close()
-		}
+		text, err = e.readWindow(ctx, path, w)
 	}
 	if err != nil {
 		return Failure("%v", err)
@@ -251,6 +247,16 @@ func (e *Env) readFile(ctx context.Context, path string, w window, fi os.FileInf
 		result = "(empty)"
 	}
 	return Outcome{Content: []acp.ToolContent{acp.TextOut(text)}, RawOutput: readOutput(len(text), path), Result: result}
+}
+
+// readWindow reads the window w of path from the disk.
+func (e *Env) readWindow(ctx context.Context, path string, w window) (string, error) {
+	f, err := e.openLocal(path, os.O_RDONLY, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	return readLines(ctx, f, 1, w)
 }
 
 // readThroughClient reads the window w of path with fs/read_text_file,
