@@ -380,15 +380,7 @@ func (m *OpenAI) wait(ctx context.Context, attempt int, retryAfter string) error
 	} else if t, err := http.ParseTime(retryAfter); err == nil {
 		d = time.Until(t)
 	}
-	d = min(max(d, 0), m.maxRetry)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return wait(ctx, min(max(d, 0), m.maxRetry))
 }
 
 // errorMessage is the server's own message from an error body.
