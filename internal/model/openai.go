@@ -380,7 +380,7 @@ func (m *OpenAI) wait(ctx context.Context, attempt int, retryAfter string) error
 	} else if t, err := http.ParseTime(retryAfter); err == nil {
 		d = time.Until(t)
 	}
-	return wait(ctx, min(max(d, 0), m.maxRetry))
+	return waitFor(ctx, min(max(d, 0), m.maxRetry))
 }
 
 // errorMessage is the server's own message from an error body.

@@ -553,11 +553,11 @@ func sleep(ctx context.Context, out Sink, d time.Duration) error {
 	if err := out.Pause(); err != nil {
 		return err
 	}
-	return wait(ctx, d)
+	return waitFor(ctx, d)
 }
 
-// wait waits for d or for ctx to end.
-func wait(ctx context.Context, d time.Duration) error {
+// waitFor waits for d or for ctx to end.
+func waitFor(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
