@@ -12,7 +12,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -89,15 +88,13 @@ func (st *modelStream) chunk(kind acp.UpdateKind, s string) error {
 // fails as invalid input, and the model is told).
 func (st *modelStream) ToolCall(tc model.ToolCall) {
 	st.endMessage()
-	var buf bytes.Buffer
 	switch {
 	case len(tc.Input) == 0:
 		tc.Input = json.RawMessage("{}")
-	case jsonenc.Valid(tc.Input) && jsonenc.IsCompact(tc.Input): // as a replay's usually is
-	case json.Compact(&buf, tc.Input) == nil:
-		tc.Input = buf.Bytes()
-	default:
+	case !jsonenc.Valid(tc.Input):
 		tc.Input = acp.MustJSON(string(tc.Input))
+	case !jsonenc.IsCompact(tc.Input): // a replay's usually is
+		tc.Input = jsonenc.AppendCompact(make([]byte, 0, len(tc.Input)), tc.Input)
 	}
 	st.calls = append(st.calls, tc)
 	if st.rec != nil {

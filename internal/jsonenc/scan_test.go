@@ -67,7 +67,8 @@ func FuzzElements(f *testing.F) {
 	})
 }
 
-// IsCompact says whether json.Compact would change valid JSON.
+// IsCompact says whether json.Compact would change valid JSON, and
+// AppendCompact writes what it writes.
 func FuzzIsCompact(f *testing.F) {
 	for _, s := range []string{`{"a":1}`, `{"a": 1}`, `[1,"x y",{"b":"\" "}]`, ` 1`, "[\n]", `"a\tb"`} {
 		f.Add(s)
@@ -79,6 +80,7 @@ func FuzzIsCompact(f *testing.F) {
 		var buf bytes.Buffer
 		require.NoError(t, json.Compact(&buf, []byte(s)))
 		assert.Equal(t, buf.String() == s, IsCompact([]byte(s)), "%q", s)
+		assert.Equal(t, buf.String(), string(AppendCompact(nil, []byte(s))), "%q", s)
 	})
 }
 

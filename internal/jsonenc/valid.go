@@ -185,6 +185,23 @@ func (v *validator) digits() int {
 	return v.i - start
 }
 
+// AppendCompact appends the valid JSON b without the white space outside
+// its strings, as json.Compact writes it.
+func AppendCompact(dst, b []byte) []byte {
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			end := scanString(b, i)
+			dst = append(dst, b[i:end]...)
+			i = end - 1
+		case ' ', '\t', '\n', '\r':
+		default:
+			dst = append(dst, b[i])
+		}
+	}
+	return dst
+}
+
 // IsCompact reports whether the valid JSON b has no white space outside
 // its strings: whether json.Compact would leave it as it is.
 func IsCompact(b []byte) bool {
