@@ -1,11 +1,17 @@
 // arch_test.go keeps the package walls up: each internal package imports
 // only the packages of acpbridge its layer allows, so that imports run one
 // way (the protocol and channel at the bottom; store and models know no
-// session; only the root knows the SessionRecord).
+// session; only the root knows the SessionRecord). It also keeps the
+// functions short.
 package main
 
 import (
+	"fmt"
+	"go/ast"
 	"go/build"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -66,4 +72,46 @@ func TestArchitecture_importsRunOneWay(t *testing.T) {
 	for name := range layers {
 		assert.Contains(t, seen, name, "arch_test.go names internal/%s, which does not exist", name)
 	}
+}
+
+// Verify that functions stay short: none over 80 lines, and on average
+// near jrpc2's (12.8 lines, measured the same way: from func to the closing
+// brace, tests and bench/ left out). The average and the longest are
+// logged (go test -run TestArchitecture_functionsAreShort -v .).
+func TestArchitecture_functionsAreShort(t *testing.T) {
+	const longest, average = 80, 14.0
+	fset := token.NewFileSet()
+	var funcs, lines int
+	var long []string
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (path == "bench" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != "." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			if fd, ok := decl.(*ast.FuncDecl); ok {
+				n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1
+				funcs, lines = funcs+1, lines+n
+				if n > longest {
+					long = append(long, fmt.Sprintf("%s: %s is %d lines", fset.Position(fd.Pos()), fd.Name.Name, n))
+				}
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.NotZero(t, funcs)
+	avg := float64(lines) / float64(funcs)
+	t.Logf("%d functions, %.2f lines on average", funcs, avg)
+	assert.Empty(t, long, "functions over %d lines", longest)
+	assert.LessOrEqual(t, avg, average, "the average function has grown: split the long ones")
 }
