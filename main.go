@@ -98,7 +98,7 @@ func catchSignals() (context.Context, <-chan struct{}) {
 		if os.Getenv("GOMAXPROCS") == "" {
 			runtime.GOMAXPROCS(1)
 		}
-		cancel(fmt.Errorf("%v", <-c))
+		cancel(fmt.Errorf("signal: %v", <-c))
 	}()
 	return ctx, caught
 }
