@@ -424,17 +424,17 @@ func (a *agent) admitInitialize(_, _ string, p *acp.InitializeParams) ticket {
 	a.initialized = true
 	a.client = p.ClientCapabilities
 	a.mu.Unlock()
-	return done(initializeResult)
+	return done(json.RawMessage(initializeResult))
 }
 
 // initializeResult is the answer to initialize: an acp.InitializeResult
 // written out, because it is every process's first answer and encoding/json's
 // first use costs a cold process about 0.2 ms (README, Performance).
 // TestInitializeResult_isTheStructEncoded holds it to the struct.
-var initializeResult = json.RawMessage(`{"protocolVersion":1,"agentCapabilities":{"loadSession":true,` +
+const initializeResult = `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,` +
 	`"promptCapabilities":{"image":false,"audio":false,"embeddedContext":true},"mcpCapabilities":{"http":true,"sse":true},` +
 	`"sessionCapabilities":{"close":{},"list":{},"resume":{},"delete":{},"additionalDirectories":{}}},` +
-	`"authMethods":[],"agentInfo":{"name":"acpbridge","title":"acpbridge","version":"` + version + `"}}`)
+	`"authMethods":[],"agentInfo":{"name":"acpbridge","title":"acpbridge","version":"` + version + `"}}`
 
 // authenticate succeeds: acpbridge advertises no auth methods and takes its
 // model key from the environment.
