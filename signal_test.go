@@ -78,9 +78,16 @@ func endBySignal(t *testing.T, p *procAgent, sig syscall.Signal) {
 }
 
 // Verify each signal in the middle of a stream, of a command and of a
-// permission request.
+// permission request, and the moment a session exists: signals are caught
+// beside start-up, and a session opens only once they are.
 func TestSignal_endsLikeEOF(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		t.Run(sig.String()+"/as soon as a session exists", func(t *testing.T) {
+			p := startProcess(t, nil, "--model", "replay:"+writeFixture(t, `{"chunks":[{"text":"x"}]}`))
+			sid := p.newSession()
+			endBySignal(t, p, sig)
+			assert.FileExists(t, filepath.Join(p.state, "sessions", sid+".jsonl"))
+		})
 		t.Run(sig.String()+"/stream", func(t *testing.T) {
 			fixture := writeFixture(t, `{"chunks":[{"text":"Streamed "},{"text":"before"},{"delayMs":600000},{"text":" never"}]}`)
 			p := startProcess(t, nil, "--model", "replay:"+fixture)
