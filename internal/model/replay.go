@@ -117,18 +117,24 @@ func (m *Replay) serve(ctx context.Context, req *Request, out Sink) (acp.StopRea
 }
 
 // wholeLine returns the reader's next line, without its newline and not
-// consumed, when the read buffer holds all of it and it is valid JSON.
+// consumed, when the read buffer can hold all of it and it is valid JSON.
+// It reads no further than that line: a fixture on a pipe may send the
+// next entry only after this one is served.
 func (m *Replay) wholeLine() ([]byte, bool) {
-	buf, _ := m.r.Peek(m.r.Buffered())
-	i := bytes.IndexByte(buf, '\n')
-	if i < 0 {
-		buf, _ = m.r.Peek(m.r.Size())
-		i = bytes.IndexByte(buf, '\n')
+	for seen := 0; ; {
+		buf, _ := m.r.Peek(m.r.Buffered())
+		if i := bytes.IndexByte(buf[seen:], '\n'); i >= 0 {
+			line := buf[:seen+i]
+			return line, jsonenc.Valid(line)
+		}
+		if len(buf) == m.r.Size() {
+			return nil, false // longer than the buffer: it streams
+		}
+		seen = len(buf)
+		if _, err := m.r.Peek(len(buf) + 1); err != nil { // one read more
+			return nil, false
+		}
 	}
-	if i < 0 || !jsonenc.Valid(buf[:i]) {
-		return nil, false
-	}
-	return buf[:i], true
 }
 
 // usualEntry returns the members of the entry line when each is one of

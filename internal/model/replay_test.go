@@ -10,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -103,4 +105,51 @@ func FuzzToolCallChunk(f *testing.F) {
 		assert.Equal(t, Chunk{ToolCall: want.ToolCall}, want, s)
 		assert.Equal(t, *want.ToolCall, tc, s)
 	})
+}
+
+// Verify that an entry is served as soon as its line has arrived, even in
+// pieces: a fixture on a pipe (replay:<(…), a FIFO a harness feeds) that
+// stays open gets the end of its next entry only after the one before it
+// was served, and is closed only after that one was.
+func TestReplay_pipeServesEachLineAsItComes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fifo")
+	require.NoError(t, syscall.Mkfifo(path, 0o600))
+	served := []chan struct{}{make(chan struct{}), make(chan struct{})}
+	wrote := make(chan error, 1)
+	go func() {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			wrote <- err
+			return
+		}
+		defer f.Close()
+		second := `{"chunks":[{"text":"second"}]}` + "\n"
+		_, err = f.WriteString(`{"chunks":[{"text":"first"}]}` + "\n" + second[:10])
+		if err == nil {
+			<-served[0]
+			_, err = f.WriteString(second[10:])
+		}
+		wrote <- err
+		<-served[1] // the pipe stays open until the second entry was served
+	}()
+	m, err := NewReplay(path)
+	require.NoError(t, err)
+	conv := NewConversation(m)
+	for i, want := range []string{"text first", "text second"} {
+		var e events
+		done := make(chan error, 1)
+		go func() {
+			_, err := m.Complete(context.Background(), &Request{Conv: conv}, &e)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second): // a hang, not a timing
+			t.Fatalf("serving %q waited for more than its line", want)
+		}
+		assert.Equal(t, []string{want}, e.got)
+		close(served[i])
+	}
+	require.NoError(t, <-wrote)
 }
