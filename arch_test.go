@@ -29,17 +29,17 @@ var layers = map[string][]string{
 	"jsonenc": nil,         // JSON written as encoding/json writes it
 	"acp":     {"jsonenc"}, // ACP wire types, method names, codes, encoders
 	"clip":    nil,         // the one truncation helper
-	"proc":    nil,         // the subreaper and the sweep of descendants
+	"proc":    nil,         // child processes: groups, the keeper, the job, the sweep
 	"store":   {"jsonenc"}, // session logs, locks, list, delete; knows no protocol
 	// The channel and the models know the protocol, nothing above it.
 	"channel": {"acp", "clip", "jsonenc"},
 	"model":   {"acp", "clip", "jsonenc"},
 	// The tools know the protocol and processes; MCP tools are tools.
 	"tools": {"acp", "clip", "jsonenc", "proc"},
-	"mcp":   {"acp", "clip", "tools"},
+	"mcp":   {"acp", "clip", "proc", "tools"},
 	// --fanout routes lines between channels; scenarios stand alone.
-	"fanout":   {"acp", "channel", "clip", "jsonenc"},
-	"scenario": {"clip", "jsonenc"},
+	"fanout":   {"acp", "channel", "clip", "jsonenc", "proc"},
+	"scenario": {"clip", "jsonenc", "proc"},
 }
 
 func TestArchitecture_importsRunOneWay(t *testing.T) {

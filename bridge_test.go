@@ -22,13 +22,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/channel"
@@ -639,22 +637,86 @@ func decodeResponse(t testing.TB, line []byte) response {
 	return r
 }
 
-// assertGone waits (bounded) until pid has ended: a pidfd becomes
-// readable when its process terminates, zombie or reaped.
-func assertGone(t *testing.T, pid int, what string) {
-	t.Helper()
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return // no such process: gone
+func TestMain(m *testing.M) {
+	if os.Getenv("ACPBRIDGE_TEST_MCP") == "stdio" {
+		runTestMCPServer() // the test binary as an MCP server (mcp_test.go)
+		return
 	}
-	defer unix.Close(fd)
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	n, err := unix.Poll(fds, 5000)
-	for err == unix.EINTR {
-		n, err = unix.Poll(fds, 5000)
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
 	}
-	if err != nil || n == 0 {
-		syscall.Kill(pid, syscall.SIGKILL)
-		t.Errorf("%s (pid %d) outlived acpbridge", what, pid)
+	os.Exit(code)
+}
+
+// drainKilled reads what a killed process wrote, to EOF, and its exit. The
+// lines are not checked: kill -9 may cut the last one anywhere.
+func (p *procAgent) drainKilled() {
+	p.t.Helper()
+	p.stdin.Close()
+	for {
+		select {
+		case _, ok := <-p.lines:
+			if ok {
+				continue
+			}
+		case <-time.After(hang):
+			p.t.Fatalf("no EOF from a killed process")
+		}
+		break
 	}
+	p.closed = true
+	<-p.exit
+}
+
+func load(id int, sid string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/load","params":{"sessionId":%q,"cwd":"$CWD","mcpServers":[]}}`, id, sid)
+}
+
+// foldChunks joins consecutive chunks of one message (same kind and
+// messageId) into one update carrying the whole text.
+func foldChunks(t testing.TB, updates []string) []string {
+	type chunk struct {
+		SessionUpdate string `json:"sessionUpdate"`
+		MessageID     string `json:"messageId"`
+		Content       struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	var out []string
+	var cur *chunk
+	flush := func() {
+		if cur != nil {
+			b, _ := json.Marshal(cur)
+			out = append(out, string(b))
+			cur = nil
+		}
+	}
+	for _, u := range updates {
+		var c chunk
+		require.NoError(t, json.Unmarshal([]byte(u), &c))
+		if c.SessionUpdate != "agent_message_chunk" && c.SessionUpdate != "agent_thought_chunk" {
+			flush()
+			out = append(out, u)
+			continue
+		}
+		if cur != nil && cur.SessionUpdate == c.SessionUpdate && cur.MessageID == c.MessageID {
+			cur.Content.Text += c.Content.Text
+			continue
+		}
+		flush()
+		cur = &c
+	}
+	flush()
+	return out
+}
+
+// withoutMessageID drops the messageId of an update of a text prompt, without its messageId.
+func withoutMessageID(t testing.TB, update string) string {
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(update), &m))
+	delete(m, "messageId")
+	b, _ := json.Marshal(m)
+	return string(b)
 }

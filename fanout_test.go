@@ -1,3 +1,5 @@
+//go:build linux
+
 // fanout_test.go tests --fanout on the built binary with real child
 // processes: concurrent sessions with interleaved streams, permission
 // requests of two sessions in flight at once, close ending a child, load in

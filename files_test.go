@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -108,7 +107,7 @@ func TestFiles_specialFiles(t *testing.T) {
 						[2]string{"edit_file", fmt.Sprintf(`{"path":%q,"old_text":"a","new_text":"b"}`, name)})
 				}
 				results, requests := runToolCalls(t, st.start, caps, func(ta *testAgent) {
-					require.NoError(t, syscall.Mkfifo(filepath.Join(ta.cwd, "fifo"), 0o600))
+					mkfifo(t, filepath.Join(ta.cwd, "fifo"))
 					require.NoError(t, os.Symlink("fifo", filepath.Join(ta.cwd, "link-to-fifo")))
 					l, err := net.Listen("unix", filepath.Join(ta.cwd, "sock"))
 					require.NoError(t, err)

@@ -26,7 +26,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/creachadair/jrpc2"
@@ -59,16 +58,19 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(50)
 	}
+	if len(os.Args) == 2 && os.Args[1] == proc.KeeperArg {
+		proc.RunKeeper(os.Stdin) // internal/proc: this process is another's keeper
+		return
+	}
 	// A client that stops reading, or a full file system, must be an error
 	// acpbridge handles (persist, end with status 0), not a killing signal.
-	signal.Ignore(syscall.SIGPIPE, syscall.SIGXFSZ)
+	proc.IgnoreBrokenOutput()
 	ctx, caught := catchSignals()
-	// Descendants whose parents exit come back to acpbridge (internal/proc).
-	subreaper := proc.BecomeSubreaper()
-	code := run(ctx, caught, os.Args[1:], pollable(os.Stdin), os.Stdout, os.Stderr)
-	if subreaper == nil {
-		proc.EndDescendants()
-	}
+	// Nothing acpbridge starts may outlive it (internal/proc).
+	exe, _ := os.Executable()
+	guard := proc.NewGuard(exe)
+	code := run(ctx, caught, guard, os.Args[1:], pollable(os.Stdin), os.Stdout, os.Stderr)
+	guard.End()
 	os.Exit(code)
 }
 
@@ -88,7 +90,7 @@ func catchSignals() (context.Context, <-chan struct{}) {
 	caught := make(chan struct{})
 	go func() {
 		c := make(chan os.Signal, 1)
-		signal.Notify(c, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+		signal.Notify(c, proc.EndSignals()...)
 		close(caught)
 		// One P unless GOMAXPROCS says otherwise: the agent's work is one
 		// sequence (read a reply, act, write the next request), and with
@@ -112,14 +114,15 @@ func pollable(f *os.File) *os.File {
 	if err != nil || fi.Mode()&(os.ModeNamedPipe|os.ModeSocket) == 0 {
 		return f
 	}
-	if err := syscall.SetNonblock(int(f.Fd()), true); err != nil {
+	if err := proc.SetNonblock(f); err != nil {
 		return f
 	}
 	return os.NewFile(f.Fd(), f.Name())
 }
 
 // run is the whole program; tests call setup and serve themselves.
-func run(ctx context.Context, caught <-chan struct{}, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// guard watches over the processes it starts (nil: no keeper, no job).
+func run(ctx context.Context, caught <-chan struct{}, guard *proc.Guard, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "scenario" {
 		<-caught
 		self, err := os.Executable()
@@ -137,6 +140,10 @@ func run(ctx context.Context, caught <-chan struct{}, args []string, stdin io.Re
 		defer trace.Close()
 	}
 	a.caught = caught
+	a.procs = guard
+	if err := guard.Err(); err != nil {
+		a.log.Warn("cannot watch over child processes as this OS allows; they are still ended at exit", "err", err)
+	}
 	if a.cfg.fanout {
 		<-caught
 		return fanout.Serve(ctx, args, a.cfg.maxLineBytes, a.log, stdin, stdout, stderr, trace)

@@ -35,7 +35,7 @@ func TestMain_flags(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		caught := make(chan struct{})
 		close(caught)
-		status := run(context.Background(), caught, c.args, strings.NewReader(""), &stdout, &stderr)
+		status := run(context.Background(), caught, nil, c.args, strings.NewReader(""), &stdout, &stderr)
 		assert.Equal(t, c.status, status, "%v: status", c.args)
 		if c.stdout == "" {
 			assert.Empty(t, stdout.String(), "%v: stdout", c.args)

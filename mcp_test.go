@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -14,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -101,7 +99,7 @@ func gone(t *testing.T, pidFile string) bool {
 	b, err := os.ReadFile(pidFile)
 	require.NoError(t, err, "the MCP server wrote no pid")
 	pid, _ := strconv.Atoi(string(b))
-	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+	return processGone(pid)
 }
 
 // updateKinds summarises updates as "kind status" lines.

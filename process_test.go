@@ -1,10 +1,11 @@
+//go:build linux
+
 // process_test.go tests what crosses processes on the built binary: a
 // session reopened in a new process, kill -9, the lock between two live
 // processes, and exit on stdin EOF.
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,95 +13,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-func TestMain(m *testing.M) {
-	if os.Getenv("ACPBRIDGE_TEST_MCP") == "stdio" {
-		runTestMCPServer() // the test binary as an MCP server (mcp_test.go)
-		return
-	}
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
-
-// drainKilled reads what a killed process wrote, to EOF, and its exit. The
-// lines are not checked: kill -9 may cut the last one anywhere.
-func (p *procAgent) drainKilled() {
-	p.t.Helper()
-	p.stdin.Close()
-	for {
-		select {
-		case _, ok := <-p.lines:
-			if ok {
-				continue
-			}
-		case <-time.After(hang):
-			p.t.Fatalf("no EOF from a killed process")
-		}
-		break
-	}
-	p.closed = true
-	<-p.exit
-}
-
-func load(id int, sid string) string {
-	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/load","params":{"sessionId":%q,"cwd":"$CWD","mcpServers":[]}}`, id, sid)
-}
-
-// foldChunks joins consecutive chunks of one message (same kind and
-// messageId) into one update carrying the whole text.
-func foldChunks(t testing.TB, updates []string) []string {
-	type chunk struct {
-		SessionUpdate string `json:"sessionUpdate"`
-		MessageID     string `json:"messageId"`
-		Content       struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		} `json:"content"`
-	}
-	var out []string
-	var cur *chunk
-	flush := func() {
-		if cur != nil {
-			b, _ := json.Marshal(cur)
-			out = append(out, string(b))
-			cur = nil
-		}
-	}
-	for _, u := range updates {
-		var c chunk
-		require.NoError(t, json.Unmarshal([]byte(u), &c))
-		if c.SessionUpdate != "agent_message_chunk" && c.SessionUpdate != "agent_thought_chunk" {
-			flush()
-			out = append(out, u)
-			continue
-		}
-		if cur != nil && cur.SessionUpdate == c.SessionUpdate && cur.MessageID == c.MessageID {
-			cur.Content.Text += c.Content.Text
-			continue
-		}
-		flush()
-		cur = &c
-	}
-	flush()
-	return out
-}
-
-// withoutMessageID drops the messageId of an update of a text prompt, without its messageId.
-func withoutMessageID(t testing.TB, update string) string {
-	var m map[string]any
-	require.NoError(t, json.Unmarshal([]byte(update), &m))
-	delete(m, "messageId")
-	b, _ := json.Marshal(m)
-	return string(b)
-}
 
 // Verify that a session created in one process, with two turns, is loaded
 // whole by a new process (every update of both turns replayed, in order,

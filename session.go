@@ -51,6 +51,7 @@ import (
 	"acpbridge/internal/channel"
 	"acpbridge/internal/mcp"
 	"acpbridge/internal/model"
+	"acpbridge/internal/proc"
 	"acpbridge/internal/store"
 	"acpbridge/internal/tools"
 )
@@ -82,6 +83,7 @@ type agent struct {
 	newID    func(prefix string) string
 	now      func() time.Time
 	caught   <-chan struct{} // closed once signals are caught (main's catchSignals), or nil
+	procs    *proc.Guard     // starts and ends child processes; nil in in-process tests
 
 	// a.mu guards the fields below and the record's fields marked "a.mu".
 	mu          sync.Mutex
@@ -594,7 +596,7 @@ func (a *agent) newSession(s *SessionRecord, roots []string, specs []mcp.ServerS
 	var err error
 	s.file, err = a.store.Create(infoOf(s))
 	if err == nil {
-		s.mcp = mcp.Start(specs, version, a.log, a.stderr)
+		s.mcp = mcp.Start(specs, version, a.procs, a.log, a.stderr)
 	}
 	a.finishOpen(s, err)
 	if err != nil {
@@ -653,7 +655,7 @@ func (a *agent) openSession(ctx context.Context, s *SessionRecord, roots []strin
 	a.awaitSignals()
 	err := a.restore(ctx, s, roots, replay)
 	if err == nil && ctx.Err() == nil {
-		s.mcp = mcp.Start(specs, version, a.log, a.stderr)
+		s.mcp = mcp.Start(specs, version, a.procs, a.log, a.stderr)
 	}
 	if ctx.Err() != nil {
 		err = acp.Errorf(acp.CodeRequestCancelled, "loading session %s was ended by session/close", s.id)

@@ -1,3 +1,5 @@
+//go:build linux
+
 // signal_test.go tests on the built binary that SIGTERM, SIGINT and SIGHUP
 // end the process as stdin's EOF does (status 0, the turn persisted with
 // what streamed, as interrupted), and that nothing the process started
@@ -106,7 +108,7 @@ func TestSignal_endsLikeEOF(t *testing.T) {
 			command := `exec 3>pids; sleep 600 3>&- & echo $! >&3; setsid sh -c 'echo $$ >&3; exec sleep 600 3>&-' & exec 3>&-; sleep 600`
 			fixture := writeFixture(t, fmt.Sprintf(`{"chunks":[{"toolCall":{"id":"c1","name":"run_command","input":{"command":%q}}}]}`, command))
 			p := startProcess(t, nil, "--model", "replay:"+fixture)
-			require.NoError(t, syscall.Mkfifo(filepath.Join(p.cwd, "pids"), 0o600))
+			mkfifo(t, filepath.Join(p.cwd, "pids"))
 			sid := p.newSession()
 			p.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/set_mode","params":{"sessionId":%q,"modeId":"bypass"}}`, sid))
 			p.send(prompt(3, sid, "run"))
@@ -139,7 +141,7 @@ func TestSignal_daemonEndsAtExit(t *testing.T) {
 		fmt.Sprintf(`{"chunks":[{"toolCall":{"id":"c1","name":"run_command","input":{"command":%q}}}]}`, command),
 		`{"chunks":[{"text":"Started."}]}`)
 	p := startProcess(t, nil, "--model", "replay:"+fixture)
-	require.NoError(t, syscall.Mkfifo(filepath.Join(p.cwd, "pids"), 0o600))
+	mkfifo(t, filepath.Join(p.cwd, "pids"))
 	sid := p.newSession()
 	p.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/set_mode","params":{"sessionId":%q,"modeId":"bypass"}}`, sid))
 	p.send(prompt(3, sid, "start a daemon"))
@@ -158,7 +160,7 @@ func TestSignal_mcpWrapperChildren(t *testing.T) {
 	require.NoError(t, err)
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "pids")
-	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	mkfifo(t, fifo)
 	script := fmt.Sprintf(`trap '' TERM; sleep 600 & echo $! > %s; exec %s`, fifo, self)
 	fixture := writeFixture(t, `{"chunks":[{"text":"x"}]}`)
 	p := startProcess(t, nil, "--model", "replay:"+fixture)
@@ -169,4 +171,33 @@ func TestSignal_mcpWrapperChildren(t *testing.T) {
 	require.True(t, alive(pids[0]))
 	p.close()
 	assertGone(t, pids[0], "the child of an MCP server's wrapper")
+}
+
+// Verify that kill -9 of acpbridge, or of the --fanout router, ends what a
+// running command started in its group (a background job the shell waits
+// for) and what an MCP server's wrapper started: the keeper (internal/proc)
+// ends their groups when acpbridge's end of its pipe closes.
+func TestSignal_kill9EndsCommandChildren(t *testing.T) {
+	command := `exec 3>pids; sleep 600 3>&- & echo $! >&3; exec 3>&-; wait`
+	fixture := fmt.Sprintf(`{"chunks":[{"toolCall":{"id":"c1","name":"run_command","input":{"command":%q}}}]}`, command)
+	for _, fanout := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fanout=%v", fanout), func(t *testing.T) {
+			t.Parallel()
+			args := []string{"--model", "replay:" + writeFixture(t, fixture)}
+			if fanout {
+				args = append([]string{"--fanout"}, args...)
+			}
+			p := startProcess(t, nil, args...)
+			mkfifo(t, filepath.Join(p.cwd, "pids"))
+			p.call(initLine)
+			sid := p.openSession(1)
+			p.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/set_mode","params":{"sessionId":%q,"modeId":"bypass"}}`, sid))
+			p.send(prompt(3, sid, "run"))
+			pids := readPids(t, filepath.Join(p.cwd, "pids"), 1)
+			require.True(t, alive(pids[0]))
+			require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+			p.drainKilled()
+			assertGone(t, pids[0], "a background job of a command, after kill -9 of acpbridge")
+		})
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -74,7 +73,7 @@ func TestStore_closeDuringLoad(t *testing.T) {
 	log, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.NoError(t, os.Remove(path))
-	require.NoError(t, syscall.Mkfifo(path, 0o600))
+	mkfifo(t, path)
 
 	ta.send(`{"jsonrpc":"2.0","id":3,"method":"session/load","params":{"sessionId":"sess_1","cwd":"$CWD","mcpServers":[]}}`)
 	// Opening the FIFO for writing returns once the load has opened it to
@@ -254,7 +253,7 @@ func TestStore_closeDuringLongLoad(t *testing.T) {
 	log, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.NoError(t, os.Remove(path))
-	require.NoError(t, syscall.Mkfifo(path, 0o600))
+	mkfifo(t, path)
 	ta.send(load(3, sid))
 	w, err := os.OpenFile(path, os.O_WRONLY, 0)
 	require.NoError(t, err)

@@ -39,7 +39,6 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/creachadair/jrpc2"
@@ -47,6 +46,7 @@ import (
 	"acpbridge/internal/acp"
 	"acpbridge/internal/channel"
 	"acpbridge/internal/jsonenc"
+	"acpbridge/internal/proc"
 )
 
 // router serves one connection by fanning sessions out to child processes.
@@ -155,7 +155,7 @@ func withoutFanout(args []string) []string {
 func (r *router) start() (*child, error) {
 	cmd := exec.Command(r.exe, r.args...)
 	cmd.Stderr = r.errw
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the router
+	cmd.SysProcAttr = proc.ChildAcpbridgeAttr() // ends as at EOF should the router die
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

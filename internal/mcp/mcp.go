@@ -13,7 +13,7 @@
 //     to a name not (yet) listed refreshes once before it fails.
 //   - Closing a session closes its servers: a stdio server gets its stdin
 //     closed, SIGTERM after mcpGrace, SIGKILL after another; and dies with
-//     acpbridge (Pdeathsig) should acpbridge be killed.
+//     acpbridge should acpbridge be killed (internal/proc).
 package mcp
 
 import (
@@ -28,15 +28,14 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/proc"
 	"acpbridge/internal/tools"
 )
 
@@ -87,7 +86,8 @@ func ParseServers(raw json.RawMessage) ([]ServerSpec, error) {
 
 // Hub is a session's MCP servers.
 type Hub struct {
-	version string // acpbridge's, told to the servers
+	version string      // acpbridge's, told to the servers
+	procs   *proc.Guard // starts and ends stdio servers
 	log     *slog.Logger
 	stderr  io.Writer          // where stdio servers' stderr goes
 	cancel  context.CancelFunc // ends the connections' context
@@ -118,8 +118,8 @@ type Tool struct {
 }
 
 // Start connects every server, concurrently, within mcpStartTimeout.
-func Start(specs []ServerSpec, version string, log *slog.Logger, stderr io.Writer) *Hub {
-	h := &Hub{version: version, log: log, stderr: stderr}
+func Start(specs []ServerSpec, version string, procs *proc.Guard, log *slog.Logger, stderr io.Writer) *Hub {
+	h := &Hub{version: version, procs: procs, log: log, stderr: stderr}
 	if len(specs) == 0 {
 		return h
 	}
@@ -212,14 +212,14 @@ func (h *Hub) connect(ctx context.Context, srv *mcpServer) error {
 	})
 	session, err := client.Connect(ctx, transport, nil)
 	if err != nil {
-		srv.killGroup()
+		h.killGroup(srv)
 		return fmt.Errorf("connecting failed: %w", err)
 	}
 	srv.session = session
 	tools, err := listTools(ctx, session)
 	if err != nil {
 		session.Close()
-		srv.killGroup()
+		h.killGroup(srv)
 		return fmt.Errorf("listing its tools failed: %w", err)
 	}
 	srv.tools = tools
@@ -233,7 +233,7 @@ func (h *Hub) transport(srv *mcpServer) (mcp.Transport, error) {
 	spec := srv.spec
 	switch spec.Type {
 	case "", "stdio":
-		cmd := exec.Command(spec.Command, spec.Args...)
+		cmd := h.procs.Command(spec.Command, spec.Args)
 		cmd.Env = os.Environ()
 		for _, e := range spec.Env {
 			cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
@@ -241,9 +241,8 @@ func (h *Hub) transport(srv *mcpServer) (mcp.Transport, error) {
 		cmd.Stderr = h.stderr
 		// Its own process group, so that close ends what a wrapper (sh -c,
 		// npx, uvx) started too; and it dies with acpbridge, even when
-		// acpbridge is killed.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		return &groupTransport{CommandTransport: mcp.CommandTransport{Command: cmd, TerminateDuration: mcpGrace}, srv: srv}, nil
+		// acpbridge is killed (internal/proc).
+		return &groupTransport{CommandTransport: mcp.CommandTransport{Command: cmd, TerminateDuration: mcpGrace}, srv: srv, h: h}, nil
 	case "http", "sse":
 		client := &http.Client{Transport: headerTransport{headers: spec.Headers, base: http.DefaultTransport}}
 		if spec.Type == "http" {
@@ -259,21 +258,25 @@ func (h *Hub) transport(srv *mcpServer) (mcp.Transport, error) {
 type groupTransport struct {
 	mcp.CommandTransport
 	srv *mcpServer
+	h   *Hub
 }
 
 func (t *groupTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	conn, err := t.CommandTransport.Connect(ctx)
 	if p := t.Command.Process; p != nil {
 		t.srv.pgid = p.Pid
+		if err := t.h.procs.Started(t.Command); err != nil {
+			t.h.log.Warn("an MCP server's children may outlive acpbridge if it is killed", "server", t.srv.spec.Name, "err", err)
+		}
 	}
 	return conn, err
 }
 
 // killGroup ends whatever is left of a stdio server's process group: the
 // SDK ends only the process it started, and a wrapper's child would live on.
-func (srv *mcpServer) killGroup() {
+func (h *Hub) killGroup(srv *mcpServer) {
 	if srv.pgid > 0 {
-		syscall.Kill(-srv.pgid, syscall.SIGKILL)
+		h.procs.Kill(srv.pgid)
 	}
 }
 
@@ -433,7 +436,7 @@ func (h *Hub) Close() {
 			if err := srv.session.Close(); err != nil {
 				h.log.Debug("closing an MCP server", "server", srv.spec.Name, "err", err)
 			}
-			srv.killGroup()
+			h.killGroup(srv)
 		})
 	}
 	wg.Wait()

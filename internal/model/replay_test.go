@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -113,7 +112,7 @@ func FuzzToolCallChunk(f *testing.F) {
 // was served, and is closed only after that one was.
 func TestReplay_pipeServesEachLineAsItComes(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fifo")
-	require.NoError(t, syscall.Mkfifo(path, 0o600))
+	mkfifo(t, path)
 	served := []chan struct{}{make(chan struct{}), make(chan struct{})}
 	wrote := make(chan error, 1)
 	go func() {

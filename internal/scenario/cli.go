@@ -12,8 +12,9 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"acpbridge/internal/proc"
 )
 
 const usage = `Usage:
@@ -168,7 +169,7 @@ func (rec *Recorder) between(ctx context.Context, cmd *exec.Cmd, stdin io.Reader
 	case <-ctx.Done():
 		// The editor ended the recorder: end the agent the same way, and
 		// keep what it writes as it ends.
-		cmd.Process.Signal(syscall.SIGTERM)
+		proc.Interrupt(cmd.Process)
 		<-done
 	}
 	return exitCode(cmd.Wait())

@@ -34,7 +34,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -236,10 +235,10 @@ func (st *Store) lock(id string) (*os.File, error) {
 	if err != nil {
 		return nil, storeError("opening the lock of session "+id, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if held, err := lockFile(f); err != nil || held {
 		b, _ := io.ReadAll(io.LimitReader(f, 32))
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		if held {
 			return nil, &LockedError{ID: id, PID: atoiOr(strings.TrimSpace(string(b)))}
 		}
 		return nil, storeError("locking session "+id, err)
@@ -260,7 +259,7 @@ func atoiOr(s string) int {
 }
 
 func unlock(f *os.File) {
-	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	unlockFile(f)
 	f.Close()
 }
 
@@ -703,17 +702,6 @@ func (st *Store) Remove(id string) error {
 	}
 	os.Remove(st.Path(id, ".lock"))
 	return nil
-}
-
-// openFile opens a file of the store (mode 0600 when it creates it) as a
-// plain blocking file: os.OpenFile would try, and fail, to register a
-// regular file with the netpoller, five system calls a file.
-func openFile(path string, flag int) (*os.File, error) {
-	fd, err := syscall.Open(path, flag|syscall.O_CLOEXEC, 0o600)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	return os.NewFile(uintptr(fd), path), nil
 }
 
 // writeFile is os.WriteFile through openFile.

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"acpbridge/internal/acp"
@@ -40,8 +39,9 @@ func (e *Env) runInTerminal(ctx context.Context, id string, command, dir string,
 	var created struct {
 		TerminalID string `json:"terminalId"`
 	}
+	shell, args := proc.Shell(command)
 	err := e.Client.Call(ctx, acp.MethodTerminalCreate, map[string]any{
-		"sessionId": e.SessionID, "command": "sh", "args": []string{"-c", command}, "cwd": dir,
+		"sessionId": e.SessionID, "command": shell, "args": args, "cwd": dir,
 		"outputByteLimit": terminalOutputLimit,
 	}, &created)
 	if err != nil {
@@ -124,17 +124,19 @@ func (e *Env) awaitTerminal(ctx context.Context, ids map[string]string, timeout 
 }
 
 func (e *Env) runLocal(ctx context.Context, command, dir string, timeout time.Duration) Outcome {
-	e.Client.Pause() // the client sees the tool call while the command runs
-	cmd := exec.Command("sh", "-c", command)
+	e.Client.Pause()                            // the client sees the tool call while the command runs
+	cmd := e.Procs.Command(proc.Shell(command)) // sh -c, or cmd /C on Windows
 	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL} // internal/proc
 	out := &tailBuffer{limit: terminalOutputLimit}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = time.Second // a background grandchild must not hold the turn
 	if err := cmd.Start(); err != nil {
 		return Failure("cannot run %q: %v", command, err)
 	}
-	timedOut, err := awaitLocal(ctx, cmd, timeout)
+	if err := e.Procs.Started(cmd); err != nil {
+		e.Log.Warn("a command's children may outlive acpbridge if it is killed", "err", err)
+	}
+	timedOut, err := e.awaitLocal(ctx, cmd, timeout)
 	st, err := localStatus(cmd, err)
 	if err != nil {
 		return Failure("running %q Failed: %v", command, err)
@@ -147,32 +149,24 @@ func (e *Env) runLocal(ctx context.Context, command, dir string, timeout time.Du
 
 // awaitLocal waits for the started cmd, killing it at the timeout or when
 // the turn is cancelled, and then whatever it left running in its group.
-func awaitLocal(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (timedOut bool, err error) {
+// A command stopped early takes with it everything it started, also what
+// left its group (setsid), which would hold the output pipe open.
+func (e *Env) awaitLocal(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (timedOut bool, err error) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	kill := func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	// A command stopped early takes with it everything it started, also
-	// what left its group (setsid), which would hold the output pipe open.
-	killAll := func() {
-		left := proc.Descendants(cmd.Process.Pid) // before the group goes: then they are re-parented
-		kill()                                    // the shell first, so that it reports the kill
-		for _, pid := range left {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
 	case err = <-done:
 	case <-timer.C:
 		timedOut = true
-		killAll()
+		e.Procs.Kill(cmd.Process.Pid)
 		err = <-done
 	case <-ctx.Done():
-		killAll()
+		e.Procs.Kill(cmd.Process.Pid)
 		err = <-done
 	}
-	kill() // whatever the command left running in its group
+	e.Procs.Kill(cmd.Process.Pid) // whatever the command left running in its group
 	return timedOut, err
 }
 
@@ -183,12 +177,10 @@ func localStatus(cmd *exec.Cmd, err error) (*exitStatus, error) {
 	var ee *exec.ExitError
 	switch {
 	case err == nil || errors.As(err, &ee):
-		ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
-		if ws.Signaled() {
-			sig := ws.Signal().String()
+		if sig := proc.ExitSignal(cmd.ProcessState); sig != "" {
 			st.Signal = &sig
 		} else {
-			code := ws.ExitStatus()
+			code := cmd.ProcessState.ExitCode()
 			st.ExitCode = &code
 		}
 	case errors.Is(err, exec.ErrWaitDelay):

@@ -19,6 +19,7 @@ import (
 	"os"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/proc"
 )
 
 // Spec is a tool as the model sees it.
@@ -57,6 +58,7 @@ type Env struct {
 	*Workspace
 	Client    Client
 	SessionID string
+	Procs     *proc.Guard // starts and ends local commands (nil: no keeper)
 	Log       *slog.Logger
 }
 

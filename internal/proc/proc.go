@@ -1,0 +1,220 @@
+// Package proc makes sure that nothing acpbridge starts outlives it: local
+// commands, MCP servers, and whatever they start in turn, daemons included.
+//
+// A Guard is the one seam; each OS fills it in with what it has:
+//
+//   - Linux: every child starts in a process group of its own with a
+//     parent-death signal; acpbridge is a child subreaper (prctl), so a
+//     descendant whose parent exits (a setsid or nohup daemon, a double
+//     fork) is re-parented to acpbridge and stays findable; at exit the
+//     Guard kills every process still below acpbridge. A keeper process
+//     (below) ends the groups when acpbridge is killed.
+//   - macOS: process groups, the keeper and the sweep at exit (through
+//     sysctl instead of /proc). There is no subreaper, so what a command
+//     detached from its group (setsid) and whose parent then exited is
+//     re-parented to launchd: the sweep cannot find it.
+//   - Windows: acpbridge puts itself in a Job Object that kills every
+//     process in it when its last handle closes, so every descendant ends
+//     with acpbridge however it ends; a command is killed with its whole
+//     tree (found through a process snapshot).
+//
+// The keeper (Unix): a second acpbridge process, started on the first
+// command or MCP server, in a group of its own and deaf to terminal
+// signals, told over a pipe which process groups are running. When the pipe
+// closes (acpbridge exited or was killed, even by kill -9) it kills those
+// groups and exits. A parent-death signal alone cannot do this: it reaches
+// the shell only, never the shell's children.
+package proc
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+)
+
+// KeeperArg, as the first argument, makes acpbridge the keeper: main calls
+// RunKeeper when it sees it.
+const KeeperArg = "__acpbridge_keeper"
+
+// Guard starts and ends the processes of one acpbridge. Its methods are
+// safe for concurrent use; a nil *Guard starts children in groups of their
+// own and kills them, without a keeper or a job (in-process tests).
+type Guard struct {
+	exe     string // the acpbridge binary, which serves as the keeper
+	initErr error
+
+	mu     sync.Mutex
+	keeper io.WriteCloser // the keeper's stdin, or nil until the first group
+	broken bool           // the keeper could not be started or written
+	osGuard
+}
+
+// NewGuard prepares this process to watch over its children: on Linux it
+// becomes a subreaper, on Windows it joins a job that ends with it. exe is
+// this program's path ("" for no keeper).
+func NewGuard(exe string) *Guard {
+	g := &Guard{exe: exe}
+	g.initErr = g.osGuard.init()
+	return g
+}
+
+// Err says why the Guard could not set up what its OS offers (children are
+// still ended at exit), or nil.
+func (g *Guard) Err() error {
+	if g == nil {
+		return nil
+	}
+	return g.initErr
+}
+
+// Command is exec.Command for a child that runs in a process group of its
+// own and must not outlive acpbridge. Call Started once it has started.
+func (g *Guard) Command(name string, args []string) *exec.Cmd {
+	cmd := exec.Command(name, args...)
+	cmd.SysProcAttr = childAttr()
+	return cmd
+}
+
+// Shell is the command that runs a shell command line: `sh -c LINE` on
+// Unix, `cmd /C LINE` on Windows.
+func Shell(line string) (name string, args []string) { return shell(line) }
+
+// Started hands a started child's group to the keeper, so that it is
+// killed should acpbridge be killed before it ends. The error, returned
+// once, says that the keeper could not be started or told: the child's
+// children may then outlive a killed acpbridge.
+func (g *Guard) Started(cmd *exec.Cmd) error {
+	if g == nil || !useKeeper || cmd.Process == nil {
+		return nil
+	}
+	return g.tell('+', cmd.Process.Pid)
+}
+
+// Kill ends a child's group (on Windows its process tree) with everything
+// in it, and what it started outside it (found before the kill, while they
+// are still its descendants).
+func (g *Guard) Kill(pid int) {
+	left := Descendants(pid)
+	killGroup(pid)
+	for _, p := range left {
+		killProcess(p)
+	}
+	if g != nil && useKeeper {
+		g.tell('-', pid)
+	}
+}
+
+// End kills every process still below this one; main calls it at exit.
+func (g *Guard) End() {
+	if g != nil {
+		g.mu.Lock()
+		if g.keeper != nil {
+			g.keeper.Close() // the keeper kills what is left of its groups
+			g.keeper = nil
+		}
+		g.mu.Unlock()
+	}
+	endDescendants()
+}
+
+// tell sends the keeper "+PID" (a group to kill should the pipe close) or
+// "-PID" (a group that has ended), starting it first when needed.
+func (g *Guard) tell(op byte, pid int) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.broken || g.exe == "" {
+		return nil
+	}
+	if g.keeper == nil {
+		if op == '-' {
+			return nil
+		}
+		if err := g.startKeeper(); err != nil {
+			g.broken = true
+			return fmt.Errorf("cannot start the process keeper (%s %s): %w", g.exe, KeeperArg, err)
+		}
+	}
+	if _, err := fmt.Fprintf(g.keeper, "%c%d\n", op, pid); err != nil {
+		g.broken = true
+		return fmt.Errorf("the process keeper stopped listening: %w", err)
+	}
+	return nil
+}
+
+func (g *Guard) startKeeper() error {
+	cmd := exec.Command(g.exe, KeeperArg)
+	cmd.SysProcAttr = keeperAttr()
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	go cmd.Wait()
+	g.keeper = in
+	return nil
+}
+
+// RunKeeper is the keeper's whole life: it reads "+PID" and "-PID" lines
+// from r until r ends, then kills every group still listed.
+func RunKeeper(r io.Reader) {
+	ignoreEndSignals()
+	groups := map[int]bool{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		if len(line) < 2 {
+			continue
+		}
+		pid, err := strconv.Atoi(line[1:])
+		if err != nil || pid <= 1 {
+			continue
+		}
+		switch line[0] {
+		case '+':
+			groups[pid] = true
+		case '-':
+			delete(groups, pid)
+		}
+	}
+	for pid := range groups {
+		killGroup(pid)
+	}
+}
+
+// Descendants lists the processes below pid.
+func Descendants(pid int) []int {
+	children := parents()
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// endDescendants kills every process below this one. A few passes catch
+// what a dying process forked meanwhile.
+func endDescendants() {
+	self := os.Getpid()
+	for range 5 {
+		pids := Descendants(self)
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			killProcess(pid)
+		}
+		reapChildren()
+	}
+}

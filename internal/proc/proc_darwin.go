@@ -1,0 +1,34 @@
+// proc_darwin.go: macOS has no subreaper and no parent-death signal;
+// process groups, the keeper and a sweep through sysctl stand in.
+package proc
+
+import (
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+type osGuard struct{}
+
+func (osGuard) init() error { return nil }
+
+func childAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+
+// ChildAcpbridgeAttr is for a --fanout child, which ends at its stdin's EOF
+// when the router dies.
+func ChildAcpbridgeAttr() *syscall.SysProcAttr { return nil }
+
+// parents maps each process to its children, from the kernel's process
+// table.
+func parents() map[int][]int {
+	children := map[int][]int{}
+	procs, err := unix.SysctlKinfoProcSlice("kern.proc.all")
+	if err != nil {
+		return children
+	}
+	for _, p := range procs {
+		pp := int(p.Eproc.Ppid)
+		children[pp] = append(children[pp], int(p.Proc.P_pid))
+	}
+	return children
+}

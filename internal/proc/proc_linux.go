@@ -1,0 +1,63 @@
+// proc_linux.go: the subreaper, parent-death signals and /proc.
+package proc
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+type osGuard struct{}
+
+// init makes orphaned descendants this process's children.
+func (osGuard) init() error { return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }
+
+// childAttr: a group of its own, and SIGKILL should acpbridge die.
+func childAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// ChildAcpbridgeAttr is for a --fanout child: SIGTERM should the router
+// die, which it handles as EOF (its turn persisted, its children ended).
+func ChildAcpbridgeAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+}
+
+// parents maps each process to its children, from /proc.
+func parents() map[int][]int {
+	children := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if pp, ok := parentOf(p); ok {
+			children[pp] = append(children[pp], p)
+		}
+	}
+	return children
+}
+
+// parentOf reads the parent pid of p from /proc/p/stat: the field after the
+// state, which follows the last ')' (the command name may hold any byte).
+func parentOf(p int) (int, bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p), "stat"))
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 2 {
+		return 0, false
+	}
+	pp, err := strconv.Atoi(string(f[1]))
+	return pp, err == nil
+}

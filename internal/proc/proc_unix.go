@@ -1,0 +1,62 @@
+//go:build unix
+
+// proc_unix.go holds what every Unix shares: process groups, the keeper,
+// the shell and the signals that end acpbridge.
+package proc
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const useKeeper = true
+
+func shell(line string) (string, []string) { return "sh", []string{"-c", line} }
+
+// keeperAttr puts the keeper in a group of its own, so that a terminal's
+// Ctrl-C to acpbridge's group does not end it before it has done its job.
+func keeperAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+
+func killGroup(pgid int) { syscall.Kill(-pgid, syscall.SIGKILL) }
+
+func killProcess(pid int) { syscall.Kill(pid, syscall.SIGKILL) }
+
+// reapChildren waits for every exited child of this process.
+func reapChildren() {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if pid <= 0 || err != nil {
+			return
+		}
+	}
+}
+
+// EndSignals are the signals that end acpbridge as stdin's EOF does.
+func EndSignals() []os.Signal {
+	return []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP}
+}
+
+// IgnoreBrokenOutput makes a client that stops reading, or a full file
+// system, an error acpbridge handles rather than a signal that kills it.
+func IgnoreBrokenOutput() { signal.Ignore(syscall.SIGPIPE, syscall.SIGXFSZ) }
+
+func ignoreEndSignals() {
+	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+}
+
+// ExitSignal is the name of the signal that ended a process, or "".
+func ExitSignal(ps *os.ProcessState) string {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return ws.Signal().String()
+	}
+	return ""
+}
+
+// Interrupt asks a process to end (SIGTERM).
+func Interrupt(p *os.Process) error { return p.Signal(syscall.SIGTERM) }
+
+// SetNonblock puts f in non-blocking mode, so that Go's netpoller waits on
+// it.
+func SetNonblock(f *os.File) error { return syscall.SetNonblock(int(f.Fd()), true) }

@@ -1,0 +1,37 @@
+//go:build unix
+
+package proc
+
+import (
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Verify that the keeper kills the groups it was told of, and only those
+// still listed, when its input ends: a group's children die with it.
+func TestRunKeeper_killsListedGroupsAtEOF(t *testing.T) {
+	var g *Guard
+	listed := g.Command(Shell("sleep 600 & wait"))
+	removed := g.Command(Shell("sleep 600"))
+	require.NoError(t, listed.Start())
+	require.NoError(t, removed.Start())
+	defer g.Kill(removed.Process.Pid)
+
+	RunKeeper(strings.NewReader(fmt.Sprintf("+%d\n+%d\n-%d\nnot a line\n+1\n", listed.Process.Pid, removed.Process.Pid, removed.Process.Pid)))
+
+	waited := make(chan error, 1)
+	go func() { waited <- listed.Wait() }()
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listed group lives on after the keeper's input ended")
+	}
+	assert.Equal(t, "killed", ExitSignal(listed.ProcessState))
+	assert.NoError(t, syscall.Kill(removed.Process.Pid, 0), "the group taken off the list was killed")
+}

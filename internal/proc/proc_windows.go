@@ -1,0 +1,112 @@
+// proc_windows.go: a Job Object ends every descendant with acpbridge;
+// commands run under cmd /C and are killed with their process tree.
+package proc
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/windows"
+)
+
+// useKeeper: the job does the keeper's work.
+const useKeeper = false
+
+// osGuard holds the job acpbridge and its descendants run in. The handle
+// is never closed: the job ends when the process does.
+type osGuard struct{ job windows.Handle }
+
+// init creates a job that kills its processes when its last handle closes,
+// and puts this process (and so every child it starts) in it.
+func (g *osGuard) init() error {
+	job, err := windows.CreateJobObject(nil, nil)
+	if err != nil {
+		return fmt.Errorf("creating a job object: %w", err)
+	}
+	info := windows.JOBOBJECT_EXTENDED_LIMIT_INFORMATION{}
+	info.BasicLimitInformation.LimitFlags = windows.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
+	if _, err := windows.SetInformationJobObject(job, windows.JobObjectExtendedLimitInformation,
+		uintptr(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info))); err != nil {
+		windows.CloseHandle(job)
+		return fmt.Errorf("setting the job object's limits: %w", err)
+	}
+	if err := windows.AssignProcessToJobObject(job, windows.CurrentProcess()); err != nil {
+		windows.CloseHandle(job)
+		return fmt.Errorf("joining the job object: %w", err)
+	}
+	g.job = job
+	return nil
+}
+
+func shell(line string) (string, []string) { return "cmd", []string{"/C", line} }
+
+func childAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{CreationFlags: windows.CREATE_NEW_PROCESS_GROUP}
+}
+
+// ChildAcpbridgeAttr is for a --fanout child, which ends at its stdin's EOF
+// or with the job.
+func ChildAcpbridgeAttr() *syscall.SysProcAttr { return nil }
+
+func keeperAttr() *syscall.SysProcAttr { return nil }
+
+// killGroup kills the process and its whole tree.
+func killGroup(pid int) {
+	for _, p := range Descendants(pid) {
+		killProcess(p)
+	}
+	killProcess(pid)
+}
+
+func killProcess(pid int) {
+	h, err := windows.OpenProcess(windows.PROCESS_TERMINATE, false, uint32(pid))
+	if err != nil {
+		return
+	}
+	windows.TerminateProcess(h, 1)
+	windows.CloseHandle(h)
+}
+
+// reapChildren: Windows has no zombies to reap.
+func reapChildren() {}
+
+// parents maps each process to its children, from a process snapshot.
+func parents() map[int][]int {
+	children := map[int][]int{}
+	snap, err := windows.CreateToolhelp32Snapshot(windows.TH32CS_SNAPPROCESS, 0)
+	if err != nil {
+		return children
+	}
+	defer windows.CloseHandle(snap)
+	var e windows.ProcessEntry32
+	e.Size = uint32(unsafe.Sizeof(e))
+	for err = windows.Process32First(snap, &e); err == nil; err = windows.Process32Next(snap, &e) {
+		pp := int(e.ParentProcessID)
+		if int(e.ProcessID) != pp {
+			children[pp] = append(children[pp], int(e.ProcessID))
+		}
+	}
+	return children
+}
+
+// EndSignals: Ctrl-C and Ctrl-Break (os.Interrupt), and the console's
+// close, logoff or shutdown (SIGTERM to Go).
+func EndSignals() []os.Signal { return []os.Signal{os.Interrupt, syscall.SIGTERM} }
+
+// IgnoreBrokenOutput: Windows raises no signal for a broken pipe.
+func IgnoreBrokenOutput() {}
+
+func ignoreEndSignals() { signal.Ignore(os.Interrupt, syscall.SIGTERM) }
+
+// ExitSignal: a Windows process ends with an exit code only.
+func ExitSignal(*os.ProcessState) string { return "" }
+
+// Interrupt ends a process: Windows cannot send a console's Ctrl-C to one
+// process alone.
+func Interrupt(p *os.Process) error { return p.Kill() }
+
+// SetNonblock: Windows pipes are waited on as they are.
+func SetNonblock(*os.File) error { return fmt.Errorf("not on Windows") }

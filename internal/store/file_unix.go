@@ -1,0 +1,34 @@
+//go:build unix
+
+// file_unix.go: the store's files and the session lock on Unix (flock,
+// which the kernel drops when the holder dies).
+package store
+
+import (
+	"errors"
+	"os"
+	"syscall"
+)
+
+// openFile opens a file of the store (mode 0600 when it creates it) as a
+// plain blocking file: os.OpenFile would try, and fail, to register a
+// regular file with the netpoller, five system calls a file.
+func openFile(path string, flag int) (*os.File, error) {
+	fd, err := syscall.Open(path, flag|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// lockFile takes f's exclusive lock without waiting; held says that
+// another process has it.
+func lockFile(f *os.File) (held bool, err error) {
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return true, nil
+	}
+	return false, err
+}
+
+func unlockFile(f *os.File) { syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }
