@@ -26,6 +26,7 @@ import (
 	"acpbridge/internal/model"
 	"acpbridge/internal/scenario"
 	"acpbridge/internal/store"
+	"acpbridge/internal/tools"
 )
 
 // fixtureSections returns the named section of every fixtures/*.txtar.
@@ -118,8 +119,7 @@ func replayHarness(t *testing.T, out io.Writer) (*agent, *SessionRecord) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	a := &agent{out: channel.NewWire(strings.NewReader(""), out, 1<<20, nil), newID: counterIDs(), now: time.Now, log: log}
 	st := &store.Store{Dir: t.TempDir(), Log: log}
-	s := &SessionRecord{id: "s", created: time.Now(), conv: &model.Conversation{}}
-	s.setRoots([]string{"/"})
+	s := &SessionRecord{id: "s", created: time.Now(), conv: &model.Conversation{}, box: newBox(acp.ModeAsk, ""), ws: tools.Open([]string{"/"})}
 	f, err := st.Create(infoOf(s))
 	require.NoError(t, err)
 	t.Cleanup(func() { f.Close() })

@@ -151,6 +151,20 @@ func run(ctx context.Context, caught <-chan struct{}, guard *proc.Guard, args []
 	return serve(ctx, a, stdin, stdout, trace)
 }
 
+// config is the parsed command line.
+type config struct {
+	modelSpec        string
+	stateDir         string
+	baseURL          string
+	record           string
+	trace            string
+	maxTurnRequests  int
+	maxLineBytes     int
+	models           []string // --models
+	fanout           bool     // --fanout: be the router (internal/fanout)
+	maxContextTokens int      // --max-context-tokens
+}
+
 // utcTime writes the log's times in UTC, as the session store and the
 // protocol do; it also spares the first log line loading /etc/localtime.
 func utcTime(groups []string, a slog.Attr) slog.Attr {
@@ -222,10 +236,11 @@ func (a *agent) openModel() {
 // serve runs the agent on one connection until it ends.
 func serve(ctx context.Context, a *agent, stdin io.Reader, stdout io.Writer, trace *channel.Tracer) int {
 	a.out = channel.NewWire(stdin, stdout, a.cfg.maxLineBytes, trace)
-	a.admit = a.admissions()
-	a.tickets = map[string]ticket{}
+	a.steps.init()
 	a.out.Arrive = a.arrive
-	a.out.OnEOF = a.hangup
+	a.out.Arrived = a.steps.release
+	a.out.Answered = a.steps.answered
+	a.out.OnHangUp = a.hangUp
 	if a.newID == nil {
 		a.newID = randomID
 	}
@@ -237,6 +252,7 @@ func serve(ctx context.Context, a *agent, stdin io.Reader, stdout io.Writer, tra
 		DisableBuiltin: true,
 		Logger:         func(text string) { a.log.Debug(text, "from", "jrpc2") },
 	}).Start(a.out)
+	go a.runLoop()
 
 	a.awaitEnd(ctx, srv)
 	a.shutdown()

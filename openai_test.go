@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -31,6 +32,10 @@ type fakeReply struct {
 	file   string // under fixtures/openai
 	body   string // the body itself, when no file holds it
 	hold   bool   // after the second event, wait for the client to go away
+	// contentType replaces text/event-stream; endless, when set, is the
+	// body: written over and over until the client goes away (64 MiB at most).
+	contentType string
+	endless     func(first bool) string
 }
 
 type fakeRequest struct {
@@ -92,7 +97,17 @@ func (f *fakeOpenAI) serve(w http.ResponseWriter, r *http.Request) {
 		w.Write(b)
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Content-Type", cmp.Or(rep.contentType, "text/event-stream"))
+	if rep.endless != nil {
+		for n := 0; n < 64<<20 && r.Context().Err() == nil; {
+			k, err := io.WriteString(w, rep.endless(n == 0))
+			if err != nil {
+				return
+			}
+			n += k
+		}
+		return
+	}
 	for i, event := range strings.SplitAfter(string(b), "\n\n") {
 		w.Write([]byte(event))
 		w.(http.Flusher).Flush()
@@ -567,4 +582,74 @@ func TestOpenAI_contextLengthError(t *testing.T) {
 	after, body := sentBytes(t, f.request(2))
 	assert.Less(t, after, before, "the call again sends less")
 	assert.Contains(t, body, "second")
+}
+
+// Verify that a 200 answer that is not an event stream says what it is:
+// a JSON error body (as proxies send) names the server's message, a web
+// page names its content type, and a whole JSON completion (a server that
+// ignores "stream") is read as the answer.
+func TestOpenAI_notAnEventStream(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		reply fakeReply
+		want  string
+	}{
+		{"JSON error", fakeReply{contentType: "application/json", body: `{"error":{"message":"model overloaded"}}`}, "the server reported: model overloaded"},
+		{"HTML", fakeReply{contentType: "text/html; charset=utf-8", body: "<html><body>Please log in</body></html>"}, "a web page (text/html)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ta := startOpenAI(t, newFakeOpenAI(t, c.reply))
+			_, r := ta.turnUpdates(2, ta.newSession(), "hi")
+			require.NotNil(t, r.Error)
+			assert.Contains(t, r.Error.Message, c.want)
+			assert.NotContains(t, r.Error.Message, "the stream ended before the answer did")
+		})
+	}
+	t.Run("whole completion", func(t *testing.T) {
+		ta := startOpenAI(t, newFakeOpenAI(t, fakeReply{contentType: "application/json",
+			body: `{"choices":[{"index":0,"message":{"role":"assistant","content":"Whole answer."},"finish_reason":"stop"}]}`}))
+		ups, r := ta.turnUpdates(2, ta.newSession(), "hi")
+		require.Nil(t, r.Error)
+		assert.Equal(t, "end_turn", stopReason(t, r))
+		assert.Contains(t, strings.Join(ups, "\n"), `"text":"Whole answer."`)
+	})
+}
+
+// Verify that a server that never stops is cut at a cap that the error
+// names, for endless text, endless arguments of one tool call, and one
+// event line that never ends; the turn ends and the session goes on.
+func TestOpenAI_endlessStreamsAreCapped(t *testing.T) {
+	chunk := strings.Repeat("x", 32<<10)
+	for _, c := range []struct {
+		name    string
+		endless func(first bool) string
+		want    string
+	}{
+		{"text", func(bool) string {
+			return `data: {"choices":[{"index":0,"delta":{"content":"` + chunk + `"}}]}` + "\n\n"
+		}, "the answer's text passed 16 MiB"},
+		{"tool arguments", func(first bool) string {
+			if first {
+				return `data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"read_file","arguments":""}}]}}]}` + "\n\n"
+			}
+			return `data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"` + chunk + `"}}]}}]}` + "\n\n"
+		}, "the arguments of tool call read_file passed 16 MiB"},
+		{"line", func(first bool) string {
+			if first {
+				return `data: {"choices":[{"index":0,"delta":{"content":"`
+			}
+			return chunk
+		}, "an event is longer than 16 MiB"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFakeOpenAI(t, fakeReply{endless: c.endless}, fakeReply{file: "text.sse"})
+			ta := startOpenAI(t, f)
+			sid := ta.newSession()
+			_, r := ta.turnUpdates(2, sid, "hi")
+			require.NotNil(t, r.Error)
+			assert.Contains(t, r.Error.Message, c.want)
+			_, r = ta.turnUpdates(3, sid, "again")
+			assert.Nil(t, r.Error, "the session goes on after a capped answer")
+		})
+	}
 }

@@ -1,29 +1,32 @@
-// session.go holds the agent, its one optional SessionRecord, and every
-// session method: initialize, session/new, load, resume, list, delete, close,
-// prompt, cancel, set_mode and set_config_option.
+// session.go holds the agent, its one optional SessionRecord, the agent
+// loop, and every session method: initialize, session/new, load, resume,
+// list, delete, close, prompt, cancel, set_mode and set_config_option.
 //
-// The rules:
-//   - The agent holds at most one *SessionRecord. It is set (not yet ready)
-//     the moment a session/new, load or resume claims it, so a second one is
-//     rejected even while the first is being created or loaded.
-//   - The rejection uses acp.CodeSessionLive, names the live id, and carries
-//     {"activeSessionId": id}. The live session is not touched.
-//   - A record has at most one running turn. session/cancel cancels it;
-//     session/close cancels it, waits for it, and frees the record.
+// One record, one loop:
+//   - At most one *SessionRecord exists (a.sess). Only the agent loop, one
+//     goroutine, creates, runs and frees it.
+//   - Every step that opens, runs or ends the session (session/new, load,
+//     resume, prompt, close, a delete of the session being closed, and
+//     shutdown at EOF or a signal) runs on the loop, one at a time, in
+//     arrival order. The loop hands the step's result to the request's jrpc2
+//     handler and waits until jrpc2 has written that answer before it starts
+//     the next step. No step waits on another request.
+//   - What must overtake a running step acts at arrival, on the goroutine
+//     that reads stdin, and never waits on the loop: session/cancel,
+//     set_mode and set_config_option (they change the running turn's next
+//     decision), the client's answers to the agent's requests, every refusal
+//     (a second session: 1001, a second prompt: 1003, ...) and the
+//     cancelling part of session/close, EOF and signals.
+//   - To refuse and route at arrival, the reader keeps an outlook: what the
+//     queued steps will make true (which session will be live, its settings
+//     box, its admitted turn, whether a close of it is queued). The box is
+//     the one thing a turn shares with arrival: mode, model and rules under
+//     one small mutex. `load X; set_mode X; prompt X` in one write: the
+//     set_mode changes X's box at arrival, the load step's record takes the
+//     box, and the prompt runs with the mode.
 //
-// Order. jrpc2 runs every request in a goroutine of its own, so the order in
-// which handlers start is not the order in which messages arrived. Every
-// change of the connection's and the session's state therefore happens at
-// arrival instead: the wire calls arrive for each well-formed message on the
-// goroutine that reads stdin, in the order of the lines, before jrpc2 sees
-// it. arrive runs the method's admission (admit*), which checks the params,
-// makes the state change under a.mu (initialized, claim, turn start,
-// cancel, close, mode, model) and returns the step: the rest of the work
-// (store I/O, the turn itself, the answer), which the jrpc2 handler runs
-// concurrently with later messages. An admission never blocks on I/O of
-// the client or the model. A step admitted but never started (jrpc2 drops
-// queued requests when stdin ends) is abandoned by shutdown, which undoes
-// what its admission began.
+// A record's fields have two owners: the loop (which also runs the turn)
+// writes every field but the box, which guards itself.
 package main
 
 import (
@@ -35,7 +38,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -56,20 +58,6 @@ import (
 	"acpbridge/internal/tools"
 )
 
-// config is the parsed command line.
-type config struct {
-	modelSpec        string
-	stateDir         string
-	baseURL          string
-	record           string
-	trace            string
-	maxTurnRequests  int
-	maxLineBytes     int
-	models           []string // --models
-	fanout           bool     // --fanout: be the router (internal/fanout)
-	maxContextTokens int      // --max-context-tokens
-}
-
 // agent serves one connection.
 type agent struct {
 	cfg      config
@@ -85,143 +73,378 @@ type agent struct {
 	caught   <-chan struct{} // closed once signals are caught (main's catchSignals), or nil
 	procs    *proc.Guard     // starts and ends child processes; nil in in-process tests
 
-	// a.mu guards the fields below and the record's fields marked "a.mu".
+	steps agentLoop      // the steps in arrival order
+	sess  *SessionRecord // the loop's: the one session, or nil
+
+	// a.mu guards what arrival decides and the loop reports back.
 	mu          sync.Mutex
 	initialized bool
 	client      acp.ClientCapabilities
-	sess        *SessionRecord
-	next        *SessionRecord    // claimed while sess is closing; live once sess is released
-	tickets     map[string]ticket // admitted requests whose handler has not started, by id
-
-	admit map[string]func(id string, params json.RawMessage) ticket // admissions(), set by serve
+	ahead       outlook
 }
 
-// SessionRecord is the one session this process serves.
-//
-// Who owns what: the fields marked "a.mu" are read and written under the
-// agent's mutex. The fields marked "opener" are written only by the step
-// that opens the record (session/new, load or resume) before it closes
-// opened, and are read-only after that. The fields marked "turn" belong to
-// the running turn (one at a time; the opener before the first), and
-// session/close and shutdown touch them only after the turn is done.
-// mcp and file lock themselves.
+// SessionRecord is the one session this process serves. The agent loop
+// owns every field but box, which a turn shares with arrival.
 type SessionRecord struct {
-	id string           // fixed at claim
-	ws *tools.Workspace // opener: the cwd, then the additional directories
+	id      string
+	ws      *tools.Workspace // the cwd, then the additional directories
+	box     *box
+	mcp     *mcp.Hub
+	file    *store.File
+	conv    *model.Conversation // what the model is sent
+	title   string
+	created time.Time
+	updated time.Time
 
-	ready  bool               // a.mu: false while session/new, load or resume is still opening it
-	abort  context.CancelFunc // a.mu: ends an opening load; set while !ready
-	opened chan struct{}      // closed by the opener when opening has finished, either way
-	after  <-chan struct{}    // fixed at claim: a closing record's released, which this one waits for; or nil
-	// afterReq (fixed at claim) is the id of that record's session/close;
-	// closeReq (a.mu) is the id of the session/close that closes this one.
-	afterReq, closeReq string
-	// released is closed when the record's slot, files and lock are free.
-	released    chan struct{}
-	releaseOnce sync.Once
-	openReq     string // a.mu: the id of the load or resume that opens it, or ""
-	closing     bool   // a.mu: session/close (or shutdown) has begun: no new turn may start
-	turn        *turn  // a.mu: the admitted or running turn, or nil
+	budget      int    // a context budget lower than --max-context-tokens, learnt from the provider, or 0
+	trimNoticed bool   // the user was told that older context is left out
+	enc         []byte // scratch for encoding the turn's tool updates
+}
 
-	title   string          // a.mu
-	mode    acp.Mode        // a.mu
-	model   string          // a.mu: the model the session's turns call
-	rules   map[string]bool // a.mu: tool name → allow (true) or reject (false) always
-	created time.Time       // opener
-	updated time.Time       // a.mu
+// box is a session's settings: the running turn reads them at each
+// decision, and set_mode and set_config_option change them at arrival.
+type box struct {
+	mu      sync.Mutex
+	mode    acp.Mode        // "" until the session's opening sets it
+	model   string          // the model its turns call; "" until set
+	rules   map[string]bool // tool name → allow (true) or reject (false) always
+	file    *store.File     // where a change is persisted, once the session is open
+	unsaved []store.Record  // changes made before it was
+}
 
-	mcp  *mcp.Hub            // opener sets; self-locked
-	file *store.File         // opener sets; self-locked; nil only while opening
-	conv *model.Conversation // turn: what the model is sent
+func newBox(mode acp.Mode, model string) *box {
+	return &box{mode: mode, model: model, rules: map[string]bool{}}
+}
 
-	budget      int    // turn: a context budget lower than --max-context-tokens, learnt from the provider, or 0
-	trimNoticed bool   // turn: the user was told that older context is left out
-	enc         []byte // turn: scratch for encoding the turn's tool updates
+// settings returns the mode and the model.
+func (b *box) settings() (acp.Mode, string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.mode, b.model
+}
+
+// rule returns the mode and the "always" rule for a tool, if there is one.
+func (b *box) rule(tool string) (mode acp.Mode, allow, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	allow, ok = b.rules[tool]
+	return b.mode, allow, ok
+}
+
+// change applies a setting (rec's mode, model or rule) and persists it, now
+// or once the session is open; it returns the settings after it.
+func (b *box) change(rec store.Record) (acp.Mode, string, error) {
+	b.mu.Lock()
+	switch {
+	case rec.Type == store.RecRule:
+		b.rules[rec.Tool] = *rec.Allow
+	case rec.Mode != "":
+		b.mode = acp.Mode(rec.Mode)
+	default:
+		b.model = rec.Model
+	}
+	mode, model, f := b.mode, b.model, b.file
+	if f == nil {
+		b.unsaved = append(b.unsaved, rec)
+	}
+	b.mu.Unlock()
+	if f == nil {
+		return mode, model, nil
+	}
+	if rec.Type == store.RecRule {
+		return mode, model, f.Append(rec)
+	}
+	return mode, model, f.AppendNow(rec)
+}
+
+// attach gives the box the open session's file and writes what changed
+// before it was open.
+func (b *box) attach(f *store.File) error {
+	b.mu.Lock()
+	b.file = f
+	unsaved := b.unsaved
+	b.unsaved = nil
+	b.mu.Unlock()
+	var err error
+	for _, rec := range unsaved {
+		err = errors.Join(err, f.Append(rec))
+	}
+	return err
+}
+
+// outlook is what the steps queued so far will make true, as arrival
+// needs it to refuse and route; guarded by a.mu.
+type outlook struct {
+	id      string                  // the session that will be live, or ""
+	box     *box                    // its settings
+	opening context.CancelCauseFunc // ends its load or resume while that is queued or running
+	turn    *turn                   // its admitted prompt's turn, until the turn ends
+	closing bool                    // a session/close of it is queued
+	ending  bool                    // the connection is ending: no step is admitted
 }
 
 // turn is one admitted session/prompt.
 type turn struct {
-	reqID  string // the id of its session/prompt request
 	ctx    context.Context
 	cancel context.CancelFunc
-	done   chan struct{} // closed when the prompt's step has finished (or was abandoned)
-
-	started   bool // a.mu: the step has begun
-	abandoned bool // a.mu: shutdown gave it up before it began
 }
 
-// step is what an admitted request does after its arrival: the slow work and
-// the answer. It runs in the request's jrpc2 handler.
-type step func(ctx context.Context) (any, error)
-
-// ticket is what an admission decided: the answer itself (result or err),
-// which is written at once, in arrival order, or a step for the request's
-// handler to run.
-type ticket struct {
-	result  any
-	err     error
-	run     step
-	abandon func() // undoes what the admission began, if run never starts; may be nil
+func newTurn() *turn {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &turn{ctx: ctx, cancel: cancel}
 }
 
-// fail answers a request its admission refused.
-func fail(err error) ticket { return ticket{err: err} }
+// running reports whether the turn has not been cancelled.
+func (t *turn) running() bool { return t != nil && t.ctx.Err() == nil }
 
-// done answers a request its admission completed.
-func done(result any) ticket { return ticket{result: result} }
+// Why an opening or a turn was ended before its time.
+var (
+	errClosed     = errors.New("session/close")
+	errConnection = errors.New("the end of the connection")
+)
 
-// admissions maps every method whose effect on the agent's state must follow
-// arrival order to its admission.
-func (a *agent) admissions() map[string]func(id string, params json.RawMessage) ticket {
-	return map[string]func(string, json.RawMessage) ticket{
-		acp.MethodInitialize:             a.initialize,
-		acp.MethodSessionNew:             a.afterInit(acp.MethodSessionNew, typed(a.admitNew)),
-		acp.MethodSessionLoad:            a.afterInit(acp.MethodSessionLoad, typed(a.admitOpen(true))),
-		acp.MethodSessionResume:          a.afterInit(acp.MethodSessionResume, typed(a.admitOpen(false))),
-		acp.MethodSessionClose:           a.afterInit(acp.MethodSessionClose, typed(a.admitClose)),
-		acp.MethodSessionPrompt:          a.afterInit(acp.MethodSessionPrompt, typed(a.admitPrompt)),
-		acp.MethodSessionCancel:          typed(a.admitCancel),
-		acp.MethodSessionSetMode:         a.afterInit(acp.MethodSessionSetMode, typed(a.admitSetMode)),
-		acp.MethodSessionSetConfigOption: a.afterInit(acp.MethodSessionSetConfigOption, typed(a.admitSetConfig)),
+// --- the agent loop ---
+
+// step is one request the loop runs, and where its answer goes.
+type step struct {
+	reqID  string // the request's id, or "" for shutdown
+	run    func() (any, error)
+	answer chan answer // to the request's handler; buffered
+}
+
+type answer struct {
+	result any
+	err    error
+}
+
+// agentLoop is the queue of steps, and the signal that the answer the
+// loop waits for has been written.
+type agentLoop struct {
+	mu      sync.Mutex
+	held    []*step          // queued by the read still arriving
+	queue   []*step          // ready to run
+	handed  map[string]*step // queued steps whose handler has not taken them, by request id
+	wake    chan struct{}    // a step was queued
+	waitFor string           // the request whose answer the loop waits for
+	written chan struct{}    // closed when it has been written
+}
+
+func (l *agentLoop) init() {
+	l.handed = map[string]*step{}
+	l.wake = make(chan struct{}, 1)
+}
+
+// push queues a step; it runs once release has been called: a step does
+// not start while messages that arrived with it are still arriving (a
+// cancel written together with its prompt must find the turn not begun).
+func (l *agentLoop) push(st *step) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.held = append(l.held, st)
+	if st.reqID != "" {
+		l.handed[st.reqID] = st
 	}
 }
+
+// release lets the steps pushed so far run; the wire calls it once every
+// line of a read has arrived.
+func (l *agentLoop) release() {
+	l.mu.Lock()
+	l.queue = append(l.queue, l.held...)
+	l.held = nil
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pop waits for the next step.
+func (l *agentLoop) pop() *step {
+	for {
+		l.mu.Lock()
+		if len(l.queue) > 0 {
+			st := l.queue[0]
+			l.queue = l.queue[1:]
+			l.mu.Unlock()
+			return st
+		}
+		l.mu.Unlock()
+		<-l.wake
+	}
+}
+
+// take gives a request's handler its step, or nil.
+func (l *agentLoop) take(reqID string) *step {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := l.handed[reqID]
+	delete(l.handed, reqID)
+	return st
+}
+
+// expect starts waiting for the answer to reqID to be written.
+func (l *agentLoop) expect(reqID string) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.waitFor, l.written = reqID, make(chan struct{})
+	return l.written
+}
+
+// answered is the wire's signal that the answer to reqID was written.
+func (l *agentLoop) answered(reqID string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.waitFor == reqID && l.written != nil {
+		close(l.written)
+		l.waitFor, l.written = "", nil
+	}
+}
+
+// runLoop is the agent loop: it runs each step, hands its result to the
+// request's handler, and waits until jrpc2 has written it (or the client
+// has gone) before the next.
+func (a *agent) runLoop() {
+	for {
+		st := a.steps.pop()
+		res, err := a.runStep(st)
+		if st.reqID == "" {
+			continue
+		}
+		written := a.steps.expect(st.reqID)
+		st.answer <- answer{res, err}
+		select {
+		case <-written:
+		case <-a.out.Ended:
+		case <-a.out.Broken:
+		}
+	}
+}
+
+// runStep runs a step and turns a panic into its error.
+func (a *agent) runStep(st *step) (res any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			a.log.Error("step panicked", "request", st.reqID, "panic", p, "stack", string(debug.Stack()))
+			res, err = nil, acp.Errorf(acp.CodeInternal, "internal error: %v (a bug in acpbridge; the process keeps serving)", p)
+		}
+	}()
+	return st.run()
+}
+
+// stepHandler is the jrpc2 handler of every method arrival may queue: it
+// returns what the loop's step answered.
+func (a *agent) stepHandler(ctx context.Context, req *jrpc2.Request) (any, error) {
+	st := a.steps.take(req.ID())
+	if st == nil {
+		// A notification of a request method: it has nobody to answer.
+		return nil, acp.Errorf(jrpc2.InvalidRequest, "%s must be a request, not a notification", req.Method())
+	}
+	select {
+	case ans := <-st.answer:
+		return ans.result, ans.err
+	case <-ctx.Done():
+		return nil, acp.Errorf(acp.CodeRequestCancelled, "%s was not answered: the connection is ending", req.Method())
+	}
+}
+
+// --- arrival ---
+
+// admission is what arrival decided for a request: answer it now (result
+// or err), or run a step on the loop.
+type admission struct {
+	result any
+	err    error
+	run    func() (any, error)
+}
+
+func refuse(err error) admission              { return admission{err: err} }
+func answerNow(result any) admission          { return admission{result: result} }
+func queue(run func() (any, error)) admission { return admission{run: run} }
 
 // handlers is the dispatch table: every ACP method acpbridge serves.
 func (a *agent) handlers() handler.Map {
 	m := handler.Map{
 		acp.MethodAuthenticate:  a.guard(a.authenticate),
 		acp.MethodSessionList:   a.guard(a.session(handle(a.listSessions))),
-		acp.MethodSessionDelete: a.guard(a.session(handle(a.deleteSession))),
 		acp.MethodCancelRequest: a.guard(a.cancelRequest),
 	}
-	for method := range a.admissions() {
-		m[method] = a.guard(a.admitted)
+	for _, method := range arrivalMethods {
+		m[method] = a.guard(a.stepHandler)
 	}
 	return m
 }
 
-// arrive admits one message, in arrival order (the wire calls it on the
+// arrivalMethods are the methods decided at arrival.
+var arrivalMethods = []string{
+	acp.MethodInitialize, acp.MethodSessionNew, acp.MethodSessionLoad, acp.MethodSessionResume,
+	acp.MethodSessionClose, acp.MethodSessionPrompt, acp.MethodSessionCancel, acp.MethodSessionDelete,
+	acp.MethodSessionSetMode, acp.MethodSessionSetConfigOption,
+}
+
+// arrive decides one message, in arrival order (the wire calls it on the
 // reading goroutine). It returns the response to write at once when the
-// admission decided the answer; otherwise nil, and the request goes on to
-// jrpc2, whose handler takes the ticket and runs its step. session/cancel
-// acts here and answers nothing. A request method sent as a notification is
-// not admitted: it has nobody to answer.
+// answer is decided; otherwise nil, and the request goes on to jrpc2,
+// whose handler returns its step's answer. session/cancel acts here and
+// answers nothing. A request method sent as a notification is not
+// admitted: it has nobody to answer.
 func (a *agent) arrive(method, id string, params json.RawMessage) []byte {
-	admit, ok := a.admit[method]
-	if !ok || (id == "" && method != acp.MethodSessionCancel) {
+	if id == "" && method != acp.MethodSessionCancel {
 		return nil
 	}
-	t := a.safeAdmit(method, id, admit, params)
-	if id == "" {
+	adm, ok := a.safeAdmit(method, id, params)
+	if !ok || id == "" {
 		return nil
 	}
-	if t.run == nil {
-		return encodeResponse(id, t.result, t.err)
+	if adm.run == nil {
+		return encodeResponse(id, adm.result, adm.err)
+	}
+	a.steps.push(&step{reqID: id, run: adm.run, answer: make(chan answer, 1)})
+	return nil
+}
+
+// safeAdmit admits a message and turns a panic into the request's error;
+// ok is false for a method not decided at arrival.
+func (a *agent) safeAdmit(method, id string, params json.RawMessage) (adm admission, ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			a.log.Error("admission panicked", "method", method, "panic", p, "stack", string(debug.Stack()))
+			adm = refuse(acp.Errorf(acp.CodeInternal, "internal error in %s: %v (a bug in acpbridge; the process keeps serving)", method, p))
+		}
+	}()
+	switch method {
+	case acp.MethodInitialize:
+		return typed(params, a.admitInitialize), true
+	case acp.MethodSessionCancel:
+		return typed(params, a.admitCancel), true
+	}
+	if !slices.Contains(arrivalMethods, method) {
+		return admission{}, false
 	}
 	a.mu.Lock()
-	a.tickets[id] = t
+	initialized := a.initialized
 	a.mu.Unlock()
-	return nil
+	if !initialized {
+		return refuse(errNotInitialized(method)), true
+	}
+	switch method {
+	case acp.MethodSessionNew:
+		return typed(params, a.admitNew), true
+	case acp.MethodSessionLoad:
+		return typed(params, a.admitOpen(true)), true
+	case acp.MethodSessionResume:
+		return typed(params, a.admitOpen(false)), true
+	case acp.MethodSessionClose:
+		return typed(params, a.admitClose), true
+	case acp.MethodSessionPrompt:
+		return typed(params, a.admitPrompt), true
+	case acp.MethodSessionDelete:
+		return typed(params, a.admitDelete), true
+	case acp.MethodSessionSetMode:
+		return typed(params, a.admitSetMode), true
+	default: // acp.MethodSessionSetConfigOption
+		return typed(params, a.admitSetConfig), true
+	}
 }
 
 // encodeResponse is the response to request id, as jrpc2 would write it.
@@ -230,45 +453,6 @@ func encodeResponse(id string, result any, err error) []byte {
 		return channel.EncodeResponse(id, nil, wireError(err))
 	}
 	return channel.EncodeResponse(id, result, nil)
-}
-
-// safeAdmit runs an admission and turns a panic into the request's error.
-func (a *agent) safeAdmit(method, id string, admit func(string, json.RawMessage) ticket, params json.RawMessage) (t ticket) {
-	defer func() {
-		if p := recover(); p != nil {
-			a.log.Error("admission panicked", "method", method, "panic", p, "stack", string(debug.Stack()))
-			t = fail(acp.Errorf(acp.CodeInternal, "internal error in %s: %v (a bug in acpbridge; the process keeps serving)", method, p))
-		}
-	}()
-	return admit(id, params)
-}
-
-// admitted is the handler of every ordered method: it runs the step its
-// admission left.
-func (a *agent) admitted(ctx context.Context, req *jrpc2.Request) (any, error) {
-	a.mu.Lock()
-	t, ok := a.tickets[req.ID()]
-	delete(a.tickets, req.ID())
-	a.mu.Unlock()
-	if !ok {
-		// A notification of a request method, or a step shutdown abandoned.
-		return nil, acp.Errorf(acp.CodeRequestCancelled, "%s was not run: the agent is shutting down", req.Method())
-	}
-	return t.run(ctx)
-}
-
-// abandonTickets gives up every admitted request whose handler has not
-// started; jrpc2 drops such requests when the connection ends.
-func (a *agent) abandonTickets() {
-	a.mu.Lock()
-	ts := a.tickets
-	a.tickets = map[string]ticket{}
-	a.mu.Unlock()
-	for _, t := range ts {
-		if t.abandon != nil {
-			t.abandon()
-		}
-	}
 }
 
 // guard turns a panic into an internal error and every error into a
@@ -289,32 +473,6 @@ func (a *agent) guard(h jrpc2.Handler) jrpc2.Handler {
 	}
 }
 
-// wireError is err as the client gets it: the store's errors get their
-// codes, an error that already has one keeps it, any other is internal.
-func wireError(err error) *jrpc2.Error {
-	var (
-		notFound *store.NotFoundError
-		locked   *store.LockedError
-		failed   *store.Error
-	)
-	switch {
-	case errors.As(err, &notFound):
-		return acp.Errorf(acp.CodeResourceNotFound, "%v", notFound).WithData(map[string]string{"sessionId": notFound.ID})
-	case errors.As(err, &locked):
-		return acp.Errorf(acp.CodeSessionLocked, "%v", locked).WithData(map[string]any{"sessionId": locked.ID, "pid": locked.PID})
-	case errors.As(err, &failed):
-		return acp.Errorf(acp.CodeStoreFailed, "%v", failed)
-	case errors.Is(err, store.ErrBadCursor):
-		return acp.InvalidParams("cursor", "%v", store.ErrBadCursor)
-	}
-	return acp.AsError(err)
-}
-
-// errNotInitialized answers a session method sent before initialize.
-func errNotInitialized(method string) error {
-	return acp.Errorf(acp.CodeNotInitialized, "%s before initialize: send initialize first", method)
-}
-
 // session requires initialize first.
 func (a *agent) session(h jrpc2.Handler) jrpc2.Handler {
 	return func(ctx context.Context, req *jrpc2.Request) (any, error) {
@@ -328,36 +486,21 @@ func (a *agent) session(h jrpc2.Handler) jrpc2.Handler {
 	}
 }
 
-// afterInit requires initialize to have arrived before the message.
-func (a *agent) afterInit(method string, admit func(string, json.RawMessage) ticket) func(string, json.RawMessage) ticket {
-	return func(id string, p json.RawMessage) ticket {
-		a.mu.Lock()
-		ok := a.initialized
-		a.mu.Unlock()
-		if !ok {
-			return fail(errNotInitialized(method))
-		}
-		return admit(id, p)
-	}
-}
-
 // withSession is params that name a session: its sessionId is required.
 type withSession interface{ Session() *string }
 
-// typed makes an admission of a method whose params are a P: they are
-// decoded (a wrong field is named), and when P names a session its
-// sessionId is required and handed on.
-func typed[P any](admit func(reqID, sessionID string, p *P) ticket) func(string, json.RawMessage) ticket {
-	return func(reqID string, raw json.RawMessage) ticket {
-		p, sid, err := decodeTyped[P](raw)
-		if err != nil {
-			return fail(err)
-		}
-		return admit(reqID, sid, p)
+// typed decodes params into a P (a wrong field is named) and, when P names
+// a session, requires its sessionId; then it admits them.
+func typed[P any](raw json.RawMessage, admit func(sessionID string, p *P) admission) admission {
+	p, sid, err := decodeTyped[P](raw)
+	if err != nil {
+		return refuse(err)
 	}
+	return admit(sid, p)
 }
 
-// handle is typed for the methods jrpc2 runs as they come (list, delete).
+// handle decodes params as typed does, for the methods jrpc2 runs as they
+// come (list).
 func handle[P any](h func(ctx context.Context, sessionID string, p *P) (any, error)) jrpc2.Handler {
 	return func(ctx context.Context, req *jrpc2.Request) (any, error) {
 		var raw json.RawMessage
@@ -386,62 +529,14 @@ func decodeTyped[P any](raw json.RawMessage) (*P, string, error) {
 	return p, "", nil
 }
 
-// decodeRaw decodes params into v and names the field on failure.
-func decodeRaw(raw json.RawMessage, v any) error {
-	if len(raw) == 0 {
-		return nil
-	}
-	if raw[0] == '[' {
-		return acp.InvalidParams("params", "must be an object, not an array")
-	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return acp.InvalidParams(te.Field, "must be %s, not %s", acp.JSONKind(te.Type.Kind().String()), te.Value)
-		}
-		return acp.Errorf(acp.CodeInvalidParams, "invalid params: %s", acp.DescribeJSONError(err))
-	}
-	return nil
-}
+// --- opening a session ---
 
-// required returns *p or an error naming field.
-func required(field string, p *string) (string, error) {
-	if p == nil {
-		return "", acp.InvalidParams(field, "required")
-	}
-	return *p, nil
-}
-
-// initialize is typed(a.admitInitialize), with the usual params read by
-// acp.ScanInitializeParams rather than encoding/json.
-func (a *agent) initialize(reqID string, raw json.RawMessage) ticket {
-	if p, ok := acp.ScanInitializeParams(raw); ok {
-		return a.admitInitialize(reqID, "", &p)
-	}
-	return typed(a.admitInitialize)(reqID, raw)
-}
-
-func (a *agent) admitInitialize(_, _ string, p *acp.InitializeParams) ticket {
+func (a *agent) admitInitialize(_ string, p *acp.InitializeParams) admission {
 	a.mu.Lock()
 	a.initialized = true
 	a.client = p.ClientCapabilities
 	a.mu.Unlock()
-	return done(json.RawMessage(initializeResult))
-}
-
-// initializeResult is the answer to initialize: an acp.InitializeResult
-// written out, because it is every process's first answer and encoding/json's
-// first use costs a cold process about 0.2 ms (README, Performance).
-// TestInitializeResult_isTheStructEncoded holds it to the struct.
-const initializeResult = `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,` +
-	`"promptCapabilities":{"image":false,"audio":false,"embeddedContext":true},"mcpCapabilities":{"http":true,"sse":true},` +
-	`"sessionCapabilities":{"close":{},"list":{},"resume":{},"delete":{},"additionalDirectories":{}}},` +
-	`"authMethods":[],"agentInfo":{"name":"acpbridge","title":"acpbridge","version":"` + version + `"}}`
-
-// authenticate succeeds: acpbridge advertises no auth methods and takes its
-// model key from the environment.
-func (a *agent) authenticate(ctx context.Context, req *jrpc2.Request) (any, error) {
-	return struct{}{}, nil
+	return answerNow(json.RawMessage(initializeResult))
 }
 
 // errSessionLive is the one-session rule's rejection.
@@ -451,77 +546,49 @@ func errSessionLive(id string) error {
 		WithData(map[string]string{"activeSessionId": id})
 }
 
-// claim makes a new, not yet ready record with id the live one, or fails
-// with the one-session rejection.
-//
-// While the live record is closing (session/close has arrived), one record
-// may be claimed behind it: it becomes the live one when the closing one is
-// released, and its step waits for that (after).
-func (a *agent) claim(id string) (*SessionRecord, error) {
+// errEnding refuses a step that arrives while the connection ends.
+func errEnding(method string) error {
+	return acp.Errorf(acp.CodeRequestCancelled, "%s was not run: the agent is shutting down", method)
+}
+
+// claimLocked makes id the session that will be live, with box, or
+// refuses: one session at a time, though one may follow a session being
+// closed. a.mu is held.
+func (a *agent) claimLocked(method, id string, b *box, opening context.CancelCauseFunc) error {
+	switch {
+	case a.ahead.ending:
+		return errEnding(method)
+	case a.ahead.id != "" && !a.ahead.closing:
+		return errSessionLive(a.ahead.id)
+	}
+	a.ahead = outlook{id: id, box: b, opening: opening}
+	return nil
+}
+
+// forget clears the outlook of the session whose box is b, when it is
+// still the one ahead: its opening failed, or it was closed.
+func (a *agent) forget(b *box) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := &SessionRecord{id: id, opened: make(chan struct{}), released: make(chan struct{}), rules: map[string]bool{}}
+	if a.ahead.box == b {
+		a.ahead = outlook{ending: a.ahead.ending}
+	}
+}
+
+// requireLocked returns the box of session id when it is (or will be)
+// live and not closing, or the error that answers a request naming it.
+// a.mu is held.
+func (a *agent) requireLocked(id string) (*box, error) {
 	switch {
-	case a.sess == nil:
-		a.sess = s
-	case a.sess.closing && a.next == nil:
-		s.after, s.afterReq = a.sess.released, a.sess.closeReq
-		a.next = s
-	case a.next != nil:
-		return nil, errSessionLive(a.next.id)
-	default:
-		return nil, errSessionLive(a.sess.id)
+	case a.ahead.id == id && !a.ahead.closing:
+		return a.ahead.box, nil
+	case a.ahead.id == "" || a.ahead.closing:
+		return nil, acp.Errorf(acp.CodeResourceNotFound, "session %s is not live in this process (no session is); open it with session/load or session/resume, or create one with session/new", id).
+			WithData(map[string]string{"sessionId": id})
 	}
-	return s, nil
+	return nil, acp.Errorf(acp.CodeResourceNotFound, "session %s is not live in this process; the live session is %s", id, a.ahead.id).
+		WithData(map[string]string{"sessionId": id, "activeSessionId": a.ahead.id})
 }
-
-// vacateLocked frees the slot s holds: a record claimed behind it becomes
-// the live one.
-func (a *agent) vacateLocked(s *SessionRecord) {
-	if a.sess == s {
-		a.sess, a.next = a.next, nil
-	} else if a.next == s {
-		a.next = nil
-	}
-}
-
-// awaitTurn waits until a record claimed behind a closing one may open; it
-// reports false when the client has gone meanwhile.
-func (a *agent) awaitTurn(ctx context.Context, s *SessionRecord) bool {
-	if s.after == nil {
-		return true
-	}
-	<-s.after
-	a.awaitAnswer(ctx, s.afterReq) // the close answers first
-	return !a.out.Gone()
-}
-
-// finishOpen makes s ready, or frees the slot when err is set.
-func (a *agent) finishOpen(s *SessionRecord, err error) {
-	a.mu.Lock()
-	if err == nil {
-		s.ready = true
-	} else {
-		a.vacateLocked(s)
-	}
-	s.abort = nil
-	a.mu.Unlock()
-	close(s.opened)
-	if err != nil {
-		s.ws.Close()
-		s.mcp.Close()
-		if s.file != nil {
-			s.file.Close()
-		}
-		s.releaseOnce.Do(func() { close(s.released) })
-	}
-}
-
-// errAbandoned is why a step that never started ended.
-var errAbandoned = errors.New("the agent shut down before the request ran")
-
-// setRoots sets the session's roots; roots[0] is the cwd.
-func (s *SessionRecord) setRoots(roots []string) { s.ws = tools.Open(roots) }
 
 // checkRoots validates cwd and the additional directories: absolute paths
 // of existing directories.
@@ -550,61 +617,64 @@ func checkRoots(cwd *string, extra []string) ([]string, error) {
 	return roots, nil
 }
 
-// openParams checks what session/new, load and resume give: the roots and
-// the MCP servers.
-func openParams(p *acp.NewSessionParams) ([]string, []mcp.ServerSpec, error) {
+// opening is what session/new, load and resume give, checked: the roots
+// and the MCP servers.
+type opening struct {
+	roots []string
+	specs []mcp.ServerSpec
+}
+
+func openingOf(p *acp.NewSessionParams) (opening, error) {
 	roots, err := checkRoots(p.Cwd, p.AdditionalDirectories)
 	if err != nil {
-		return nil, nil, err
+		return opening{}, err
 	}
 	specs, err := mcp.ParseServers(p.McpServers)
-	return roots, specs, err
+	return opening{roots, specs}, err
 }
 
-// admitNew claims the slot for a new session; its step creates it.
-func (a *agent) admitNew(_, _ string, p *acp.NewSessionParams) ticket {
-	roots, specs, err := openParams(p)
+// admitNew makes a new session the one ahead; its step creates it.
+func (a *agent) admitNew(_ string, p *acp.NewSessionParams) admission {
+	o, err := openingOf(p)
 	if err != nil {
-		return fail(err)
+		return refuse(err)
 	}
-	s, err := a.claim(a.newID("sess"))
-	if err != nil {
-		return fail(err)
-	}
-	return ticket{
-		run: func(ctx context.Context) (any, error) {
-			if !a.awaitTurn(ctx, s) {
-				a.finishOpen(s, errAbandoned)
-				return nil, acp.Errorf(acp.CodeRequestCancelled, "the client went away before the session was created")
-			}
-			return a.newSession(s, roots, specs)
-		},
-		abandon: func() { a.finishOpen(s, errAbandoned) },
-	}
-}
-
-func (a *agent) newSession(s *SessionRecord, roots []string, specs []mcp.ServerSpec) (any, error) {
-	a.awaitSignals()
-	s.setRoots(roots)
-	s.created = a.now()
+	id := a.newID("sess")
+	b := newBox(acp.ModeAsk, a.defaultModel())
 	a.mu.Lock()
-	s.mode = acp.ModeAsk
-	s.model = a.defaultModel()
-	s.updated = s.created
+	err = a.claimLocked(acp.MethodSessionNew, id, b, nil)
 	a.mu.Unlock()
-	s.conv = model.NewConversation(a.model)
-	var err error
-	s.file, err = a.store.Create(infoOf(s))
-	if err == nil {
-		s.mcp = mcp.Start(specs, version, a.procs, a.log, a.stderr)
-	}
-	a.finishOpen(s, err)
 	if err != nil {
+		return refuse(err)
+	}
+	return queue(func() (any, error) { return a.newSession(id, b, o) })
+}
+
+// newSession is session/new's step.
+func (a *agent) newSession(id string, b *box, o opening) (any, error) {
+	a.awaitSignals()
+	s := &SessionRecord{id: id, box: b, ws: tools.Open(o.roots), created: a.now(), conv: model.NewConversation(a.model)}
+	s.updated = s.created
+	f, err := a.store.Create(infoOf(s))
+	if err != nil {
+		s.ws.Close()
+		a.forget(b)
 		return nil, err
 	}
+	s.file = f
+	a.live(s, o.specs)
 	a.log.Info("session created", "session", s.id, "cwd", s.ws.Cwd)
-	mode, model := a.settings(s)
+	mode, model := b.settings()
 	return acp.NewSessionResult{SessionID: s.id, Modes: modeStateOf(mode), ConfigOptions: a.configOptions(mode, model)}, nil
+}
+
+// live makes the opened record s the live one and starts its MCP servers.
+func (a *agent) live(s *SessionRecord, specs []mcp.ServerSpec) {
+	if err := s.box.attach(s.file); err != nil {
+		a.log.Error("a setting changed while the session opened was not persisted", "session", s.id, "err", err)
+	}
+	s.mcp = mcp.Start(specs, version, a.procs, a.log, a.stderr)
+	a.sess = s
 }
 
 // awaitSignals returns once SIGTERM, SIGINT and SIGHUP are caught, so that
@@ -616,62 +686,59 @@ func (a *agent) awaitSignals() {
 	}
 }
 
-// admitOpen claims the slot for session/load (replay true) or
-// session/resume; its step opens the session.
-func (a *agent) admitOpen(replay bool) func(reqID, id string, p *acp.LoadSessionParams) ticket {
-	return func(reqID, id string, p *acp.LoadSessionParams) ticket { return a.open(reqID, id, p, replay) }
-}
-
-func (a *agent) open(reqID, id string, p *acp.LoadSessionParams, replay bool) ticket {
-	roots, specs, err := openParams(&p.NewSessionParams)
-	if err != nil {
-		return fail(err)
-	}
-	s, err := a.claim(id)
-	if err != nil {
-		return fail(err)
-	}
-	lctx, cancel := context.WithCancel(context.Background())
-	a.mu.Lock()
-	s.abort = cancel
-	s.openReq = reqID
-	a.mu.Unlock()
-	return ticket{
-		run: func(ctx context.Context) (any, error) {
-			defer context.AfterFunc(ctx, cancel)()
-			defer cancel()
-			if !a.awaitTurn(ctx, s) {
-				a.finishOpen(s, errAbandoned)
-				return nil, acp.Errorf(acp.CodeRequestCancelled, "the client went away before session %s was opened", s.id)
-			}
-			return a.openSession(lctx, s, roots, specs, replay)
-		},
-		abandon: func() { cancel(); a.finishOpen(s, errAbandoned) },
+// admitOpen makes the session a session/load (replay true) or
+// session/resume names the one ahead; its step opens it.
+func (a *agent) admitOpen(replay bool) func(string, *acp.LoadSessionParams) admission {
+	return func(id string, p *acp.LoadSessionParams) admission {
+		o, err := openingOf(&p.NewSessionParams)
+		if err != nil {
+			return refuse(err)
+		}
+		ctx, cancel := context.WithCancelCause(context.Background())
+		b := newBox("", "")
+		a.mu.Lock()
+		err = a.claimLocked(acp.MethodSessionLoad, id, b, cancel)
+		a.mu.Unlock()
+		if err != nil {
+			return refuse(err)
+		}
+		return queue(func() (any, error) {
+			defer cancel(nil)
+			return a.openSession(ctx, id, b, o, replay)
+		})
 	}
 }
 
-// openSession serves session/load (replay true) and session/resume.
-func (a *agent) openSession(ctx context.Context, s *SessionRecord, roots []string, specs []mcp.ServerSpec, replay bool) (any, error) {
+// openSession is session/load's step (replay true) and session/resume's.
+func (a *agent) openSession(ctx context.Context, id string, b *box, o opening, replay bool) (any, error) {
 	a.awaitSignals()
-	err := a.restore(ctx, s, roots, replay)
-	if err == nil && ctx.Err() == nil {
-		s.mcp = mcp.Start(specs, version, a.procs, a.log, a.stderr)
-	}
+	s := &SessionRecord{id: id, box: b, ws: tools.Open(o.roots)}
+	err := a.restore(ctx, s, replay)
 	if ctx.Err() != nil {
-		err = acp.Errorf(acp.CodeRequestCancelled, "loading session %s was ended by session/close", s.id)
+		err = acp.Errorf(acp.CodeRequestCancelled, "loading session %s was ended by %v", id, context.Cause(ctx))
 	}
-	a.finishOpen(s, err)
+	a.mu.Lock()
+	if a.ahead.box == b {
+		a.ahead.opening = nil
+	}
+	a.mu.Unlock()
 	if err != nil {
+		s.ws.Close()
+		if s.file != nil {
+			s.file.Close()
+		}
+		a.forget(b)
 		return nil, err
 	}
+	a.live(s, o.specs)
 	a.log.Info("session opened", "session", s.id, "replay", replay, "cwd", s.ws.Cwd)
-	mode, model := a.settings(s)
+	mode, model := b.settings()
 	return acp.OpenSessionResult{Modes: modeStateOf(mode), ConfigOptions: a.configOptions(mode, model)}, nil
 }
 
 // restore reads s from the store, takes its lock, and replays its history
 // when asked. The roots of the request replace the stored ones.
-func (a *agent) restore(ctx context.Context, s *SessionRecord, roots []string, replay bool) error {
+func (a *agent) restore(ctx context.Context, s *SessionRecord, replay bool) error {
 	conv := model.NewConversation(a.model)
 	feed := newFeeder(conv)
 	hist, f, err := a.store.Open(ctx, s.id, feed.add)
@@ -679,9 +746,7 @@ func (a *agent) restore(ctx context.Context, s *SessionRecord, roots []string, r
 		return err
 	}
 	feed.finish()
-	s.conv = conv
-	s.file = f
-	s.setRoots(roots)
+	s.conv, s.file = conv, f
 	a.resumeSettings(s, hist)
 	if err := f.WriteInfo(infoOf(s)); err != nil {
 		return err
@@ -697,10 +762,11 @@ func (a *agent) restore(ctx context.Context, s *SessionRecord, roots []string, r
 	})
 }
 
-// resumeSettings gives s what its history says: created, title, mode,
-// model (when this process has it), rules, and the replay's position.
+// resumeSettings gives s what its history says: created, title, updated,
+// the replay's position, and the mode, model (when this process has it)
+// and rules, except a setting changed since the load arrived.
 func (a *agent) resumeSettings(s *SessionRecord, hist *store.History) {
-	s.created = hist.Created
+	s.created, s.title, s.updated = hist.Created, hist.Title, hist.Updated
 	if rm, ok := a.model.(*model.Replay); ok {
 		// Replay is positional per session: continue where it stopped.
 		if err := rm.AdvanceTo(hist.ReplayPos); err != nil {
@@ -711,265 +777,170 @@ func (a *agent) resumeSettings(s *SessionRecord, hist *store.History) {
 	if hist.Model != "" && a.model != nil && slices.Contains(a.model.Models(), hist.Model) {
 		model = hist.Model
 	}
-	a.mu.Lock()
-	s.title, s.mode, s.updated, s.model = hist.Title, cmp.Or(acp.Mode(hist.Mode), acp.ModeAsk), hist.Updated, model
-	maps.Copy(s.rules, hist.Rules)
-	a.mu.Unlock()
+	b := s.box
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.mode = cmp.Or(b.mode, acp.Mode(hist.Mode), acp.ModeAsk)
+	b.model = cmp.Or(b.model, model)
+	for tool, allow := range hist.Rules {
+		if _, set := b.rules[tool]; !set {
+			b.rules[tool] = allow
+		}
+	}
 }
 
-// admitClose marks the session closing and cancels its turn or its load;
-// the step waits for them, then frees the record.
-func (a *agent) admitClose(reqID, id string, _ *acp.SessionIDParams) ticket {
+// --- closing and deleting ---
+
+// admitClose cancels the session's turn or its opening at once; its step
+// frees the record once they have answered.
+func (a *agent) admitClose(id string, _ *acp.SessionIDParams) admission {
 	a.mu.Lock()
-	s, err := a.requireLiveLocked(id, 0)
+	defer a.mu.Unlock()
+	b, err := a.requireLocked(id)
 	if err != nil {
-		a.mu.Unlock()
-		return fail(err)
+		return refuse(err)
 	}
-	s.closeReq = reqID
-	if s.abort != nil {
+	a.ahead.closing = true
+	if a.ahead.opening != nil {
 		a.log.Info("session/close ends the load of the session", "session", id)
+		a.ahead.opening(errClosed)
 	}
-	t := closingLocked(s)
-	a.mu.Unlock()
-	return ticket{run: func(ctx context.Context) (any, error) {
-		if t != nil {
-			// The prompt answers (cancelled) before the close does.
-			<-t.done
-			a.awaitAnswer(ctx, t.reqID)
-		}
-		<-s.opened
-		if a.isReady(s) {
-			a.release(s)
+	if a.ahead.turn != nil {
+		a.ahead.turn.cancel()
+	}
+	return queue(func() (any, error) {
+		if s := a.sess; s != nil && s.box == b {
+			a.release()
 			a.log.Info("session closed", "session", id)
 		}
+		a.forget(b)
 		return struct{}{}, nil
-	}}
+	})
 }
 
-// closingLocked marks s closing, ends its load if it is opening and cancels
-// its turn, which it returns (or nil). a.mu is held.
-func closingLocked(s *SessionRecord) *turn {
-	s.closing = true
-	if s.abort != nil {
-		s.abort()
-	}
-	if s.turn != nil {
-		s.turn.cancel()
-	}
-	return s.turn
-}
-
-// isReady reports whether s has opened and is not yet released.
-func (a *agent) isReady(s *SessionRecord) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return s.ready
-}
-
-// awaitAnswer waits until the request reqID has been answered, or ctx ends.
-func (a *agent) awaitAnswer(ctx context.Context, reqID string) {
-	select {
-	case <-a.out.WhenAnswered(reqID):
-	case <-ctx.Done():
-	}
-}
-
-// release frees the live record s and closes what it holds.
-func (a *agent) release(s *SessionRecord) {
-	a.mu.Lock()
-	a.vacateLocked(s)
-	a.mu.Unlock()
+// release frees the live record and closes what it holds.
+func (a *agent) release() {
+	s := a.sess
+	a.sess = nil
 	s.mcp.Close()
 	s.ws.Close()
-	if s.file != nil {
-		if err := s.file.Close(); err != nil {
-			a.log.Error("closing session file", "session", s.id, "err", err)
-		}
+	if err := s.file.Close(); err != nil {
+		a.log.Error("closing session file", "session", s.id, "err", err)
 	}
-	// Last: a record claimed behind s may now open, the lock included.
-	s.releaseOnce.Do(func() { close(s.released) })
 }
 
-// shutdownWait bounds how long shutdown waits for the turn and an opening
-// load to end, so that the process exits within a second of EOF or a
-// signal even when a tool will not stop.
+// admitDelete deletes a stored session at once; the session being closed
+// is deleted by a step after its close, and the live one not at all.
+func (a *agent) admitDelete(id string, _ *acp.SessionIDParams) admission {
+	a.mu.Lock()
+	ahead := a.ahead
+	a.mu.Unlock()
+	remove := func() (any, error) {
+		if err := a.store.Remove(id); err != nil {
+			return nil, err
+		}
+		return struct{}{}, nil
+	}
+	switch {
+	case ahead.id != id:
+		return answerOf(remove())
+	case ahead.closing:
+		return queue(remove)
+	}
+	return refuse(acp.Errorf(acp.CodeSessionLive, "session %s is live in this process and cannot be deleted; close it with session/close first", id).
+		WithData(map[string]string{"activeSessionId": id}))
+}
+
+func answerOf(result any, err error) admission { return admission{result: result, err: err} }
+
+// shutdownWait bounds how long shutdown waits for the loop to end the
+// turn and free the session, so that the process exits within a second of
+// EOF or a signal even when a tool will not stop.
 const shutdownWait = 600 * time.Millisecond
 
-// shutdown ends the live session when the connection is gone (stdin ended,
-// stdout broke, or a signal): the turn is cancelled and persisted, a load in
-// progress is ended, and the record is released.
-func (a *agent) shutdown() {
-	a.out.CloseCalls() // no answer will come from the client now
-	a.abandonTickets()
-	a.mu.Lock()
-	s := a.sess
-	var t *turn
-	if s != nil {
-		t = closingLocked(s)
-	}
-	a.mu.Unlock()
-	if s == nil {
-		return
-	}
-	deadline := time.NewTimer(shutdownWait)
-	defer deadline.Stop()
-	for _, ch := range []chan struct{}{s.opened, turnDone(t)} {
-		select {
-		case <-ch:
-		case <-deadline.C:
-			a.log.Warn("the session did not wind down in time; exiting anyway", "session", s.id)
-			return
-		}
-	}
-	if a.isReady(s) {
-		a.release(s)
-	}
-}
-
-// hangup ends what runs when stdin ends, before jrpc2 stops: a load in
-// progress and the turn, so that their answers (-32800, cancelled) are
-// written at once rather than after the channel's grace for answers.
-func (a *agent) hangup() {
+// hangUp is the part of the connection's end that acts at once: it stops
+// admitting steps and cancels the turn and any opening load. The wire calls
+// it when stdin ends; serve, when stdout breaks or a signal arrives.
+func (a *agent) hangUp() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if s := a.sess; s != nil {
-		if s.abort != nil {
-			s.abort()
-		}
-		if s.turn != nil {
-			s.turn.cancel()
-		}
+	a.ahead.ending = true
+	if a.ahead.opening != nil {
+		a.ahead.opening(errConnection)
+	}
+	if a.ahead.turn != nil {
+		a.ahead.turn.cancel()
 	}
 }
 
-// turnDone is t's done channel, or a closed one when there is no turn.
-func turnDone(t *turn) chan struct{} {
-	if t == nil {
-		ch := make(chan struct{})
-		close(ch)
-		return ch
-	}
-	return t.done
-}
-
-// What requireLiveLocked accepts beyond a live session that is not closing.
-const (
-	mustBeReady  = 1 << iota // and it must have finished opening
-	mayBeNext                // or the session opening behind a closing one
-	mayBeClosing             // or one that is closing
-)
-
-// requireLiveLocked returns the session record with id that a request may
-// act on, or the error that answers it: the live session, if it is not
-// closing (unless mayBeClosing), has finished opening (if mustBeReady),
-// or, with mayBeNext, the one claimed behind it while it closes. It is the
-// one check of "is this session live here"; call it with a.mu held.
-func (a *agent) requireLiveLocked(id string, accept int) (*SessionRecord, error) {
-	for _, s := range []*SessionRecord{a.sess, a.next} {
-		switch {
-		case s == nil || s.id != id:
-		case s == a.next && accept&mayBeNext == 0:
-		case s.closing && accept&mayBeClosing == 0:
-		case !s.ready && accept&mustBeReady != 0:
-		default:
-			return s, nil
+// shutdown ends the connection's session: after the steps queued before
+// it (each cancelled by hangUp), the loop persists the turn and frees the
+// record.
+func (a *agent) shutdown() {
+	a.out.CloseCalls() // no answer will come from the client now
+	a.hangUp()
+	done := make(chan struct{})
+	a.steps.push(&step{run: func() (any, error) {
+		if a.sess != nil {
+			a.release()
 		}
+		close(done)
+		return nil, nil
+	}})
+	a.steps.release()
+	select {
+	case <-done:
+	case <-time.After(shutdownWait):
+		a.log.Warn("the session did not wind down in time; exiting anyway")
 	}
-	if a.sess == nil {
-		return nil, acp.Errorf(acp.CodeResourceNotFound, "session %s is not live in this process (no session is); open it with session/load or session/resume, or create one with session/new", id).
-			WithData(map[string]string{"sessionId": id})
-	}
-	return nil, acp.Errorf(acp.CodeResourceNotFound, "session %s is not live in this process; the live session is %s", id, a.sess.id).
-		WithData(map[string]string{"sessionId": id, "activeSessionId": a.sess.id})
 }
 
-// admitPrompt starts a turn: from here on a session/cancel or close that
+// --- turns ---
+
+// admitPrompt admits a turn: from here on a session/cancel or close that
 // arrives applies to it, even before its step runs. A prompt that arrives
-// while its session is still loading waits for the load; one that arrives
-// while a cancelled turn winds down runs after it; one that arrives while
-// a turn runs is refused (1003).
-func (a *agent) admitPrompt(reqID, id string, p *acp.PromptParams) ticket {
+// while its session is still opening runs after the opening; one that
+// arrives while a cancelled turn winds down runs after it; one that arrives
+// while a turn runs is refused (1003).
+func (a *agent) admitPrompt(id string, p *acp.PromptParams) admission {
 	blocks, err := parsePrompt(p.Prompt)
 	if err == nil && a.model == nil {
 		err = a.errNoModel()
 	}
 	if err != nil {
-		return fail(err)
+		return refuse(err)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s, err := a.requireLiveLocked(id, mayBeNext)
-	if err != nil {
-		return fail(err)
-	}
-	prev := s.turn
-	if prev != nil && prev.ctx.Err() == nil {
-		return fail(acp.Errorf(acp.CodeTurnRunning,
+	b, err := a.requireLocked(id)
+	switch {
+	case err != nil:
+		return refuse(err)
+	case a.ahead.ending:
+		return refuse(errEnding(acp.MethodSessionPrompt))
+	case a.ahead.turn.running():
+		return refuse(acp.Errorf(acp.CodeTurnRunning,
 			"a turn is already running in session %s; wait for its response or cancel it with session/cancel before sending another prompt", id))
 	}
-	// A cancelled turn still winding down (an editor sends cancel and the
-	// next prompt back to back): this prompt follows it.
-	t := newTurn(reqID)
-	s.turn = t
-	behind := "" // the load or resume still opening the session, by its id
-	if !s.ready {
-		behind = s.openReq
-	}
-	return a.promptTicket(s, t, prev, behind, blocks, p.Prompt)
+	t := newTurn()
+	a.ahead.turn = t
+	return queue(func() (any, error) { return a.prompt(id, b, t, blocks, p.Prompt) })
 }
 
-// newTurn is the turn of the prompt reqID, not yet started.
-func newTurn(reqID string) *turn {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &turn{reqID: reqID, ctx: ctx, cancel: cancel, done: make(chan struct{})}
-}
-
-// promptTicket is the admitted prompt's ticket: its step runs turn t, and
-// abandoning it before it starts frees the turn.
-func (a *agent) promptTicket(s *SessionRecord, t, prev *turn, behind string, blocks []acp.ContentBlock, raw []json.RawMessage) ticket {
-	end := func() {
+// prompt is session/prompt's step: it runs the turn t in the live session.
+func (a *agent) prompt(id string, b *box, t *turn, blocks []acp.ContentBlock, raw []json.RawMessage) (any, error) {
+	defer func() {
 		t.cancel()
 		a.mu.Lock()
-		if s.turn == t {
-			s.turn = nil
+		if a.ahead.turn == t {
+			a.ahead.turn = nil
 		}
 		a.mu.Unlock()
-		close(t.done)
-	}
-	return ticket{
-		run: func(ctx context.Context) (any, error) {
-			return a.promptStep(ctx, s, t, prev, behind, end, blocks, raw)
-		},
-		abandon: func() {
-			a.mu.Lock()
-			started := t.started
-			t.abandoned = !started
-			a.mu.Unlock()
-			if !started {
-				end()
-			}
-		},
-	}
-}
-
-// promptStep runs an admitted turn t in s once what it must wait for is
-// done: the load behind which it arrived (behind, a request id) and the
-// cancelled turn prev still winding down; end frees the turn.
-func (a *agent) promptStep(ctx context.Context, s *SessionRecord, t *turn, prev *turn, behind string, end func(),
-	blocks []acp.ContentBlock, raw []json.RawMessage) (any, error) {
-	a.mu.Lock()
-	if t.abandoned {
-		a.mu.Unlock()
-		return acp.PromptResult{StopReason: acp.StopCancelled}, nil
-	}
-	t.started = true
-	a.mu.Unlock()
-	defer end()
-	defer context.AfterFunc(ctx, t.cancel)()
-	if !a.awaitBefore(ctx, s, prev, behind) {
-		return nil, acp.Errorf(acp.CodeResourceNotFound, "session %s did not open, so the prompt was not run; open it again with session/load or session/resume", s.id).
-			WithData(map[string]string{"sessionId": s.id})
+	}()
+	s := a.sess
+	if s == nil || s.box != b {
+		return nil, acp.Errorf(acp.CodeResourceNotFound, "session %s did not open, so the prompt was not run; open it again with session/load or session/resume", id).
+			WithData(map[string]string{"sessionId": id})
 	}
 	stop, err := a.runTurn(t.ctx, s, blocks, raw)
 	if err != nil {
@@ -978,22 +949,15 @@ func (a *agent) promptStep(ctx context.Context, s *SessionRecord, t *turn, prev 
 	return acp.PromptResult{StopReason: stop}, nil
 }
 
-// awaitBefore waits for what a prompt's turn follows: s's opening (and the
-// answer of the load or resume behind which it arrived), and the cancelled
-// turn prev ending and answering. It reports whether s opened.
-func (a *agent) awaitBefore(ctx context.Context, s *SessionRecord, prev *turn, behind string) bool {
-	<-s.opened
-	ready := a.isReady(s)
-	if behind != "" {
-		// The load answers before the prompt behind it does.
-		a.awaitAnswer(ctx, behind)
+// admitCancel cancels the session's turn, admitted or running. It is a
+// notification: it acts at arrival and answers nothing.
+func (a *agent) admitCancel(id string, _ *acp.SessionIDParams) admission {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ahead.id == id && a.ahead.turn != nil {
+		a.ahead.turn.cancel()
 	}
-	if ready && prev != nil {
-		// The cancelled turn ends, and answers, first.
-		<-prev.done
-		a.awaitAnswer(ctx, prev.reqID)
-	}
-	return ready
+	return answerNow(nil)
 }
 
 // errNoModel answers a prompt when no model is configured or --model's is
@@ -1006,16 +970,132 @@ func (a *agent) errNoModel() error {
 		"no model is configured: start acpbridge with --model openai:MODEL (with OPENAI_API_KEY, and --base-url for Ollama and other servers) or --model replay:FIXTURE.jsonl, or set ACPBRIDGE_MODEL")
 }
 
-// admitCancel cancels the session's turn, admitted or running. It is a
-// notification: it acts at arrival and answers nothing.
-func (a *agent) admitCancel(_, id string, _ *acp.SessionIDParams) ticket {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if s, err := a.requireLiveLocked(id, mayBeNext); err == nil && s.turn != nil {
-		s.turn.cancel()
-	}
-	return done(nil)
+// --- modes and config options ---
+
+var sessionModes = []acp.SessionMode{
+	{ID: acp.ModeAsk, Name: "Ask", Description: "Ask before every edit, command and MCP tool that changes things"},
+	{ID: acp.ModeAcceptEdits, Name: "Accept edits", Description: "Edit files without asking; ask before commands and MCP tools"},
+	{ID: acp.ModeReadOnly, Name: "Read only", Description: "Refuse edits, commands and MCP tools that change things"},
+	{ID: acp.ModeBypass, Name: "Bypass", Description: "Never ask"},
 }
+
+func modeStateOf(mode acp.Mode) *acp.ModeState {
+	return &acp.ModeState{CurrentModeID: mode, AvailableModes: sessionModes}
+}
+
+// defaultModel is the model a new session starts on: --model's.
+func (a *agent) defaultModel() string {
+	if a.model == nil {
+		return ""
+	}
+	return a.model.DefaultName()
+}
+
+// configOptions lists the session's config options with current values.
+// The model list may be asked of the server.
+func (a *agent) configOptions(mode acp.Mode, model string) []acp.ConfigOption {
+	modes := make([]acp.SelectOption, len(sessionModes))
+	for i, m := range sessionModes {
+		modes[i] = acp.SelectOption{Value: string(m.ID), Name: m.Name, Description: m.Description}
+	}
+	opts := []acp.ConfigOption{{
+		ID: "mode", Name: "Mode", Category: "mode", Type: "select",
+		Description: "When acpbridge asks before using a tool", CurrentValue: string(mode), Options: modes,
+	}}
+	if a.model != nil {
+		var models []acp.SelectOption
+		for _, m := range a.model.Models() {
+			models = append(models, acp.SelectOption{Value: m, Name: m})
+		}
+		opts = append(opts, acp.ConfigOption{
+			ID: "model", Name: "Model", Category: "model", Type: "select",
+			CurrentValue: model, Options: models,
+		})
+	}
+	return opts
+}
+
+// setting is one change of a session's settings: a mode or a model.
+type setting struct {
+	field string // the params member that gave it, for errors
+	mode  acp.Mode
+	model string
+}
+
+func (a *agent) admitSetMode(id string, p *acp.SetModeParams) admission {
+	mode, err := required("modeId", p.ModeID)
+	if err != nil {
+		return refuse(err)
+	}
+	if _, err := a.change(id, setting{field: "modeId", mode: acp.Mode(mode)}); err != nil {
+		return refuse(err)
+	}
+	return answerNow(struct{}{})
+}
+
+func (a *agent) admitSetConfig(id string, p *acp.SetConfigParams) admission {
+	cid, err := required("configId", p.ConfigID)
+	if err != nil {
+		return refuse(err)
+	}
+	var value string
+	if err := json.Unmarshal(p.Value, &value); err != nil {
+		return refuse(acp.InvalidParams("value", "required: a string value id"))
+	}
+	var set setting
+	switch cid {
+	case "mode":
+		set = setting{field: "value", mode: acp.Mode(value)}
+	case "model":
+		set = setting{field: "value", model: value}
+	default:
+		return refuse(acp.InvalidParams("configId", "unknown config option %q; the options are mode and model", cid))
+	}
+	opts, err := a.change(id, set)
+	if err != nil {
+		return refuse(err)
+	}
+	return answerNow(acp.ConfigOptionsResult{ConfigOptions: opts})
+}
+
+// change sets the session's mode or model at arrival, so that the running
+// turn's next decision and a prompt behind it use it; it is announced and
+// persisted (once the session is open, if it is still opening). It
+// returns the config options after the change.
+func (a *agent) change(id string, set setting) ([]acp.ConfigOption, error) {
+	a.mu.Lock()
+	b, err := a.requireLocked(id)
+	a.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	rec := store.Record{Type: store.RecConfig}
+	if set.mode != "" {
+		if !slices.ContainsFunc(sessionModes, func(m acp.SessionMode) bool { return m.ID == set.mode }) {
+			return nil, acp.InvalidParams(set.field, "unknown mode %q; the modes are ask, accept_edits, read_only and bypass", set.mode)
+		}
+		rec.Mode = string(set.mode)
+	} else {
+		var names []string
+		if a.model != nil {
+			names = a.model.Models()
+		}
+		if !slices.Contains(names, set.model) {
+			return nil, acp.InvalidParams(set.field, "unknown model %q; the models are %s", set.model, strings.Join(names, ", "))
+		}
+		rec.Model = set.model
+	}
+	mode, model, err := b.change(rec)
+	opts := a.configOptions(mode, model)
+	var sent error
+	if set.mode != "" {
+		sent = a.out.NotifyJSON(id, acp.CurrentMode(mode))
+	}
+	sent = errors.Join(sent, a.out.NotifyJSON(id, acp.ConfigOptionsChanged(opts)))
+	return opts, errors.Join(err, sent) // the setting holds; the log or the client failed
+}
+
+// --- the rest ---
 
 // cancelRequest accepts $/cancel_request and ignores it: a turn is
 // cancelled with session/cancel, and every other request is answered at once.
@@ -1125,154 +1205,6 @@ func (a *agent) update(sessionID string, u any) error {
 	return a.out.Flush()
 }
 
-// --- modes and config options ---
-
-var sessionModes = []acp.SessionMode{
-	{ID: acp.ModeAsk, Name: "Ask", Description: "Ask before every edit, command and MCP tool that changes things"},
-	{ID: acp.ModeAcceptEdits, Name: "Accept edits", Description: "Edit files without asking; ask before commands and MCP tools"},
-	{ID: acp.ModeReadOnly, Name: "Read only", Description: "Refuse edits, commands and MCP tools that change things"},
-	{ID: acp.ModeBypass, Name: "Bypass", Description: "Never ask"},
-}
-
-func modeStateOf(mode acp.Mode) *acp.ModeState {
-	return &acp.ModeState{CurrentModeID: mode, AvailableModes: sessionModes}
-}
-
-// settings returns the session's mode and model.
-func (a *agent) settings(s *SessionRecord) (mode acp.Mode, model string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return s.mode, s.model
-}
-
-// defaultModel is the model a new session starts on: --model's.
-func (a *agent) defaultModel() string {
-	if a.model == nil {
-		return ""
-	}
-	return a.model.DefaultName()
-}
-
-// configOptions lists the session's config options with current values.
-// Call it without a.mu held: the model list may be asked of the server.
-func (a *agent) configOptions(mode acp.Mode, model string) []acp.ConfigOption {
-	modes := make([]acp.SelectOption, len(sessionModes))
-	for i, m := range sessionModes {
-		modes[i] = acp.SelectOption{Value: string(m.ID), Name: m.Name, Description: m.Description}
-	}
-	opts := []acp.ConfigOption{{
-		ID: "mode", Name: "Mode", Category: "mode", Type: "select",
-		Description: "When acpbridge asks before using a tool", CurrentValue: string(mode), Options: modes,
-	}}
-	if a.model != nil {
-		var models []acp.SelectOption
-		for _, m := range a.model.Models() {
-			models = append(models, acp.SelectOption{Value: m, Name: m})
-		}
-		opts = append(opts, acp.ConfigOption{
-			ID: "model", Name: "Model", Category: "model", Type: "select",
-			CurrentValue: model, Options: models,
-		})
-	}
-	return opts
-}
-
-func (a *agent) admitSetMode(_, id string, p *acp.SetModeParams) ticket {
-	mode, err := required("modeId", p.ModeID)
-	if err != nil {
-		return fail(err)
-	}
-	return a.changeSetting(id, "modeId", store.Record{Type: store.RecConfig, Mode: mode}, struct{}{})
-}
-
-func (a *agent) admitSetConfig(_, id string, p *acp.SetConfigParams) ticket {
-	cid, err := required("configId", p.ConfigID)
-	if err != nil {
-		return fail(err)
-	}
-	var value string
-	if err := json.Unmarshal(p.Value, &value); err != nil {
-		return fail(acp.InvalidParams("value", "required: a string value id"))
-	}
-	switch cid {
-	case "mode":
-		return a.changeSetting(id, "value", store.Record{Type: store.RecConfig, Mode: value}, nil)
-	case "model":
-		return a.changeSetting(id, "value", store.Record{Type: store.RecConfig, Model: value}, nil)
-	}
-	return fail(acp.InvalidParams("configId", "unknown config option %q; the options are mode and model", cid))
-}
-
-// changeSetting sets the session's mode or model (rec says which) at
-// arrival, so that a prompt behind it runs with it, announces it, writes it
-// to the log, and answers result, or the options when result is nil.
-func (a *agent) changeSetting(id, field string, rec store.Record, result any) ticket {
-	a.mu.Lock()
-	_, err := a.requireLiveLocked(id, mustBeReady)
-	a.mu.Unlock()
-	if err == nil {
-		err = a.checkSetting(field, rec)
-	}
-	if err != nil {
-		return fail(err)
-	}
-	s, mode, model, err := a.applySetting(id, rec)
-	if err != nil {
-		return fail(err)
-	}
-	opts := a.configOptions(mode, model)
-	var sent error
-	if rec.Mode != "" {
-		sent = a.out.NotifyJSON(id, acp.CurrentMode(mode))
-	}
-	sent = errors.Join(sent, a.out.NotifyJSON(id, acp.ConfigOptionsChanged(opts)))
-	if err := errors.Join(s.file.AppendNow(rec), sent); err != nil {
-		return fail(err) // the setting holds; the log or the client failed
-	}
-	if result == nil {
-		result = acp.ConfigOptionsResult{ConfigOptions: opts}
-	}
-	return done(result)
-}
-
-// applySetting sets rec's mode or model on the live session id and returns
-// the session and both settings.
-func (a *agent) applySetting(id string, rec store.Record) (*SessionRecord, acp.Mode, string, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	s, err := a.requireLiveLocked(id, mustBeReady)
-	if err != nil {
-		return nil, "", "", err
-	}
-	if rec.Mode != "" {
-		s.mode = acp.Mode(rec.Mode)
-	} else {
-		s.model = rec.Model
-	}
-	return s, s.mode, s.model, nil
-}
-
-// checkSetting refuses a mode or model (rec's) that acpbridge does not have,
-// naming field and the ones it has.
-func (a *agent) checkSetting(field string, rec store.Record) error {
-	if rec.Mode != "" {
-		if !slices.ContainsFunc(sessionModes, func(m acp.SessionMode) bool { return m.ID == acp.Mode(rec.Mode) }) {
-			return acp.InvalidParams(field, "unknown mode %q; the modes are ask, accept_edits, read_only and bypass", rec.Mode)
-		}
-		return nil
-	}
-	// A live session has its options listed, so the model list is known:
-	// models() does not wait on the server here.
-	var names []string
-	if a.model != nil {
-		names = a.model.Models()
-	}
-	if !slices.Contains(names, rec.Model) {
-		return acp.InvalidParams(field, "unknown model %q; the models are %s", rec.Model, strings.Join(names, ", "))
-	}
-	return nil
-}
-
 func (a *agent) listSessions(_ context.Context, _ string, p *acp.ListParams) (any, error) {
 	if p.Cwd != "" && !filepath.IsAbs(p.Cwd) {
 		return nil, acp.InvalidParams("cwd", "%q is not an absolute path", p.Cwd)
@@ -1287,20 +1219,6 @@ func (a *agent) listSessions(_ context.Context, _ string, p *acp.ListParams) (an
 			AdditionalDirectories: inf.Dirs, Title: inf.Title, UpdatedAt: inf.UpdatedAt})
 	}
 	return res, nil
-}
-
-func (a *agent) deleteSession(_ context.Context, id string, _ *acp.SessionIDParams) (any, error) {
-	a.mu.Lock()
-	_, err := a.requireLiveLocked(id, mayBeClosing)
-	a.mu.Unlock()
-	if err == nil {
-		return nil, acp.Errorf(acp.CodeSessionLive, "session %s is live in this process and cannot be deleted; close it with session/close first", id).
-			WithData(map[string]string{"activeSessionId": id})
-	}
-	if err := a.store.Remove(id); err != nil {
-		return nil, err
-	}
-	return struct{}{}, nil
 }
 
 // replayRecord sends one stored record as the session/update a client saw
@@ -1350,4 +1268,71 @@ func rawInput(c *store.Call) json.RawMessage {
 func infoOf(s *SessionRecord) store.Info {
 	return store.Info{SessionID: s.id, Cwd: s.ws.Cwd, Dirs: s.ws.Roots[1:], Title: s.title,
 		CreatedAt: store.Stamp(s.created), UpdatedAt: store.Stamp(s.updated)}
+}
+
+// decodeRaw decodes params into v and names the field on failure.
+func decodeRaw(raw json.RawMessage, v any) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	if raw[0] == '[' {
+		return acp.InvalidParams("params", "must be an object, not an array")
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return acp.InvalidParams(te.Field, "must be %s, not %s", acp.JSONKind(te.Type.Kind().String()), te.Value)
+		}
+		return acp.Errorf(acp.CodeInvalidParams, "invalid params: %s", acp.DescribeJSONError(err))
+	}
+	return nil
+}
+
+// required returns *p or an error naming field.
+func required(field string, p *string) (string, error) {
+	if p == nil {
+		return "", acp.InvalidParams(field, "required")
+	}
+	return *p, nil
+}
+
+// wireError is err as the client gets it: the store's errors get their
+// codes, an error that already has one keeps it, any other is internal.
+func wireError(err error) *jrpc2.Error {
+	var (
+		notFound *store.NotFoundError
+		locked   *store.LockedError
+		failed   *store.Error
+	)
+	switch {
+	case errors.As(err, &notFound):
+		return acp.Errorf(acp.CodeResourceNotFound, "%v", notFound).WithData(map[string]string{"sessionId": notFound.ID})
+	case errors.As(err, &locked):
+		return acp.Errorf(acp.CodeSessionLocked, "%v", locked).WithData(map[string]any{"sessionId": locked.ID, "pid": locked.PID})
+	case errors.As(err, &failed):
+		return acp.Errorf(acp.CodeStoreFailed, "%v", failed)
+	case errors.Is(err, store.ErrBadCursor):
+		return acp.InvalidParams("cursor", "%v", store.ErrBadCursor)
+	}
+	return acp.AsError(err)
+}
+
+// errNotInitialized answers a session method sent before initialize.
+func errNotInitialized(method string) error {
+	return acp.Errorf(acp.CodeNotInitialized, "%s before initialize: send initialize first", method)
+}
+
+// initializeResult is the answer to initialize: an acp.InitializeResult
+// written out, because it is every process's first answer and encoding/json's
+// first use costs a cold process about 0.2 ms (README, Performance).
+// TestInitializeResult_isTheStructEncoded holds it to the struct.
+const initializeResult = `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,` +
+	`"promptCapabilities":{"image":false,"audio":false,"embeddedContext":true},"mcpCapabilities":{"http":true,"sse":true},` +
+	`"sessionCapabilities":{"close":{},"list":{},"resume":{},"delete":{},"additionalDirectories":{}}},` +
+	`"authMethods":[],"agentInfo":{"name":"acpbridge","title":"acpbridge","version":"` + version + `"}}`
+
+// authenticate succeeds: acpbridge advertises no auth methods and takes its
+// model key from the environment.
+func (a *agent) authenticate(ctx context.Context, req *jrpc2.Request) (any, error) {
+	return struct{}{}, nil
 }

@@ -183,7 +183,7 @@ func TestSignal_kill9EndsCommandChildren(t *testing.T) {
 	for _, fanout := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fanout=%v", fanout), func(t *testing.T) {
 			t.Parallel()
-			args := []string{"--model", "replay:" + writeFixture(t, fixture)}
+			args := []string{"--model", "replay:" + writeFixture(t, fixture), "--log-level", "debug"}
 			if fanout {
 				args = append([]string{"--fanout"}, args...)
 			}
@@ -195,6 +195,9 @@ func TestSignal_kill9EndsCommandChildren(t *testing.T) {
 			p.send(prompt(3, sid, "run"))
 			pids := readPids(t, filepath.Join(p.cwd, "pids"), 1)
 			require.True(t, alive(pids[0]))
+			// The keeper learns of a command right after its start; that
+			// instant is logged (a kill -9 within it is the one window).
+			p.stderr.waitFor(t, `msg="command started"`)
 			require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
 			p.drainKilled()
 			assertGone(t, pids[0], "a background job of a command, after kill -9 of acpbridge")

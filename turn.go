@@ -210,8 +210,6 @@ func (a *agent) endTurn(s *SessionRecord, prompt []acp.ContentBlock, stop acp.St
 // touch marks s updated now and, after its first turn, titles it from the
 // prompt; newTitle is that title, or "".
 func (a *agent) touch(s *SessionRecord, prompt []acp.ContentBlock) (newTitle string, updated time.Time) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	if s.title == "" {
 		s.title = titleFrom(prompt)
 		newTitle = s.title
@@ -295,9 +293,8 @@ func (a *agent) loop(ctx context.Context, s *SessionRecord) (acp.StopReason, *mo
 // its usage to total and what it said to the conversation. The stream is
 // nil when the call could not be made (the error says why).
 func (a *agent) modelCall(ctx context.Context, s *SessionRecord, total *model.Usage) (*modelStream, acp.StopReason, error) {
-	a.mu.Lock()
-	req := &model.Request{Model: s.model, Conv: s.conv, Cwd: s.ws.Cwd, Roots: s.ws.Roots, Mode: s.mode, Tools: a.tools(s)}
-	a.mu.Unlock()
+	mode, name := s.box.settings()
+	req := &model.Request{Model: name, Conv: s.conv, Cwd: s.ws.Cwd, Roots: s.ws.Roots, Mode: mode, Tools: a.tools(s)}
 	if err := a.fitContext(s, req); err != nil {
 		return nil, "", err
 	}
@@ -615,10 +612,7 @@ func (a *agent) permit(ctx context.Context, s *SessionRecord, c model.ToolCall, 
 		return nil, nil
 	case "allow_always", "reject_always":
 		allow := option == "allow_always"
-		a.mu.Lock()
-		s.rules[c.Name] = allow
-		a.mu.Unlock()
-		if err := s.file.Append(store.Record{Type: store.RecRule, Tool: c.Name, Allow: &allow}); err != nil {
+		if _, _, err := s.box.change(store.Record{Type: store.RecRule, Tool: c.Name, Allow: &allow}); err != nil {
 			return nil, err
 		}
 		if allow {
@@ -632,10 +626,7 @@ func (a *agent) permit(ctx context.Context, s *SessionRecord, c model.ToolCall, 
 // permitWithoutAsking decides what the session's mode and rules decide
 // alone: decided is true with nil (run) or the refusal.
 func (a *agent) permitWithoutAsking(s *SessionRecord, c model.ToolCall, p *tools.Call) (o *tools.Outcome, decided bool) {
-	a.mu.Lock()
-	mode := s.mode
-	rule, hasRule := s.rules[c.Name]
-	a.mu.Unlock()
+	mode, rule, hasRule := s.box.rule(c.Name)
 	switch {
 	case p.Perm == tools.PermRead || mode == acp.ModeBypass:
 		return nil, true

@@ -76,8 +76,7 @@ type Wire struct {
 	// At stdin EOF, Recv waits (up to eofGrace) for these to be answered,
 	// since jrpc2 drops the requests still queued when it stops.
 	unanswered map[string]int
-	answered   chan struct{}            // signalled when unanswered shrinks
-	waiters    map[string]chan struct{} // closed when the request with that id is answered
+	answered   chan struct{} // signalled when unanswered shrinks
 
 	// arrive is told of every well-formed request and notification in the
 	// order the lines were read, before jrpc2 dispatches it: method, the
@@ -86,8 +85,14 @@ type Wire struct {
 	// on the client or the model. When it returns a response, that is
 	// written at once and jrpc2 never sees the request.
 	Arrive func(method, id string, params json.RawMessage) []byte
-	Ended  chan struct{} // closed when stdin has ended and Recv has returned its error
-	OnEOF  func()        // called when stdin ends, before Recv waits for answers (--fanout)
+	// Arrived is called once every whole line that one read brought has
+	// arrived: what arrives together takes effect together, in order.
+	Arrived func()
+	// Answered is told, after the write, that the answer to the client's
+	// request id has been written (the agent loop waits for its step's).
+	Answered func(id string)
+	Ended    chan struct{} // closed when stdin has ended and Recv has returned its error
+	OnHangUp func()        // called when stdin ends, before Recv waits for answers
 }
 
 // eofGrace is how long requests received before stdin's EOF may still take
@@ -104,7 +109,6 @@ func NewWire(r io.Reader, w io.Writer, maxLine int, trace *Tracer) *Wire {
 		calls:   map[int64]chan reply{},
 
 		unanswered: map[string]int{},
-		waiters:    map[string]chan struct{}{},
 		answered:   make(chan struct{}, 1),
 		Ended:      make(chan struct{}),
 	}
@@ -211,43 +215,28 @@ func WellFormed(m jsonenc.Members) bool {
 	return ok
 }
 
-// Send writes one message from jrpc2 (a response) and flushes.
+// Send writes one message (a response) and flushes.
 func (c *Wire) Send(msg []byte) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.writeLocked(msg)
 	c.flushLocked()
-	if id := leadingID(msg); c.unanswered[id] > 0 {
+	err := c.err
+	id := leadingID(msg)
+	answered := c.unanswered[id] > 0
+	if answered {
 		if c.unanswered[id]--; c.unanswered[id] == 0 {
 			delete(c.unanswered, id)
-			if w := c.waiters[id]; w != nil {
-				close(w)
-				delete(c.waiters, id)
-			}
 		}
 		select {
 		case c.answered <- struct{}{}:
 		default:
 		}
 	}
-	return c.err
-}
-
-// WhenAnswered returns a channel closed once the client's request id has
-// been answered (at once if it has been).
-func (c *Wire) WhenAnswered(id string) <-chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	w := c.waiters[id]
-	if w == nil {
-		w = make(chan struct{})
-		if c.unanswered[id] == 0 {
-			close(w)
-			return w
-		}
-		c.waiters[id] = w
+	c.mu.Unlock()
+	if answered && c.Answered != nil {
+		c.Answered(id)
 	}
-	return w
+	return err
 }
 
 // EncodeResponse is the response to request id (its JSON text), as jrpc2
@@ -383,18 +372,21 @@ func (c *Wire) Recv() ([]byte, error) {
 			}
 			c.accept(line)
 		}
+		if c.Arrived != nil {
+			c.Arrived()
+		}
 	}
 	line := c.ahead[0]
 	c.ahead = c.ahead[1:]
 	return line, nil
 }
 
-// end is stdin's end: the agent's calls fail, OnEOF runs, and Ended closes
+// end is stdin's end: the agent's calls fail, OnHangUp runs, and Ended closes
 // once every request taken in has been answered.
 func (c *Wire) end() {
 	c.CloseCalls()
-	if c.OnEOF != nil {
-		c.OnEOF()
+	if c.OnHangUp != nil {
+		c.OnHangUp()
 	}
 	c.awaitAnswers()
 	close(c.Ended)

@@ -98,7 +98,7 @@ func Serve(ctx context.Context, args []string, maxLine int, log *slog.Logger, st
 	r := &router{log: log, exe: exe, args: withoutFanout(args), errw: stderr,
 		sessions: map[string]*child{}, children: map[*child]bool{}, inflight: map[string]bool{}}
 	r.out = channel.NewWire(stdin, stdout, maxLine, trace)
-	r.out.OnEOF = func() { r.endChildren() } // their answers come before the router stops
+	r.out.OnHangUp = func() { r.endChildren() } // their answers come before the router stops
 	r.warmUp()
 	r.serve(ctx)
 	r.shutdown()

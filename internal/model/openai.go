@@ -17,6 +17,7 @@ package model
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,6 +25,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -448,9 +450,45 @@ type pendingCall struct {
 
 var errStalled = errors.New("the model stream sent nothing")
 
-// stream reads a server-sent event stream into out.
+// What one answer may bring, at most: a stream past a cap is ended with an
+// error that names it (a server that never stops must not fill memory).
+const (
+	maxEventLine = 16 << 20 // one line of the event stream
+	maxToolArgs  = 16 << 20 // one tool call's arguments
+	maxTextBytes = 16 << 20 // the text and thoughts of one answer
+)
+
+// answerStream is one answer being read from the event stream.
+type answerStream struct {
+	m       *OpenAI
+	out     Sink
+	calls   toolDeltas
+	finish  string // the last finish_reason
+	sawDone bool   // [DONE] arrived
+	text    int    // bytes of text and thoughts so far
+}
+
+// stream reads a server-sent event stream into out. A server that answers
+// with JSON instead (an error, as proxies do, or a whole answer when it
+// ignores "stream") is read as that; anything else is an error naming what
+// the server sent.
 func (m *OpenAI) stream(ctx context.Context, resp *http.Response, out Sink, endpoint string) (acp.StopReason, error) {
 	defer resp.Body.Close()
+	fail := func(format string, args ...any) (acp.StopReason, error) {
+		return "", Errorf("the model stream from %s failed: %s; what streamed before is kept in the session", endpoint, fmt.Sprintf(format, args...))
+	}
+	as := &answerStream{m: m, out: out, calls: toolDeltas{index: map[int]int{}}}
+	switch ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct {
+	case "application/json":
+		if err := as.whole(resp.Body); err != nil {
+			return fail("%v", err)
+		}
+		return as.calls.finish(as.finish, out), nil
+	case "text/html":
+		head, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		return fail("the server answered with a web page (%s), not an event stream (is --base-url the API's address, ending in /v1, and does it need a login?): %s",
+			ct, clip.Marked(strings.TrimSpace(string(head)), 120))
+	}
 	// A stream that stays silent longer than idle is closed.
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -458,19 +496,13 @@ func (m *OpenAI) stream(ctx context.Context, resp *http.Response, out Sink, endp
 	defer timer.Stop()
 
 	br := bufio.NewReaderSize(resp.Body, 32<<10)
-	calls := &toolDeltas{index: map[int]int{}}
-	finish := ""
-	done, sawDone := false, false
-	fail := func(format string, args ...any) (acp.StopReason, error) {
-		return "", Errorf("the model stream from %s failed: %s; what streamed before is kept in the session", endpoint, fmt.Sprintf(format, args...))
-	}
-	for !done {
+	for {
 		if br.Buffered() == 0 {
 			if err := out.Pause(); err != nil {
 				return "", err
 			}
 		}
-		line, err := readEventLine(br)
+		line, readErr := readEventLine(br)
 		timer.Reset(m.Idle)
 		if ctx.Err() != nil {
 			return "", ctx.Err()
@@ -478,46 +510,83 @@ func (m *OpenAI) stream(ctx context.Context, resp *http.Response, out Sink, endp
 		if context.Cause(rctx) == errStalled {
 			return fail("nothing arrived for %v", m.Idle)
 		}
-		if done, sawDone, err = m.eventLine(line, err, out, calls, &finish); err != nil {
-			return fail("%v", err)
+		if errors.Is(readErr, errLongLine) {
+			return fail("an event is longer than %d MiB", maxEventLine>>20)
+		}
+		if data, isData := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:")); isData {
+			if data = bytes.TrimSpace(data); string(data) == "[DONE]" {
+				as.sawDone = true
+				break
+			}
+			if err := as.event(data); err != nil {
+				return fail("%v", err)
+			}
+		}
+		if errors.Is(readErr, io.EOF) {
+			break
+		}
+		if readErr != nil {
+			return fail("%v", m.redactErr(readErr))
 		}
 	}
-	if finish == "" && !sawDone {
+	if as.finish == "" && !as.sawDone {
 		return fail("the stream ended before the answer did")
 	}
-	return calls.finish(finish, out), nil
+	return as.calls.finish(as.finish, out), nil
 }
 
-// eventLine handles a line of the stream, read with readErr: done is true
-// at [DONE] (sawDone) or at the stream's end, err when it failed.
-func (m *OpenAI) eventLine(line []byte, readErr error, out Sink, calls *toolDeltas, finish *string) (done, sawDone bool, err error) {
-	if data, isData := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:")); isData {
-		data = bytes.TrimSpace(data)
-		if string(data) == "[DONE]" {
-			return true, true, nil
-		}
-		if err := m.event(data, out, calls, finish); err != nil {
-			return true, false, err
-		}
-	}
-	if readErr == nil {
-		return false, false, nil
-	}
-	if errors.Is(readErr, io.EOF) {
-		return true, false, nil
-	}
-	return true, false, m.redactErr(readErr)
-}
+var errLongLine = errors.New("event line over the limit")
 
-// readEventLine reads one line of the event stream, however long.
+// readEventLine reads one line of the event stream, up to maxEventLine
+// bytes; a longer one is errLongLine. The pieces of a long line are joined
+// once, at its end.
 func readEventLine(br *bufio.Reader) ([]byte, error) {
 	line, err := br.ReadSlice('\n')
-	for errors.Is(err, bufio.ErrBufferFull) { // a long event: gather it
-		var more []byte
-		more, err = br.ReadSlice('\n')
-		line = append(append([]byte(nil), line...), more...)
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return line, err
 	}
-	return line, err
+	pieces := [][]byte{bytes.Clone(line)}
+	n := len(line)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		line, err = br.ReadSlice('\n')
+		if n += len(line); n > maxEventLine {
+			return nil, errLongLine
+		}
+		pieces = append(pieces, bytes.Clone(line))
+	}
+	return bytes.Join(pieces, nil), err
+}
+
+// whole reads an answer sent as one JSON body: an error, or a completion
+// that was not streamed.
+func (as *answerStream) whole(body io.Reader) error {
+	b, err := io.ReadAll(io.LimitReader(body, maxEventLine+1))
+	if err != nil {
+		return as.m.redactErr(err)
+	}
+	if len(b) > maxEventLine {
+		return fmt.Errorf("the answer is longer than %d MiB", maxEventLine>>20)
+	}
+	var c struct {
+		Choices []struct {
+			Message      json.RawMessage `json:"message"`
+			FinishReason *string         `json:"finish_reason"`
+		} `json:"choices"`
+		Usage json.RawMessage `json:"usage"`
+		Error json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return fmt.Errorf("the server answered with JSON that is not a chat completion: %s", clip.Marked(string(b), 200))
+	}
+	if len(c.Error) > 0 && string(c.Error) != "null" {
+		return fmt.Errorf("the server reported: %s", as.m.redact(serverMessage(c.Error)))
+	}
+	if len(c.Choices) == 0 {
+		return fmt.Errorf("the server's answer has no choices: %s", clip.Marked(string(b), 200))
+	}
+	// A whole message reads as one delta of it.
+	ev, _ := json.Marshal(map[string]any{"choices": []map[string]any{{"delta": c.Choices[0].Message, "finish_reason": c.Choices[0].FinishReason}}, "usage": c.Usage})
+	return as.event(ev)
 }
 
 // finish hands the gathered tool calls to out and returns the stop reason
@@ -565,23 +634,23 @@ func (t *toolDeltas) slot(index *int, id string) *pendingCall {
 }
 
 // event applies one streamed event.
-func (m *OpenAI) event(data []byte, out Sink, calls *toolDeltas, finish *string) error {
+func (as *answerStream) event(data []byte) error {
 	var c chatChunk
 	if err := json.Unmarshal(data, &c); err != nil {
 		return fmt.Errorf("an event is not JSON: %s", clip.Marked(string(data), 200))
 	}
 	if len(c.Error) > 0 && string(c.Error) != "null" {
-		return fmt.Errorf("the server reported: %s", m.redact(serverMessage(c.Error)))
+		return fmt.Errorf("the server reported: %s", as.m.redact(serverMessage(c.Error)))
 	}
 	if c.Usage != nil {
-		out.AddUsage(Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens})
+		as.out.AddUsage(Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens})
 	}
 	for _, ch := range c.Choices {
-		if err := ch.send(out, calls); err != nil {
+		if err := as.choice(&ch); err != nil {
 			return err
 		}
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
-			*finish = *ch.FinishReason
+			as.finish = *ch.FinishReason
 		}
 	}
 	return nil
@@ -602,29 +671,37 @@ func serverMessage(raw json.RawMessage) string {
 	return string(raw)
 }
 
-// send streams the choice's thought and text to out and gathers its tool
-// call deltas into calls.
-func (ch *chatChoice) send(out Sink, calls *toolDeltas) error {
+// choice streams a choice's thought and text to out and gathers its tool
+// call deltas, within the caps.
+func (as *answerStream) choice(ch *chatChoice) error {
 	d := &ch.Delta
-	for _, r := range []*string{d.ReasoningContent, d.Reasoning} {
-		if r != nil {
-			if err := out.ThoughtChunk(*r); err != nil {
-				return err
-			}
+	for _, r := range []*string{d.ReasoningContent, d.Reasoning, d.Content} {
+		if r == nil {
+			continue
 		}
-	}
-	if d.Content != nil {
-		if err := out.TextChunk(*d.Content); err != nil {
+		if as.text += len(*r); as.text > maxTextBytes {
+			return fmt.Errorf("the answer's text passed %d MiB; acpbridge stopped reading it", maxTextBytes>>20)
+		}
+		var err error
+		if r == d.Content {
+			err = as.out.TextChunk(*r)
+		} else {
+			err = as.out.ThoughtChunk(*r)
+		}
+		if err != nil {
 			return err
 		}
 	}
 	for _, tc := range d.ToolCalls {
-		p := calls.slot(tc.Index, tc.ID)
+		p := as.calls.slot(tc.Index, tc.ID)
 		if tc.ID != "" {
 			p.id = tc.ID
 		}
 		if tc.Function.Name != "" {
 			p.name = tc.Function.Name
+		}
+		if p.args.Len()+len(tc.Function.Arguments) > maxToolArgs {
+			return fmt.Errorf("the arguments of tool call %s passed %d MiB; acpbridge stopped reading the answer", cmp.Or(p.name, p.id), maxToolArgs>>20)
 		}
 		p.args.WriteString(tc.Function.Arguments)
 	}

@@ -47,9 +47,10 @@ type Guard struct {
 	exe     string // the acpbridge binary, which serves as the keeper
 	initErr error
 
-	mu     sync.Mutex
-	keeper io.WriteCloser // the keeper's stdin, or nil until the first group
-	broken bool           // the keeper could not be started or written
+	mu       sync.Mutex
+	keeper   io.WriteCloser // the keeper's stdin, or nil until the first child
+	broken   bool           // the keeper could not be started or written
+	startErr error          // why it could not be started, for Started to return once
 	osGuard
 }
 
@@ -73,9 +74,21 @@ func (g *Guard) Err() error {
 
 // Command is exec.Command for a child that runs in a process group of its
 // own and must not outlive acpbridge. Call Started once it has started.
+// The keeper is started here, before the child, so that Started has only
+// a line to write: a child killed with acpbridge right after its start is
+// still the keeper's to end.
 func (g *Guard) Command(name string, args []string) *exec.Cmd {
 	cmd := exec.Command(name, args...)
 	cmd.SysProcAttr = childAttr()
+	if g != nil && useKeeper {
+		g.mu.Lock()
+		if g.keeper == nil && !g.broken && g.exe != "" {
+			if g.startErr = g.startKeeper(); g.startErr != nil {
+				g.broken = true
+			}
+		}
+		g.mu.Unlock()
+	}
 	return cmd
 }
 
@@ -122,21 +135,16 @@ func (g *Guard) End() {
 }
 
 // tell sends the keeper "+PID" (a group to kill should the pipe close) or
-// "-PID" (a group that has ended), starting it first when needed.
+// "-PID" (a group that has ended).
 func (g *Guard) tell(op byte, pid int) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.broken || g.exe == "" {
-		return nil
+	if err := g.startErr; err != nil {
+		g.startErr = nil
+		return fmt.Errorf("cannot start the process keeper (%s %s): %w", g.exe, KeeperArg, err)
 	}
-	if g.keeper == nil {
-		if op == '-' {
-			return nil
-		}
-		if err := g.startKeeper(); err != nil {
-			g.broken = true
-			return fmt.Errorf("cannot start the process keeper (%s %s): %w", g.exe, KeeperArg, err)
-		}
+	if g.broken || g.keeper == nil {
+		return nil
 	}
 	if _, err := fmt.Fprintf(g.keeper, "%c%d\n", op, pid); err != nil {
 		g.broken = true

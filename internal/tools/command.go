@@ -136,6 +136,7 @@ func (e *Env) runLocal(ctx context.Context, command, dir string, timeout time.Du
 	if err := e.Procs.Started(cmd); err != nil {
 		e.Log.Warn("a command's children may outlive acpbridge if it is killed", "err", err)
 	}
+	e.Log.Debug("command started", "pid", cmd.Process.Pid)
 	timedOut, err := e.awaitLocal(ctx, cmd, timeout)
 	st, err := localStatus(cmd, err)
 	if err != nil {
