@@ -190,47 +190,31 @@ func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, in
 	a.stderr = stderr
 	a.store = &store.Store{Dir: filepath.Join(cfg.stateDir, "sessions"), Log: a.log}
 	if cfg.modelSpec != "" {
-		a.openModel()
+		// A model it cannot use can wait: the process serves, and the first
+		// prompt is answered with why (a client shows errors of requests,
+		// not the stderr of an agent that exited before initialize).
+		if m, err := newModel(cfg, a.log); err != nil {
+			a.modelErr = fmt.Errorf("--model %s: %v", cfg.modelSpec, err)
+			a.log.Error("the model is not usable; prompts will be answered with this error", "err", a.modelErr)
+		} else {
+			a.model = m
+		}
 	}
-	trace, err := a.openFiles()
-	if err != nil {
-		fmt.Fprintf(stderr, "acpbridge: %v\n", err)
-		return nil, nil, 2
+	var trace *channel.Tracer
+	var err error
+	if cfg.record != "" {
+		if a.recorder, err = model.OpenRecorder(cfg.record, a.log); err != nil {
+			fmt.Fprintf(stderr, "acpbridge: --record: %v\n", err)
+			return nil, nil, 2
+		}
+	}
+	if cfg.trace != "" {
+		if trace, err = channel.OpenTrace(cfg.trace); err != nil {
+			fmt.Fprintf(stderr, "acpbridge: --trace: %v\n", err)
+			return nil, nil, 2
+		}
 	}
 	return a, trace, 0
-}
-
-// openFiles opens --record's fixture and --trace's file, when they are set.
-func (a *agent) openFiles() (*channel.Tracer, error) {
-	if a.cfg.record != "" {
-		r, err := model.OpenRecorder(a.cfg.record, a.log)
-		if err != nil {
-			return nil, fmt.Errorf("--record: %v", err)
-		}
-		a.recorder = r
-	}
-	if a.cfg.trace == "" {
-		return nil, nil
-	}
-	t, err := channel.OpenTrace(a.cfg.trace)
-	if err != nil {
-		return nil, fmt.Errorf("--trace: %v", err)
-	}
-	return t, nil
-}
-
-// openModel sets the agent's model from --model. A model it cannot use
-// can wait: the process serves, and the first prompt is answered with why
-// (a client shows errors of requests, not the stderr of an agent that
-// exited before initialize).
-func (a *agent) openModel() {
-	m, err := newModel(a.cfg, a.log)
-	if err != nil {
-		a.modelErr = fmt.Errorf("--model %s: %v", a.cfg.modelSpec, err)
-		a.log.Error("the model is not usable; prompts will be answered with this error", "err", a.modelErr)
-		return
-	}
-	a.model = m
 }
 
 // serve runs the agent on one connection until it ends.

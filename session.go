@@ -409,7 +409,7 @@ func (a *agent) safeAdmit(method, id string, params json.RawMessage) (adm admiss
 	defer func() {
 		if p := recover(); p != nil {
 			a.log.Error("admission panicked", "method", method, "panic", p, "stack", string(debug.Stack()))
-			adm = refuse(acp.Errorf(acp.CodeInternal, "internal error in %s: %v (a bug in acpbridge; the process keeps serving)", method, p))
+			adm, ok = refuse(acp.Errorf(acp.CodeInternal, "internal error in %s: %v (a bug in acpbridge; the process keeps serving)", method, p)), true
 		}
 	}()
 	switch method {

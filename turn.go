@@ -183,7 +183,7 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []acp.Cont
 // its first turn, which the client is also told) and returns the store's
 // error, if a write failed during the turn or now.
 func (a *agent) endTurn(s *SessionRecord, prompt []acp.ContentBlock, stop acp.StopReason, usage *model.Usage, turnErr error) error {
-	end := store.Record{Type: store.RecTurnEnd, StopReason: string(stop), Interrupted: stop == acp.StopCancelled && a.out.Gone()}
+	end := store.Record{Type: store.RecTurnEnd, StopReason: string(stop), Interrupted: stop == acp.StopCancelled && a.out.HungUp()}
 	if usage != nil && (usage.InputTokens != 0 || usage.OutputTokens != 0) {
 		end.Usage = (*store.Usage)(usage)
 	}
@@ -355,7 +355,7 @@ func (a *agent) sendLess(s *SessionRecord, req *model.Request) error {
 // stopped reports whether the turn must end as cancelled: session/cancel
 // or close, or the client has gone (stdin ended, stdout broke).
 func (a *agent) stopped(ctx context.Context) bool {
-	return ctx.Err() != nil || a.out.Gone()
+	return ctx.Err() != nil || a.out.HungUp()
 }
 
 // errTurnCancelled ends a turn as cancelled (a permission request answered
@@ -597,21 +597,33 @@ func (a *agent) finishTool(s *SessionRecord, c model.ToolCall, id string, out to
 	return s.file.Append(rec)
 }
 
-// permit decides whether p may run. It returns nil to run it, an outcome
-// to fail it with, or errTurnCancelled.
+// permit decides whether p may run: the mode and the session's rules, or
+// else the user, asked through the client. It returns nil to run it, an
+// outcome to fail it with, or errTurnCancelled.
 func (a *agent) permit(ctx context.Context, s *SessionRecord, c model.ToolCall, p *tools.Call, id string) (*tools.Outcome, error) {
 	if o, decided := a.permitWithoutAsking(s, c, p); decided {
 		return o, nil
 	}
-	option, o, err := a.askPermission(ctx, s, c, p, id)
-	if o != nil || err != nil {
-		return o, err
+	var res acp.PermissionResponse
+	if err := a.call(ctx, s, acp.MethodRequestPermission, acp.NewPermissionRequest(s.id, id, c.Name, p.Title, p.Kind, c.Input), &res); err != nil {
+		if a.stopped(ctx) {
+			return nil, errTurnCancelled
+		}
+		o := tools.Failure("the permission request failed: %v", err)
+		return &o, nil
 	}
-	switch option {
-	case "allow_once":
+	if res.Outcome.Outcome == "cancelled" || ctx.Err() != nil {
+		return nil, errTurnCancelled
+	}
+	if why := unusablePermission(res.Outcome.Outcome, res.Outcome.OptionID); why != "" {
+		o := tools.Failure("the permission request failed: the client's answer %s, so %s did not run", why, c.Name)
+		return &o, nil
+	}
+	switch res.Outcome.OptionID {
+	case acp.AllowOnce:
 		return nil, nil
-	case "allow_always", "reject_always":
-		allow := option == "allow_always"
+	case acp.AllowAlways, acp.RejectAlways:
+		allow := res.Outcome.OptionID == acp.AllowAlways
 		if _, _, err := s.box.change(store.Record{Type: store.RecRule, Tool: c.Name, Allow: &allow}); err != nil {
 			return nil, err
 		}
@@ -644,48 +656,6 @@ func (a *agent) permitWithoutAsking(s *SessionRecord, c model.ToolCall, p *tools
 	return nil, false
 }
 
-// askPermission asks the client and returns the option the user chose, or
-// the call's outcome when the request failed or its answer is unusable.
-func (a *agent) askPermission(ctx context.Context, s *SessionRecord, c model.ToolCall, p *tools.Call, id string) (string, *tools.Outcome, error) {
-	req := permissionRequest(s.id, c, p, id)
-	var res struct {
-		Outcome struct {
-			Outcome  string `json:"outcome"`
-			OptionID string `json:"optionId"`
-		} `json:"outcome"`
-	}
-	if err := a.call(ctx, s, acp.MethodRequestPermission, req, &res); err != nil {
-		if a.stopped(ctx) {
-			return "", nil, errTurnCancelled
-		}
-		o := tools.Failure("the permission request failed: %v", err)
-		return "", &o, nil
-	}
-	if res.Outcome.Outcome == "cancelled" || ctx.Err() != nil {
-		return "", nil, errTurnCancelled
-	}
-	if why := unusablePermission(res.Outcome.Outcome, res.Outcome.OptionID); why != "" {
-		o := tools.Failure("the permission request failed: the client's answer %s, so %s did not run", why, c.Name)
-		return "", &o, nil
-	}
-	return res.Outcome.OptionID, nil, nil
-}
-
-// permissionRequest is session/request_permission's params for the tool
-// call id: allow or reject, once or always.
-func permissionRequest(sessionID string, c model.ToolCall, p *tools.Call, id string) map[string]any {
-	return map[string]any{
-		"sessionId": sessionID,
-		"toolCall":  acp.ToolCallUpdate{ToolCallID: id, Title: p.Title, Kind: p.Kind, Status: acp.StatusPending, RawInput: c.Input},
-		"options": []map[string]string{
-			{"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
-			{"optionId": "allow_always", "name": "Always allow " + c.Name, "kind": "allow_always"},
-			{"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
-			{"optionId": "reject_always", "name": "Always reject " + c.Name, "kind": "reject_always"},
-		},
-	}
-}
-
 // unusablePermission says what is wrong with a permission answer that is
 // neither cancelled nor one of the options offered, or "".
 func unusablePermission(outcome, optionID string) string {
@@ -694,7 +664,7 @@ func unusablePermission(outcome, optionID string) string {
 		return "has no outcome"
 	case outcome != "selected":
 		return fmt.Sprintf("has the unknown outcome %q", outcome)
-	case !slices.Contains([]string{"allow_once", "allow_always", "reject_once", "reject_always"}, optionID):
+	case !slices.Contains(acp.PermissionOptionIDs, optionID):
 		return fmt.Sprintf("selects %q, which is not one of the options offered", optionID)
 	}
 	return ""

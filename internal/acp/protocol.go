@@ -587,3 +587,90 @@ func MustJSON(v any) json.RawMessage {
 	}
 	return b
 }
+
+// The permission options acpbridge offers, by their ids (each id is also
+// its kind).
+const (
+	AllowOnce    = "allow_once"
+	AllowAlways  = "allow_always"
+	RejectOnce   = "reject_once"
+	RejectAlways = "reject_always"
+)
+
+// PermissionOptionIDs are the ids of the options offered, in order.
+var PermissionOptionIDs = []string{AllowOnce, AllowAlways, RejectOnce, RejectAlways}
+
+// PermissionRequest is session/request_permission's params. Members are
+// in name order, as a map would write them.
+type PermissionRequest struct {
+	Options   []PermissionOption `json:"options"`
+	SessionID string             `json:"sessionId"`
+	ToolCall  ToolCallUpdate     `json:"toolCall"`
+}
+
+// PermissionOption is one choice offered to the user.
+type PermissionOption struct {
+	Kind     string `json:"kind"`
+	Name     string `json:"name"`
+	OptionID string `json:"optionId"`
+}
+
+// NewPermissionRequest asks whether the tool call id (of tool, shown as
+// title) may run: allow or reject, once or always.
+func NewPermissionRequest(sessionID, id, tool, title string, kind ToolKind, input json.RawMessage) PermissionRequest {
+	return PermissionRequest{
+		SessionID: sessionID,
+		ToolCall:  ToolCallUpdate{ToolCallID: id, Title: title, Kind: kind, Status: StatusPending, RawInput: input},
+		Options: []PermissionOption{
+			{Kind: AllowOnce, Name: "Allow", OptionID: AllowOnce},
+			{Kind: AllowAlways, Name: "Always allow " + tool, OptionID: AllowAlways},
+			{Kind: RejectOnce, Name: "Reject", OptionID: RejectOnce},
+			{Kind: RejectAlways, Name: "Always reject " + tool, OptionID: RejectAlways},
+		},
+	}
+}
+
+// PermissionResponse is the client's answer to session/request_permission.
+type PermissionResponse struct {
+	Outcome struct {
+		Outcome  string `json:"outcome"`
+		OptionID string `json:"optionId"`
+	} `json:"outcome"`
+}
+
+// ReadTextFileParams is fs/read_text_file's params; a zero line or limit
+// is left out.
+type ReadTextFileParams struct {
+	SessionID string `json:"sessionId"`
+	Path      string `json:"path"`
+	Line      int    `json:"line,omitempty"`
+	Limit     int    `json:"limit,omitempty"`
+}
+
+// ReadTextFileResult is the client's answer to fs/read_text_file.
+type ReadTextFileResult struct {
+	Content string `json:"content"`
+}
+
+// WriteTextFileParams is fs/write_text_file's params.
+type WriteTextFileParams struct {
+	SessionID string `json:"sessionId"`
+	Path      string `json:"path"`
+	Content   string `json:"content"`
+}
+
+// CreateTerminalParams is terminal/create's params (members in name order).
+type CreateTerminalParams struct {
+	Args            []string `json:"args"`
+	Command         string   `json:"command"`
+	Cwd             string   `json:"cwd"`
+	OutputByteLimit int      `json:"outputByteLimit"`
+	SessionID       string   `json:"sessionId"`
+}
+
+// TerminalParams names a client terminal: the params of terminal/output,
+// wait_for_exit, kill and release.
+type TerminalParams struct {
+	SessionID  string `json:"sessionId"`
+	TerminalID string `json:"terminalId"`
+}

@@ -138,7 +138,7 @@ func (c *Wire) take(line []byte) bool {
 func (c *Wire) request(m jsonenc.Members) bool {
 	method, _ := m.Get("method")
 	id, hasID := m.Get("id")
-	if c.rejected(id, hasID, method) {
+	if c.refuseBadRequest(id, hasID, method) {
 		return true
 	}
 	if !WellFormed(m) {
@@ -167,10 +167,10 @@ func (c *Wire) request(m jsonenc.Members) bool {
 	return false
 }
 
-// rejected answers, and reports, a request whose id ACP does not allow
+// refuseBadRequest answers, and reports, a request whose id ACP does not allow
 // (null, or a number with a fraction or exponent) or whose method is not a
 // string; jrpc2 would take the one and misname the other.
-func (c *Wire) rejected(id json.RawMessage, hasID bool, method json.RawMessage) bool {
+func (c *Wire) refuseBadRequest(id json.RawMessage, hasID bool, method json.RawMessage) bool {
 	switch {
 	case hasID && (string(id) == "null" || (IsValidID(id) && id[0] != '"' && bytes.ContainsAny(id, ".eE"))):
 		c.reject("null", jrpc2.InvalidRequest, "invalid request id "+string(id)+": ACP request ids are integers or strings")
@@ -305,8 +305,8 @@ func (c *Wire) Forward(line []byte) {
 	c.writeLocked(line)
 }
 
-// Gone reports whether the client has gone: stdin ended or stdout broke.
-func (c *Wire) Gone() bool {
+// HungUp reports whether the client has hung up: stdin ended or stdout broke.
+func (c *Wire) HungUp() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.eof || c.err != nil
@@ -357,7 +357,7 @@ func (c *Wire) Recv() ([]byte, error) {
 	for len(c.ahead) == 0 {
 		line, err := c.recvLine()
 		if err != nil {
-			c.end()
+			c.hangUp()
 			return nil, err
 		}
 		c.accept(line)
@@ -381,9 +381,9 @@ func (c *Wire) Recv() ([]byte, error) {
 	return line, nil
 }
 
-// end is stdin's end: the agent's calls fail, OnHangUp runs, and Ended closes
+// hangUp is stdin's end: the agent's calls fail, OnHangUp runs, and Ended closes
 // once every request taken in has been answered.
-func (c *Wire) end() {
+func (c *Wire) hangUp() {
 	c.CloseCalls()
 	if c.OnHangUp != nil {
 		c.OnHangUp()

@@ -143,18 +143,35 @@ func (g *generalizer) array(dec *json.Decoder, out *bytes.Buffer, old any, key s
 	return err
 }
 
+// object writes an object's members, each generalised against the old
+// line's member of that name; where the old object had "$REST", a member it
+// did not name is left to it.
 func (g *generalizer) object(dec *json.Decoder, out *bytes.Buffer, old any, depth int) error {
 	oldMap, _ := old.(map[string]any)
 	rest, hasRest := oldMap["$REST"]
 	out.WriteByte('{')
 	n := 0
 	for dec.More() {
-		wrote, err := g.member(dec, out, oldMap, hasRest, n > 0, depth)
+		kt, err := dec.Token()
 		if err != nil {
 			return err
 		}
-		if wrote {
-			n++
+		k, _ := kt.(string)
+		if _, named := oldMap[k]; hasRest && !named {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return err
+			}
+			continue
+		}
+		if n > 0 {
+			out.WriteByte(',')
+		}
+		n++
+		out.Write(encode(strings.ReplaceAll(k, "$", "$$")))
+		out.WriteByte(':')
+		if err := g.value(dec, out, oldMap[k], k, depth+1); err != nil {
+			return err
 		}
 	}
 	if hasRest {
@@ -167,26 +184,6 @@ func (g *generalizer) object(dec *json.Decoder, out *bytes.Buffer, old any, dept
 	_, err := dec.Token()
 	out.WriteByte('}')
 	return err
-}
-
-// member writes the object's next member (after a comma when more), unless
-// the old line's object had "$REST" and does not name it.
-func (g *generalizer) member(dec *json.Decoder, out *bytes.Buffer, oldMap map[string]any, hasRest, more bool, depth int) (wrote bool, err error) {
-	kt, err := dec.Token()
-	if err != nil {
-		return false, err
-	}
-	k, _ := kt.(string)
-	if _, named := oldMap[k]; hasRest && !named {
-		var skip json.RawMessage
-		return false, dec.Decode(&skip)
-	}
-	if more {
-		out.WriteByte(',')
-	}
-	out.Write(encode(strings.ReplaceAll(k, "$", "$$")))
-	out.WriteByte(':')
-	return true, g.value(dec, out, oldMap[k], k, depth+1)
 }
 
 func isVarText(s string) bool {

@@ -40,14 +40,13 @@ func (e *Env) runInTerminal(ctx context.Context, id string, command, dir string,
 		TerminalID string `json:"terminalId"`
 	}
 	shell, args := proc.Shell(command)
-	err := e.Client.Call(ctx, acp.MethodTerminalCreate, map[string]any{
-		"sessionId": e.SessionID, "command": shell, "args": args, "cwd": dir,
-		"outputByteLimit": terminalOutputLimit,
+	err := e.Client.Call(ctx, acp.MethodTerminalCreate, acp.CreateTerminalParams{
+		SessionID: e.SessionID, Command: shell, Args: args, Cwd: dir, OutputByteLimit: terminalOutputLimit,
 	}, &created)
 	if err != nil {
 		return Failure("the editor could not start a terminal for %q: %v", command, err)
 	}
-	ids := map[string]string{"sessionId": e.SessionID, "terminalId": created.TerminalID}
+	ids := acp.TerminalParams{SessionID: e.SessionID, TerminalID: created.TerminalID}
 	release := e.releaser(ctx, ids)
 	embed := []acp.ToolContent{{Type: "terminal", TerminalID: created.TerminalID}}
 	e.Client.Update(new(acp.ToolCallProgress(id, acp.StatusInProgress, acp.MustJSON(embed), nil)))
@@ -83,11 +82,11 @@ func (e *Env) terminalContent(embed []acp.ToolContent, result string) []acp.Tool
 // releaser returns what releases the client's terminal ids once the call's
 // outcome has been shown. It must reach the client even when the turn is
 // cancelled.
-func (e *Env) releaser(ctx context.Context, ids map[string]string) func() {
+func (e *Env) releaser(ctx context.Context, ids acp.TerminalParams) func() {
 	bg := context.WithoutCancel(ctx)
 	return func() {
 		if err := e.Client.Call(bg, acp.MethodTerminalRelease, ids, nil); err != nil {
-			e.Log.Warn("releasing a terminal failed", "terminal", ids["terminalId"], "err", err)
+			e.Log.Warn("releasing a terminal failed", "terminal", ids.TerminalID, "err", err)
 		}
 	}
 }
@@ -101,7 +100,7 @@ type terminalOutput struct {
 
 // awaitTerminal waits for the client's terminal ids to exit, killing it at
 // the timeout or when the turn is cancelled, and asks for its output.
-func (e *Env) awaitTerminal(ctx context.Context, ids map[string]string, timeout time.Duration) (res terminalOutput, timedOut bool, err error) {
+func (e *Env) awaitTerminal(ctx context.Context, ids acp.TerminalParams, timeout time.Duration) (res terminalOutput, timedOut bool, err error) {
 	bg := context.WithoutCancel(ctx)
 	waited := make(chan error, 1)
 	go func() { waited <- e.Client.Call(bg, acp.MethodTerminalWait, ids, nil) }()

@@ -142,39 +142,12 @@ func textResult(s string) Outcome {
 
 // askClientRead reads a file through the client.
 func (e *Env) askClientRead(ctx context.Context, path string, line, limit int) (string, error) {
-	var raw json.RawMessage
-	if err := e.Client.Call(ctx, acp.MethodFSRead, readParams(e.SessionID, path, line, limit), &raw); err != nil {
+	var res acp.ReadTextFileResult
+	params := acp.ReadTextFileParams{SessionID: e.SessionID, Path: path, Line: line, Limit: limit}
+	if err := e.Client.Call(ctx, acp.MethodFSRead, params, &res); err != nil {
 		return "", fmt.Errorf("the editor could not read %s: %v", path, err)
 	}
-	if ms, ok := jsonenc.Scan(raw); ok {
-		if c, ok := ms.Get("content"); ok {
-			if text, ok := jsonenc.ReadString(c); ok {
-				return text, nil // the answer as it should be, decoded once
-			}
-		}
-	}
-	var res struct {
-		Content string `json:"content"`
-	}
-	if err := json.Unmarshal(raw, &res); err != nil {
-		return "", fmt.Errorf("the editor could not read %s: the client's answer to %s: %s", path, acp.MethodFSRead, acp.DescribeJSONError(err))
-	}
 	return res.Content, nil
-}
-
-// readParams is fs/read_text_file's params, written by hand: this is the
-// round trip of every read. A zero line or limit is left out.
-func readParams(sessionID, path string, line, limit int) json.RawMessage {
-	params := jsonenc.AppendString([]byte(`{"sessionId":`), sessionID)
-	params = append(params, `,"path":`...)
-	params = jsonenc.AppendString(params, path)
-	if line != 0 {
-		params = strconv.AppendInt(append(params, `,"line":`...), int64(line), 10)
-	}
-	if limit != 0 {
-		params = strconv.AppendInt(append(params, `,"limit":`...), int64(limit), 10)
-	}
-	return append(params, '}')
 }
 
 // readWhole reads a whole file (for an edit or a diff) through the client
@@ -203,11 +176,7 @@ func (e *Env) writeText(ctx context.Context, path, content string) error {
 		if _, err := e.resolve(path); err != nil {
 			return err
 		}
-		params := struct {
-			SessionID string `json:"sessionId"`
-			Path      string `json:"path"`
-			Content   string `json:"content"`
-		}{e.SessionID, path, content}
+		params := acp.WriteTextFileParams{SessionID: e.SessionID, Path: path, Content: content}
 		if err := e.Client.Call(ctx, acp.MethodFSWrite, params, nil); err != nil {
 			return fmt.Errorf("the editor could not write %s: %v", path, err)
 		}
