@@ -133,7 +133,17 @@ func stepClock() func() time.Time {
 // given) and a fresh cwd.
 func startAgent(t testing.TB, args ...string) *testAgent {
 	t.Helper()
+	return startAgentLike(t, nil, args...)
+}
+
+// startAgentLike is startAgent with like's cwd and state directory (a
+// process started after like's), or fresh ones when like is nil.
+func startAgentLike(t testing.TB, like *testAgent, args ...string) *testAgent {
+	t.Helper()
 	ta := newTestAgent(t)
+	if like != nil {
+		ta.cwd, ta.state = like.cwd, like.state
+	}
 	args = ta.withState(args)
 	a, trace, code := setup(args, io.Discard, ta.stderr)
 	require.NotNil(t, a, "setup failed with status %d: %s", code, ta.stderr.String())

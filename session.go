@@ -653,6 +653,11 @@ func (a *agent) admitNew(_ string, p *acp.NewSessionParams) admission {
 // newSession is session/new's step.
 func (a *agent) newSession(id string, b *box, o opening) (any, error) {
 	a.awaitSignals()
+	if a.model != nil {
+		if err := a.model.Resume(nil); err != nil {
+			a.log.Warn("the model cannot start a new session", "err", err)
+		}
+	}
 	s := &SessionRecord{id: id, box: b, ws: tools.Open(o.roots), created: a.now(), conv: model.NewConversation(a.model)}
 	s.updated = s.created
 	f, err := a.store.Create(infoOf(s))
@@ -763,14 +768,13 @@ func (a *agent) restore(ctx context.Context, s *SessionRecord, replay bool) erro
 }
 
 // resumeSettings gives s what its history says: created, title, updated,
-// the replay's position, and the mode, model (when this process has it)
+// the model's state, and the mode, model (when this process has it)
 // and rules, except a setting changed since the load arrived.
 func (a *agent) resumeSettings(s *SessionRecord, hist *store.History) {
 	s.created, s.title, s.updated = hist.Created, hist.Title, hist.Updated
-	if rm, ok := a.model.(*model.Replay); ok {
-		// Replay is positional per session: continue where it stopped.
-		if err := rm.AdvanceTo(hist.ReplayPos); err != nil {
-			a.log.Warn("the replay fixture cannot continue where the session stopped", "session", s.id, "entry", hist.ReplayPos+1, "err", err)
+	if a.model != nil {
+		if err := a.model.Resume(hist.ModelState); err != nil {
+			a.log.Warn("the model cannot continue where the session stopped", "session", s.id, "err", err)
 		}
 	}
 	model := a.defaultModel()

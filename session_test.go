@@ -5,6 +5,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -115,4 +117,37 @@ func TestSession_newCwd(t *testing.T) {
 		assert.Equal(t, -32602, r.Error.Code, "params %s", params)
 		assert.Regexp(t, `cwd|additionalDirectories`, r.Error.Message, "params %s", params)
 	}
+}
+
+// Verify that a session loaded with its fixture, an entry appended to it,
+// continues after the entries it used, and that loaded with another
+// fixture it starts that fixture at its first entry (a test that records a
+// conversation, then loads it with a new fixture for the next turn).
+func TestSession_replayPositionPerFixture(t *testing.T) {
+	first := writeFixture(t, `{"expect":"one","chunks":[{"text":"First."}]}`)
+	ta := startAgent(t, "--model", "replay:"+first)
+	sid := ta.newSession()
+	_, r := ta.turnUpdates(2, sid, "one")
+	require.Nil(t, r.Error)
+	ta.close()
+
+	load := func(fixture, text string) []string {
+		tb := startAgentLike(t, ta, "--model", "replay:"+fixture)
+		tb.call(initLine)
+		r := decodeResponse(t, tb.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"session/resume","params":{"sessionId":%q,"cwd":"$CWD"}}`, sid)))
+		require.Nil(t, r.Error, "resume")
+		ups, r := tb.turnUpdates(2, sid, text)
+		require.Nil(t, r.Error, "the prompt after resuming with %s", fixture)
+		tb.close()
+		return ups
+	}
+	f, err := os.OpenFile(first, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString(`{"expect":"two","chunks":[{"text":"Appended."}]}` + "\n")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	assert.Contains(t, strings.Join(load(first, "two"), "\n"), "Appended.")
+
+	second := writeFixture(t, `{"expect":"three","chunks":[{"text":"Entry one of another fixture."}]}`)
+	assert.Contains(t, strings.Join(load(second, "three"), "\n"), "Entry one of another fixture.")
 }

@@ -12,6 +12,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,7 +25,6 @@ import (
 	"github.com/creachadair/jrpc2"
 
 	"acpbridge/internal/acp"
-	"acpbridge/internal/jsonenc"
 	"acpbridge/internal/model"
 	"acpbridge/internal/store"
 	"acpbridge/internal/tools"
@@ -91,10 +91,12 @@ func (st *modelStream) ToolCall(tc model.ToolCall) {
 	switch {
 	case len(tc.Input) == 0:
 		tc.Input = json.RawMessage("{}")
-	case !jsonenc.Valid(tc.Input):
+	case !json.Valid(tc.Input):
 		tc.Input = acp.MustJSON(string(tc.Input))
-	case !jsonenc.IsCompact(tc.Input): // a replay's usually is
-		tc.Input = jsonenc.AppendCompact(make([]byte, 0, len(tc.Input)), tc.Input)
+	default:
+		var b bytes.Buffer
+		json.Compact(&b, tc.Input)
+		tc.Input = b.Bytes()
 	}
 	st.calls = append(st.calls, tc)
 	if st.rec != nil {
@@ -108,6 +110,18 @@ func (st *modelStream) AddUsage(u model.Usage) {
 	}
 	st.usage.InputTokens += u.InputTokens
 	st.usage.OutputTokens += u.OutputTokens
+}
+
+// storedCall is a tool call as the log keeps it.
+func storedCall(c model.ToolCall) *store.Call {
+	sc := store.Call(c)
+	return &sc
+}
+
+// KeepState persists the model's state with the session; the stream's
+// next pause writes it.
+func (st *modelStream) KeepState(state json.RawMessage) error {
+	return st.s.file.Append(store.Record{Type: store.RecModelState, ModelState: state})
 }
 
 // Pause flushes what streamed: the model is about to wait.
@@ -185,7 +199,8 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []acp.Cont
 func (a *agent) endTurn(s *SessionRecord, prompt []acp.ContentBlock, stop acp.StopReason, usage *model.Usage, turnErr error) error {
 	end := store.Record{Type: store.RecTurnEnd, StopReason: string(stop), Interrupted: stop == acp.StopCancelled && a.out.HungUp()}
 	if usage != nil && (usage.InputTokens != 0 || usage.OutputTokens != 0) {
-		end.Usage = (*store.Usage)(usage)
+		u := store.Usage(*usage)
+		end.Usage = &u
 	}
 	if turnErr != nil {
 		end.Error = turnErr.Error()
@@ -322,19 +337,11 @@ func (a *agent) modelCall(ctx context.Context, s *SessionRecord, total *model.Us
 }
 
 // newStream is the stream of one model call in s, noted by the recorder
-// when there is one; a replay notes in the log where it continues.
+// when there is one.
 func (a *agent) newStream(s *SessionRecord) (*modelStream, error) {
 	st := &modelStream{a: a, s: s, keep: s.conv.Full}
 	if a.recorder != nil {
 		st.rec = &model.Entry{Expect: model.RecordedExpect(s.conv.Newest(), s.ws.Roots), Chunks: []model.Chunk{}}
-	}
-	if rm, ok := a.model.(*model.Replay); ok {
-		// Replay is positional per session: a new process that opens it
-		// continues after this call's entry, even if it is killed in it
-		// (the stream's first pause writes this).
-		if err := s.file.Append(store.Record{Type: store.RecReplay, ReplayPos: rm.Position() + 1}); err != nil {
-			return nil, err
-		}
 	}
 	return st, nil
 }
@@ -536,7 +543,7 @@ func (a *agent) announce(s *SessionRecord, c model.ToolCall, p *tools.Call, id s
 	if err := a.toolUpdate(s, &start); err != nil {
 		return err
 	}
-	return s.file.Append(store.Record{Type: store.RecToolCall, ToolCallID: id, Call: (*store.Call)(&c), Title: p.Title, Kind: string(p.Kind), Locations: locs})
+	return s.file.Append(store.Record{Type: store.RecToolCall, ToolCallID: id, Call: storedCall(c), Title: p.Title, Kind: string(p.Kind), Locations: locs})
 }
 
 // runPrepared asks permission when it must and runs the call; an error
@@ -589,7 +596,7 @@ func (a *agent) finishTool(s *SessionRecord, c model.ToolCall, id string, out to
 	if err != nil {
 		return err
 	}
-	rec := store.Record{Type: store.RecToolResult, ToolCallID: id, Call: (*store.Call)(&c), Status: string(status), Content: content, RawOutput: raw, Result: out.Result}
+	rec := store.Record{Type: store.RecToolResult, ToolCallID: id, Call: storedCall(c), Status: string(status), Content: content, RawOutput: raw, Result: out.Result}
 	if len(out.Content) == 1 && out.Content[0].Text != "" && out.Content[0].Text == out.Result {
 		// The text is stored once: the result is the content's text.
 		rec.Result, rec.ResultIsContent = "", true

@@ -40,8 +40,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"acpbridge/internal/jsonenc"
 )
 
 type config struct {
@@ -191,15 +189,12 @@ func (a *agent) until(id string) (line []byte, chunks, reads int, err error) {
 		if bytes.Contains(line, []byte(`"method":"session/update"`)) {
 			continue // other updates: not counted, not decoded
 		}
-		// A line is read in one pass that decodes nothing (as an editor
-		// would, the driver must answer fast: a slow answer costs the
-		// agent a sleep and a wake-up it would not otherwise pay).
-		ms, ok := jsonenc.Scan(bytes.TrimSpace(line))
-		if !ok || !json.Valid(line) {
+		var ms map[string]json.RawMessage
+		if json.Unmarshal(line, &ms) != nil || ms == nil {
 			return nil, chunks, reads, fmt.Errorf("the agent wrote a line that is not a JSON object: %.200s", line)
 		}
-		mid, _ := ms.Get("id")
-		method, hasMethod := ms.Get("method")
+		mid := ms["id"]
+		method, hasMethod := ms["method"]
 		switch {
 		case string(method) == `"fs/read_text_file"`:
 			reads++

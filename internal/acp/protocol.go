@@ -8,7 +8,6 @@ package acp
 import (
 	"encoding/json"
 	"strconv"
-	"strings"
 
 	"acpbridge/internal/jsonenc"
 )
@@ -111,74 +110,6 @@ const (
 type InitializeParams struct {
 	ProtocolVersion    json.RawMessage    `json:"protocolVersion"`
 	ClientCapabilities ClientCapabilities `json:"clientCapabilities"`
-}
-
-// ScanInitializeParams reads raw, valid JSON, as json.Unmarshal would into
-// an InitializeParams, when it has the usual shape: objects and booleans
-// where the type has them, keys spelled exactly and each once. ok is false
-// otherwise, for encoding/json to decode and explain. It spares every
-// process's first request the first use of encoding/json's decoder, which
-// costs a cold process about 0.2 ms (README, Performance).
-func ScanInitializeParams(raw []byte) (p InitializeParams, ok bool) {
-	top, ok := scanKnown(raw, "protocolVersion", "clientCapabilities")
-	if !ok {
-		return p, false
-	}
-	if top[0] != nil {
-		p.ProtocolVersion = append(json.RawMessage{}, top[0]...)
-	}
-	caps, ok := scanKnown(top[1], "fs", "terminal", "_meta")
-	if !ok {
-		return p, false
-	}
-	fs, ok := scanKnown(caps[0], "readTextFile", "writeTextFile")
-	if !ok {
-		return p, false
-	}
-	meta, ok := scanKnown(caps[2], "terminal_output")
-	c := &p.ClientCapabilities
-	ok = ok && scanBool(fs[0], &c.FS.ReadTextFile) && scanBool(fs[1], &c.FS.WriteTextFile) &&
-		scanBool(caps[1], &c.Terminal) && scanBool(meta[0], &c.Meta.TerminalOutput)
-	return p, ok
-}
-
-// scanKnown returns the values of keys in raw (nil where one is absent,
-// all nil when raw is); ok is false when raw is not an object or has a key
-// twice or spelled in another case (encoding/json matches keys ignoring it).
-func scanKnown(raw []byte, keys ...string) ([]json.RawMessage, bool) {
-	vals := make([]json.RawMessage, len(keys))
-	if raw == nil {
-		return vals, true
-	}
-	ms, ok := jsonenc.Scan(raw)
-	if !ok {
-		return nil, false
-	}
-	for _, m := range ms {
-		for i, k := range keys {
-			if strings.EqualFold(m.Key, k) && (m.Key != k || vals[i] != nil) {
-				return nil, false
-			}
-			if m.Key == k {
-				vals[i] = m.Value
-			}
-		}
-	}
-	return vals, true
-}
-
-// scanBool sets *b from raw, true or false; an absent raw leaves it.
-func scanBool(raw json.RawMessage, b *bool) bool {
-	switch string(raw) {
-	case "":
-	case "true":
-		*b = true
-	case "false":
-		*b = false
-	default:
-		return false
-	}
-	return true
 }
 
 type ClientCapabilities struct {

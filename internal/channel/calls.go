@@ -98,7 +98,7 @@ func (c *Wire) CloseCalls() {
 // deliver hands a response to the request of ours it answers. The agent
 // never answers a response; what it cannot use fails the request it
 // answers.
-func (c *Wire) deliver(m jsonenc.Members) {
+func (c *Wire) deliver(m Message) {
 	result, hasResult := m.Get("result")
 	rawErr, hasErr := m.Get("error")
 	r := reply{result: result}

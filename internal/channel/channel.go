@@ -54,7 +54,6 @@ import (
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/clip"
-	"acpbridge/internal/jsonenc"
 )
 
 // Wire implements jrpc2's channel.Channel over a reader and a writer.
@@ -122,7 +121,7 @@ func NewWire(r io.Reader, w io.Writer, maxLine int, trace *Tracer) *Wire {
 // notification is told to arrive, in the order lines are read, before
 // jrpc2 sees it (see the Order section of the root's session.go).
 func (c *Wire) take(line []byte) bool {
-	m, ok := jsonenc.Scan(line)
+	m, ok := ParseMessage(line)
 	if !ok {
 		return false
 	}
@@ -135,7 +134,7 @@ func (c *Wire) take(line []byte) bool {
 }
 
 // request takes a request or notification (m, its members) as take does.
-func (c *Wire) request(m jsonenc.Members) bool {
+func (c *Wire) request(m Message) bool {
 	method, _ := m.Get("method")
 	id, hasID := m.Get("id")
 	if c.refuseBadRequest(id, hasID, method) {
@@ -144,7 +143,8 @@ func (c *Wire) request(m jsonenc.Members) bool {
 	if !WellFormed(m) {
 		return false // jrpc2 answers it with the error it finds
 	}
-	name, _ := jsonenc.ReadString(method)
+	var name string
+	json.Unmarshal(method, &name)
 	if hasID {
 		c.mu.Lock()
 		dup := c.unanswered[string(id)] > 0
@@ -186,14 +186,32 @@ func (c *Wire) refuseBadRequest(id json.RawMessage, hasID bool, method json.RawM
 	return false
 }
 
+// Message is a message's top-level members, decoded once.
+type Message map[string]json.RawMessage
+
+// ParseMessage decodes a line that is a JSON object into its members.
+func ParseMessage(line []byte) (Message, bool) {
+	var m Message
+	if json.Unmarshal(line, &m) != nil || m == nil {
+		return nil, false
+	}
+	return m, true
+}
+
+// Get returns the member k, and whether there is one.
+func (m Message) Get(k string) (json.RawMessage, bool) {
+	v, ok := m[k]
+	return v, ok
+}
+
 // WellFormed reports whether jrpc2 will dispatch the request or
 // notification m to a handler: the checks of jrpc2's parser (a "2.0"
 // version, a valid id, object or array params, no other members). Only
 // such a message arrives; one jrpc2 refuses never reaches its handler, so
 // it must change no state.
-func WellFormed(m jsonenc.Members) bool {
-	for _, kv := range m {
-		switch k, v := kv.Key, kv.Value; k {
+func WellFormed(m Message) bool {
+	for k, v := range m {
+		switch k {
 		case "jsonrpc":
 			if string(v) != `"2.0"` {
 				return false
@@ -403,7 +421,7 @@ func (c *Wire) accept(line []byte) {
 	switch t := bytes.TrimSpace(line); {
 	case len(t) == 0:
 		// A blank line (or a skipped one) is no message.
-	case !jsonenc.Valid(t):
+	case !json.Valid(t):
 		// Answered here, with the id when the line's start shows one;
 		// jrpc2 would answer with a null id.
 		if !c.failCall(line, "is not valid JSON") {

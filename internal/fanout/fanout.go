@@ -45,7 +45,6 @@ import (
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/channel"
-	"acpbridge/internal/jsonenc"
 	"acpbridge/internal/proc"
 )
 
@@ -228,7 +227,7 @@ type envelope struct {
 
 // route handles one client message, in arrival order.
 func (r *router) route(line []byte) {
-	m, ok := jsonenc.Scan(line)
+	m, ok := channel.ParseMessage(line)
 	if !ok {
 		r.answerErr("null", jrpc2.ParseError, "request is not a JSON object")
 		return
@@ -258,7 +257,7 @@ func (r *router) route(line []byte) {
 
 // refused answers, and reports, a message (m, its members) that is not a
 // JSON-RPC request or notification, or a request whose id is in flight.
-func (r *router) refused(m jsonenc.Members, id json.RawMessage, hasID bool) bool {
+func (r *router) refused(m channel.Message, id json.RawMessage, hasID bool) bool {
 	if msg := envelopeError(m); msg != "" {
 		rid := "null"
 		if hasID && channel.IsValidID(id) {
@@ -337,7 +336,7 @@ func (r *router) toSession(id json.RawMessage, e envelope, session *string) {
 }
 
 // envelopeError is what jrpc2 would answer a malformed request with, or "".
-func envelopeError(m jsonenc.Members) string {
+func envelopeError(m channel.Message) string {
 	if channel.WellFormed(m) {
 		return ""
 	}

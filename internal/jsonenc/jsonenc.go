@@ -1,6 +1,8 @@
-// Package jsonenc writes JSON as encoding/json does with HTML escaping off,
-// for the hand-written encoders of the protocol (internal/acp) and of the
-// session log (internal/store), which must write the same bytes.
+// Package jsonenc writes JSON as encoding/json does with HTML escaping off:
+// Marshal for everything, and AppendString for the few hand-written writers
+// on the per-chunk hot path (internal/acp's chunk and tool call updates),
+// which must write the same bytes. It reads no JSON: every message is
+// decoded once, by encoding/json.
 package jsonenc
 
 import (

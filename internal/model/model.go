@@ -20,17 +20,20 @@ import (
 // Model is a source of model responses: the replay fixture or an
 // OpenAI-compatible endpoint.
 type Model interface {
-	// complete makes one model call on req and streams its output into out.
+	// Complete makes one model call on req and streams its output into out.
 	// It returns the stop reason: end_turn, tool_use, max_tokens or refusal.
 	Complete(ctx context.Context, req *Request, out Sink) (acp.StopReason, error)
 	// NeedsHistory says whether the model reads the conversation. The replay
 	// model does not, so a turn need not keep what streamed in memory.
 	NeedsHistory() bool
-	// models lists the model names a session may choose; it may ask the
-	// server once, so call it without the agent's lock held.
+	// Models lists the model names a session may choose; it may ask the
+	// server once.
 	Models() []string
 	// DefaultName is the model a new session starts on.
 	DefaultName() string
+	// Resume readies the model for a session: state is what the session's
+	// calls last kept (Sink.KeepState), or nil for a new session.
+	Resume(state json.RawMessage) error
 }
 
 // Request is what one model call is given.
@@ -132,16 +135,18 @@ type Usage struct {
 
 // Sink receives one model call's output, in order.
 type Sink interface {
-	// TextChunk and ThoughtChunk take a piece of the answer. s is valid
-	// only during the call (replay lends its decoding buffer): a sink that
-	// keeps it must copy it.
+	// TextChunk and ThoughtChunk take a piece of the answer.
 	TextChunk(s string) error
 	ThoughtChunk(s string) error
-	// toolCall notes a tool call the model made; it runs after the call.
+	// ToolCall notes a tool call the model made; it runs after the call.
 	ToolCall(tc ToolCall)
 	AddUsage(u Usage)
-	// pause writes out what streamed: the model is about to wait.
+	// Pause writes out what streamed: the model is about to wait.
 	Pause() error
+	// KeepState persists, with the session, what the model needs to
+	// continue it in another process (opaque JSON, handed back to
+	// Model.Resume when the session is opened again).
+	KeepState(state json.RawMessage) error
 }
 
 // Entry is one line of a replay fixture as --record writes it.

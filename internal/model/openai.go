@@ -102,6 +102,9 @@ func (m *OpenAI) NeedsHistory() bool { return true }
 
 func (m *OpenAI) DefaultName() string { return m.model }
 
+// Resume: the conversation is all the endpoint needs.
+func (m *OpenAI) Resume(json.RawMessage) error { return nil }
+
 // Models lists the models that can be chosen: --models, else the server's
 // GET /models (asked once, with a short timeout), else the default one.
 // The first caller asks; callers meanwhile wait for that answer, holding no

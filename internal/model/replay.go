@@ -3,9 +3,18 @@
 //
 // The file is not read at start-up. Each call reads the next entry from
 // where the last one ended, and an entry's chunks are decoded and streamed
-// one at a time, so an entry of any length streams in constant memory.
-// `expect` is checked where it stands in the line: before any chunk when it
-// comes first, as --record writes it.
+// one at a time (encoding/json's Decoder, the one reader of an entry), so an
+// entry of any length streams in constant memory. `expect` is checked where
+// it stands in the line: before any chunk when it comes first, as --record
+// writes it.
+//
+// Where a session continues: a new session takes the next entry this
+// process has not served. Each call keeps, through Sink.KeepState, the
+// fixture's absolute path, the entries consumed with this call, and a
+// SHA-256 of the entries before it; a session opened again (in any process)
+// with that fixture, whose consumed entries are unchanged, continues after
+// them (an entry appended to the file keeps the position), and with another
+// fixture, or the file rewritten, starts at its first entry.
 package model
 
 import (
@@ -13,34 +22,44 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
-	"iter"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/creachadair/jrpc2"
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/clip"
-	"acpbridge/internal/jsonenc"
 )
 
+// Replay is the replay model.
 type Replay struct {
-	path string
+	path string // absolute
 
 	mu     sync.Mutex // protects the fields below
 	r      *bufio.Reader
 	f      *os.File
-	line   int // lines read so far
-	served int // entries served so far
+	line   int       // lines read so far
+	served int       // entries consumed so far
+	high   int       // the most entries this process has served
+	sum    hash.Hash // SHA-256 of the entries consumed so far
+}
+
+// replayState is what a session keeps of the replay (Sink.KeepState).
+type replayState struct {
+	Fixture string `json:"fixture"` // the absolute path
+	Entry   int    `json:"entry"`   // entries consumed, the call's own included
+	Before  string `json:"before"`  // SHA-256 (hex) of the entries before the call's
 }
 
 // Chunk is one element of an entry's chunks: exactly one key is set.
@@ -68,7 +87,10 @@ func NewReplay(path string) (*Replay, error) {
 	if fi.IsDir() {
 		return nil, fmt.Errorf("replay fixture %s is a directory; give a .jsonl file", path)
 	}
-	return &Replay{path: path}, nil
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	return &Replay{path: path, sum: sha256.New()}, nil
 }
 
 func (m *Replay) NeedsHistory() bool  { return false }
@@ -88,8 +110,11 @@ func (m *Replay) Complete(ctx context.Context, req *Request, out Sink) (acp.Stop
 		}
 		return "", Errorf("replay fixture %s: %v", m.path, err)
 	}
+	state, _ := json.Marshal(replayState{Fixture: m.path, Entry: m.served + 1, Before: hex.EncodeToString(m.sum.Sum(nil))})
+	if err := out.KeepState(state); err != nil {
+		return "", err
+	}
 	m.line++
-	m.served++
 	stop, err := m.serve(ctx, req, out)
 	if err != nil && ctx.Err() == nil {
 		if rerr := (*jrpc2.Error)(nil); errors.As(err, &rerr) {
@@ -101,126 +126,46 @@ func (m *Replay) Complete(ctx context.Context, req *Request, out Sink) (acp.Stop
 }
 
 // serve serves the entry that starts the reader's next line, consuming
-// the line. An entry whole in the read buffer (up to 64 KiB, the usual
-// one) of the usual shape is read in place; any other streams through a
-// json.Decoder, which also explains what is wrong with a bad one.
+// the line (whatever happens to the call) into the position and the sum.
 func (m *Replay) serve(ctx context.Context, req *Request, out Sink) (acp.StopReason, error) {
-	if line, ok := m.wholeLine(); ok {
-		if ms, ok := usualEntry(line); ok {
-			defer m.r.Discard(len(line) + 1)
-			return m.entryMembers(ctx, ms, req, out)
-		}
-	}
-	lr := &lineReader{r: m.r}
-	defer lr.drain()
+	lr := &lineReader{r: m.r, sum: m.sum}
+	defer func() {
+		lr.drain()
+		m.served++
+		m.high = max(m.high, m.served)
+	}()
 	return m.entry(ctx, json.NewDecoder(lr), req, out)
 }
 
-// wholeLine returns the reader's next line, without its newline and not
-// consumed, when the read buffer can hold all of it and it is valid JSON.
-// It reads no further than that line: a fixture on a pipe may send the
-// next entry only after this one is served.
-func (m *Replay) wholeLine() ([]byte, bool) {
-	for seen := 0; ; {
-		buf, _ := m.r.Peek(m.r.Buffered())
-		if i := bytes.IndexByte(buf[seen:], '\n'); i >= 0 {
-			line := buf[:seen+i]
-			return line, jsonenc.Valid(line)
-		}
-		if len(buf) == m.r.Size() {
-			return nil, false // longer than the buffer: it streams
-		}
-		seen = len(buf)
-		if _, err := m.r.Peek(len(buf) + 1); err != nil { // one read more
-			return nil, false
-		}
-	}
-}
-
-// usualEntry returns the members of the entry line when each is one of
-// entry's keys with a value of its kind: a string, or chunks' array.
-func usualEntry(line []byte) (jsonenc.Members, bool) {
-	ms, ok := jsonenc.Scan(line)
-	if !ok {
-		return nil, false
-	}
-	for _, mb := range ms {
-		switch mb.Key {
-		case "expect", "stop", "error":
-			ok = mb.Value[0] == '"'
-		case "chunks":
-			ok = mb.Value[0] == '['
-		default:
-			ok = false
-		}
-		if !ok {
-			return nil, false
-		}
-	}
-	return ms, true
-}
-
-// entryMembers serves an entry read in place, as entry does.
-func (m *Replay) entryMembers(ctx context.Context, ms jsonenc.Members, req *Request, out Sink) (acp.StopReason, error) {
-	var stop acp.StopReason
-	var failure string
-	var sawCall bool
-	for _, mb := range ms {
-		var err error
-		var str string
-		if mb.Key != "chunks" {
-			str, _ = jsonenc.ReadString(mb.Value) // a string: usualEntry checked
-		}
-		switch mb.Key {
-		case "expect":
-			err = m.checkExpect(str, req)
-		case "chunks":
-			elems, _ := jsonenc.Elements(mb.Value)
-			var n int
-			var call bool
-			n, call, err = m.chunkList(ctx, elems, out)
-			sawCall = sawCall || call
-			if err != nil {
-				err = fmt.Errorf("chunks[%d]: %w", n, err)
-			}
-		case "stop":
-			stop, err = checkStop(acp.StopReason(str))
-		case "error":
-			failure = str
-		}
-		if err != nil {
-			return "", err
-		}
-	}
-	return m.entryEnd(failure, stop, sawCall)
-}
-
-// chunkList streams the chunks of an entry read in place and reports
-// whether they held a tool call.
-func (m *Replay) chunkList(ctx context.Context, elems iter.Seq[json.RawMessage], out Sink) (n int, call bool, err error) {
-	var text []byte // a text chunk's text, its buffer reused
-	for raw := range elems {
-		if call, err = serveChunk(ctx, raw, &text, out, call); err != nil {
-			return n, call, err
-		}
-		n++
-	}
-	return n, call, nil
-}
-
-// Position is how many entries have been served.
-func (m *Replay) Position() int {
+// Resume readies the fixture for a session: state is what the session's
+// last call kept, or nil for a new session (see the file's comment).
+func (m *Replay) Resume(state json.RawMessage) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.served
+	var st replayState
+	if state == nil {
+		return m.moveTo(m.high)
+	}
+	if json.Unmarshal(state, &st) != nil || st.Fixture != m.path || st.Entry < 1 {
+		return m.moveTo(0) // another fixture: from its first entry
+	}
+	if err := m.moveTo(st.Entry - 1); err != nil {
+		return m.moveTo(0)
+	}
+	if hex.EncodeToString(m.sum.Sum(nil)) != st.Before {
+		return m.moveTo(0) // the entries it consumed have changed
+	}
+	return m.moveTo(st.Entry)
 }
 
-// AdvanceTo skips entries until n have been served: a session loaded in a
-// new process continues the fixture where it stopped. Within one process
-// the fixture only moves forward.
-func (m *Replay) AdvanceTo(n int) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// moveTo makes n the number of entries consumed, reading the fixture again
+// from its start to go back.
+func (m *Replay) moveTo(n int) error {
+	if n < m.served && m.f != nil {
+		m.f.Close()
+		m.f, m.r, m.line, m.served = nil, nil, 0, 0
+		m.sum.Reset()
+	}
 	if err := m.openLocked(); err != nil {
 		return err
 	}
@@ -228,15 +173,10 @@ func (m *Replay) AdvanceTo(n int) error {
 		if err := m.skipToEntry(); err != nil {
 			return err
 		}
-		_, err := m.r.ReadSlice('\n')
-		for errors.Is(err, bufio.ErrBufferFull) {
-			_, err = m.r.ReadSlice('\n')
-		}
 		m.line++
+		lr := &lineReader{r: m.r, sum: m.sum}
+		lr.drain()
 		m.served++
-		if err != nil {
-			return err
-		}
 	}
 	return nil
 }
@@ -355,7 +295,7 @@ func (m *Replay) checkExpect(want string, req *Request) error {
 	if got := req.Conv.Newest(); !strings.Contains(got, want) {
 		return Errorf(
 			"replay fixture %s line %d (entry %d) expected the newest message to contain %q, but it was %q; the conversation has diverged from the recording",
-			m.path, m.line, m.served, want, clip.Marked(got, 400))
+			m.path, m.line, m.served+1, want, clip.Marked(got, 400))
 	}
 	return nil
 }
@@ -384,19 +324,18 @@ func (m *Replay) chunks(ctx context.Context, dec *json.Decoder, out Sink) (int, 
 		return 0, false, fmt.Errorf("chunks must be an array")
 	}
 	var call bool
-	var raw json.RawMessage // one chunk's JSON, its buffer reused
-	var text []byte         // a text chunk's text, its buffer reused
 	n := 0
 	for ; dec.More(); n++ {
-		raw = raw[:0]
 		if err := ctx.Err(); err != nil {
 			return n, call, err
 		}
-		if err := dec.Decode(&raw); err != nil {
+		var c Chunk
+		if err := dec.Decode(&c); err != nil {
 			return n, call, err
 		}
-		var err error
-		if call, err = serveChunk(ctx, raw, &text, out, call); err != nil {
+		isCall, err := c.serve(ctx, out)
+		call = call || isCall
+		if err != nil {
 			return n, call, err
 		}
 	}
@@ -404,28 +343,8 @@ func (m *Replay) chunks(ctx context.Context, dec *json.Decoder, out Sink) (int, 
 	return n, call, err
 }
 
-// serveChunk streams the chunk raw to out, text through the reused buffer
-// text; call becomes true at a tool call.
-func serveChunk(ctx context.Context, raw []byte, text *[]byte, out Sink, call bool) (bool, error) {
-	if err := ctx.Err(); err != nil {
-		return call, err
-	}
-	if lent, err := lendText(raw, text, out); lent || err != nil {
-		return call, err
-	}
-	isCall, err := chunk(ctx, raw, out)
-	return call || isCall, err
-}
-
-// chunk streams one chunk other than plain text (raw, its JSON) to out and
-// reports whether it was a tool call.
-func chunk(ctx context.Context, raw []byte, out Sink) (call bool, err error) {
-	var c Chunk
-	if tc, ok := toolCallChunk(raw); ok {
-		c.ToolCall = &tc
-	} else if err := json.Unmarshal(raw, &c); err != nil {
-		return false, err
-	}
+// serve streams the chunk to out and reports whether it was a tool call.
+func (c *Chunk) serve(ctx context.Context, out Sink) (call bool, err error) {
 	if !c.one() {
 		return false, fmt.Errorf("a chunk has exactly one of text, thought, toolCall, usage, delayMs")
 	}
@@ -450,38 +369,6 @@ func chunk(ctx context.Context, raw []byte, out Sink) (call bool, err error) {
 	return false, sleep(ctx, out, time.Duration(*c.DelayMs)*time.Millisecond)
 }
 
-// toolCallChunk reads raw, a valid chunk, in place when it is a tool call
-// of the usual shape, {"toolCall":{"id":"…","name":"…","input":…}} (keys
-// spelled exactly, each once); ok is false otherwise, for encoding/json to
-// read and explain.
-func toolCallChunk(raw []byte) (tc ToolCall, ok bool) {
-	ms, ok := jsonenc.Scan(raw)
-	if !ok || len(ms) != 1 || ms[0].Key != "toolCall" {
-		return tc, false
-	}
-	call, ok := jsonenc.Scan(ms[0].Value)
-	if !ok || len(call) > 3 {
-		return tc, false
-	}
-	var seen [3]bool // id, name, input
-	for _, m := range call {
-		k := slices.Index([]string{"id", "name", "input"}, m.Key)
-		if k < 0 || seen[k] || (k < 2 && m.Value[0] != '"') {
-			return tc, false
-		}
-		seen[k] = true
-		switch k {
-		case 0:
-			tc.ID, _ = jsonenc.ReadString(m.Value)
-		case 1:
-			tc.Name, _ = jsonenc.ReadString(m.Value)
-		default:
-			tc.Input = bytes.Clone(m.Value)
-		}
-	}
-	return tc, true
-}
-
 // one reports whether the chunk has exactly one of its members.
 func (c *Chunk) one() bool {
 	set := 0
@@ -491,67 +378,6 @@ func (c *Chunk) one() bool {
 		}
 	}
 	return set == 1
-}
-
-// lendText streams raw when it is a text or thought chunk, the common one,
-// decoded into buf without allocating: its text is lent to the sink for
-// the call (the Sink's contract). lent is false for any other chunk.
-func lendText(raw []byte, buf *[]byte, out Sink) (lent bool, err error) {
-	thought, str, ok := textChunk(raw)
-	if !ok {
-		return false, nil
-	}
-	*buf, _ = jsonenc.AppendStringValue((*buf)[:0], str)
-	s := unsafe.String(unsafe.SliceData(*buf), len(*buf))
-	if thought {
-		return true, out.ThoughtChunk(s)
-	}
-	return true, out.TextChunk(s)
-}
-
-// textChunk reports whether raw (a valid JSON value) is {"text": STRING}
-// or {"thought": STRING} and no more, and returns the string token.
-func textChunk(raw []byte) (thought bool, str []byte, ok bool) {
-	i := skipSpace(raw, 0)
-	if i >= len(raw) || raw[i] != '{' {
-		return false, nil, false
-	}
-	i = skipSpace(raw, i+1)
-	switch {
-	case bytes.HasPrefix(raw[i:], []byte(`"text"`)):
-		i += len(`"text"`)
-	case bytes.HasPrefix(raw[i:], []byte(`"thought"`)):
-		thought = true
-		i += len(`"thought"`)
-	default:
-		return false, nil, false
-	}
-	if i = skipSpace(raw, i); i >= len(raw) || raw[i] != ':' {
-		return false, nil, false
-	}
-	start := skipSpace(raw, i+1)
-	if start >= len(raw) || raw[start] != '"' {
-		return false, nil, false
-	}
-	end := start + 1
-	for end < len(raw) && raw[end] != '"' {
-		if raw[end] == '\\' {
-			end++
-		}
-		end++
-	}
-	end++ // past the closing quote
-	if i = skipSpace(raw, end); i != len(raw)-1 || raw[i] != '}' {
-		return false, nil, false
-	}
-	return thought, raw[start:end], true
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
 }
 
 // sleep flushes the stream and waits for d or for ctx to end.
@@ -574,9 +400,11 @@ func waitFor(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// lineReader reads from r up to and including the next newline, then EOF.
+// lineReader reads from r up to and including the next newline, then EOF;
+// what it reads is added to sum.
 type lineReader struct {
 	r    *bufio.Reader
+	sum  hash.Hash
 	done bool
 }
 
@@ -596,6 +424,7 @@ func (l *lineReader) Read(p []byte) (int, error) {
 		l.done = true
 	}
 	n := copy(p, buf)
+	l.sum.Write(p[:n])
 	l.r.Discard(n)
 	return n, nil
 }
@@ -608,7 +437,6 @@ func (l *lineReader) drain() {
 	}
 }
 
-// clip shortens s for an error message.
 // plural is "1 entry", "2 entries".
 func plural(n int, one, many string) string {
 	if n == 1 {

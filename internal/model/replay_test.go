@@ -1,6 +1,5 @@
-// replay_test.go checks that an entry read in place (the usual one, whole
-// in the read buffer) is served exactly as one streamed through
-// json.Decoder (a long one, or one of an unusual shape) is.
+// replay_test.go checks what the replay model serves for each shape of
+// entry, where a session continues in the fixture, and a fixture on a pipe.
 package model
 
 import (
@@ -18,7 +17,10 @@ import (
 )
 
 // events is a Sink that writes down what it is given.
-type events struct{ got []string }
+type events struct {
+	got   []string
+	state json.RawMessage // the last KeepState
+}
 
 func (e *events) TextChunk(s string) error    { e.got = append(e.got, "text "+s); return nil }
 func (e *events) ThoughtChunk(s string) error { e.got = append(e.got, "thought "+s); return nil }
@@ -27,6 +29,10 @@ func (e *events) ToolCall(tc ToolCall) {
 }
 func (e *events) AddUsage(u Usage) { e.got = append(e.got, fmt.Sprintf("usage %+v", u)) }
 func (e *events) Pause() error     { return nil }
+func (e *events) KeepState(s json.RawMessage) error {
+	e.state = s
+	return nil
+}
 
 // serveAll replays every entry of lines and writes down what each served.
 func serveAll(t *testing.T, lines []string) []string {
@@ -50,7 +56,9 @@ func serveAll(t *testing.T, lines []string) []string {
 	return out
 }
 
-func TestReplay_inPlaceAsStreamed(t *testing.T) {
+// Verify what each shape of entry serves, errors included, and that an
+// entry longer than any read buffer is served the same.
+func TestReplay_entries(t *testing.T) {
 	entries := []string{
 		`{"chunks":[{"text":"Hello"},{"thought":"hm \"q\" \u00e9"},{"text":"a\nb"}]}`,
 		`{"expect":"read f.txt","chunks":[{"toolCall":{"id":"c1","name":"read_file","input":{"path":"f.txt"}}}]}`,
@@ -65,45 +73,95 @@ func TestReplay_inPlaceAsStreamed(t *testing.T) {
 		`{"chunks":[{"text":"t"}],"surprise":1}`,
 		`{"chunks":{"text":"t"}}`,
 		`{"expect":3}`,
-		`{"chunks":[{"text":"t"}],"chunks":[{"text":"again"}]}`,
 		`[1]`,
 	}
-	// The same entries, each longer than the read buffer: white space
-	// after its first byte sends it through json.Decoder.
+	got := serveAll(t, entries)
+	for i, want := range []string{
+		`["text Hello" "thought hm \"q\" é" "text a\nb"] stop "end_turn" err ""`,
+		`["call c1 read_file {\"path\":\"f.txt\"}"] stop "tool_use" err ""`,
+		`["call c2 list_directory {}" "usage {InputTokens:3 OutputTokens:4}"] stop "end_turn" err ""`,
+		`replay fixture FIXTURE line 4: chunks[0]: a chunk has exactly one of text, thought, toolCall, usage, delayMs"`,
+		`["text before"] stop "" err "[1005] replay fixture FIXTURE line 5: chunks[1]: toolCall needs id and name"`,
+		`expected the newest message to contain \"not in the conversation\"`,
+		`[] stop "max_tokens" err ""`,
+		`stop \"sideways\" is not one of end_turn, tool_use, max_tokens, refusal`,
+		`model call failed: rate limited (replayed from FIXTURE line 9)`,
+		`["text after a delay"] stop "end_turn" err ""`,
+		`unknown key \"surprise\" (the keys are expect, chunks, stop, error)`,
+		`chunks[0]: chunks must be an array`,
+		`expect: json: cannot unmarshal number into Go value of type string`,
+		`an entry must be a JSON object`,
+	} {
+		assert.Contains(t, got[i], want, "entry %d: %s", i, entries[i])
+	}
+	// The same entries, each longer than any read buffer, serve the same.
 	long := make([]string, len(entries))
 	for i, e := range entries {
 		long[i] = e[:1] + strings.Repeat(" ", 70_000) + e[1:]
 	}
-	fast, slow := serveAll(t, entries), serveAll(t, long)
-	for i := range entries {
-		assert.Equal(t, slow[i], fast[i], "entry %d: %s", i, entries[i])
-	}
-	assert.Contains(t, fast[0], `"text Hello" "thought hm \"q\" é" "text a\nb"`)
-	assert.Contains(t, fast[1], `call c1 read_file {\"path\":\"f.txt\"}`)
+	assert.Equal(t, got, serveAll(t, long))
 }
 
-// Whatever valid chunk it is given, toolCallChunk declines it or reads
-// what json.Unmarshal reads.
-func FuzzToolCallChunk(f *testing.F) {
-	for _, s := range []string{`{"toolCall":{"id":"c1","name":"read_file","input":{"path":"f.txt"}}}`,
-		`{"toolCall":{"name":"n","id":"\u0063","input" : [ 1 ] }}`, `{"toolCall":{"ID":"c","name":"n"}}`,
-		`{"toolCall":{"id":"c","id":"d"}}`, `{"toolCall":{"id":1}}`, `{"toolCall":null}`, `{"text":"t"}`} {
-		f.Add(s)
+// Verify where a session continues: a new session takes the next entry
+// the process has not served; a session opened again with the same
+// fixture continues after the entries it consumed (also after an entry
+// was appended, and in a process that served others since), and with
+// another fixture or the consumed entries changed starts at entry 1.
+func TestReplay_resume(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f.jsonl")
+	entry := func(s string) string { return `{"chunks":[{"text":"` + s + `"}]}` + "\n" }
+	require.NoError(t, os.WriteFile(path, []byte(entry("one")+"# a comment\n"+entry("two")+entry("three")), 0o644))
+	call := func(m *Replay) (string, json.RawMessage) {
+		var e events
+		_, err := m.Complete(context.Background(), &Request{Conv: &Conversation{}}, &e)
+		require.NoError(t, err)
+		require.Len(t, e.got, 1)
+		return e.got[0], e.state
 	}
-	f.Fuzz(func(t *testing.T, s string) {
-		if !json.Valid([]byte(s)) {
-			return
-		}
-		tc, ok := toolCallChunk([]byte(s))
-		if !ok {
-			return
-		}
-		var want Chunk
-		require.NoError(t, json.Unmarshal([]byte(s), &want), "%s: read in place, but encoding/json fails", s)
-		require.NotNil(t, want.ToolCall, s)
-		assert.Equal(t, Chunk{ToolCall: want.ToolCall}, want, s)
-		assert.Equal(t, *want.ToolCall, tc, s)
-	})
+	m, err := NewReplay(path)
+	require.NoError(t, err)
+	require.NoError(t, m.Resume(nil))
+	got, afterOne := call(m)
+	assert.Equal(t, "text one", got)
+	got, afterTwo := call(m)
+	assert.Equal(t, "text two", got)
+
+	fresh := func() *Replay {
+		m, err := NewReplay(path)
+		require.NoError(t, err)
+		return m
+	}
+	m2 := fresh()
+	require.NoError(t, m2.Resume(afterOne))
+	got, _ = call(m2)
+	assert.Equal(t, "text two", got, "a session continues after the entries it consumed")
+	require.NoError(t, m2.Resume(afterOne))
+	got, _ = call(m2)
+	assert.Equal(t, "text two", got, "an older session in the same process continues its own position")
+	require.NoError(t, m2.Resume(nil))
+	got, _ = call(m2)
+	assert.Equal(t, "text three", got, "a new session takes the next entry the process has not served")
+
+	require.NoError(t, os.WriteFile(path, []byte(entry("one")+entry("two")+entry("three")+entry("four")), 0o644))
+	m3 := fresh()
+	require.NoError(t, m3.Resume(afterTwo))
+	got, _ = call(m3)
+	assert.Equal(t, "text three", got, "an appended entry keeps the position")
+
+	other := filepath.Join(dir, "other.jsonl")
+	require.NoError(t, os.WriteFile(other, []byte(entry("another")), 0o644))
+	m4, err := NewReplay(other)
+	require.NoError(t, err)
+	require.NoError(t, m4.Resume(afterTwo))
+	got, _ = call(m4)
+	assert.Equal(t, "text another", got, "another fixture starts at its first entry")
+
+	require.NoError(t, os.WriteFile(path, []byte(entry("ONE")+entry("two")+entry("three")), 0o644))
+	m5 := fresh()
+	require.NoError(t, m5.Resume(afterTwo))
+	got, _ = call(m5)
+	assert.Equal(t, "text ONE", got, "a rewritten fixture starts at its first entry")
 }
 
 // Verify that an entry is served as soon as its line has arrived, even in

@@ -35,6 +35,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"acpbridge/internal/jsonenc"
 )
 
 // Record types of the log.
@@ -48,7 +50,7 @@ const (
 	RecToolCall   = "tool_call"   // a tool call the model made, as announced
 	RecToolResult = "tool_result" // its final status, content and result
 	RecTurnEnd    = "turn_end"    // a turn ended
-	RecReplay     = "replay"      // with --model replay: the fixture entries used so far
+	RecModelState = "modelState"  // what the model needs to continue the session elsewhere (opaque)
 	RecPlan       = "plan"        // the plan's entries, as update_plan set them
 )
 
@@ -91,11 +93,11 @@ type Record struct {
 	// block, stored there only.
 	ResultIsContent bool `json:"resultIsContent,omitempty"`
 
-	StopReason  string `json:"stopReason,omitempty"`
-	Usage       *Usage `json:"usage,omitempty"`
-	Error       string `json:"error,omitempty"`
-	Interrupted bool   `json:"interrupted,omitempty"`
-	ReplayPos   int    `json:"replayPos,omitempty"` // replay fixture entries used so far
+	StopReason  string          `json:"stopReason,omitempty"`
+	Usage       *Usage          `json:"usage,omitempty"`
+	Error       string          `json:"error,omitempty"`
+	Interrupted bool            `json:"interrupted,omitempty"`
+	ModelState  json.RawMessage `json:"state,omitempty"` // the model's own, not read here
 
 	Plan json.RawMessage `json:"plan,omitempty"` // the plan's entries
 }
@@ -268,8 +270,8 @@ type History struct {
 	Title, Mode, Model string
 	Rules              map[string]bool
 	Created, Updated   time.Time
-	Good               int64 // the length of the log's valid part
-	ReplayPos          int   // replay fixture entries the session had used
+	Good               int64           // the length of the log's valid part
+	ModelState         json.RawMessage // the last the model asked to keep, or nil
 }
 
 // Open locks a stored session, checks its log, rebuilds its state and
@@ -457,8 +459,8 @@ func (h *History) apply(rec Record) {
 		if rec.Title != "" {
 			h.Title = rec.Title
 		}
-	case RecReplay:
-		h.ReplayPos = rec.ReplayPos
+	case RecModelState:
+		h.ModelState = rec.ModelState
 	}
 }
 
@@ -477,11 +479,11 @@ type File struct {
 func (f *File) Append(r Record) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	b, err := appendRecord(f.buf, &r)
+	b, err := jsonenc.Marshal(&r)
 	if err != nil {
 		return storeError("encoding a record of session "+f.id, err)
 	}
-	f.buf = append(b, '\n')
+	f.buf = append(append(f.buf, b...), '\n')
 	if len(f.buf) >= flushBytes {
 		return f.flushLocked()
 	}

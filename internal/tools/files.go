@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -329,54 +328,6 @@ type readInput struct {
 	Path  string `json:"path"`
 	Line  *int   `json:"line"`
 	Limit *int   `json:"limit"`
-}
-
-// readPrepare is typed(prepareRead), with read_file's usual input read
-// in place by scanReadInput rather than by encoding/json: it is every
-// read's.
-func readPrepare(env *Env, input json.RawMessage, c *Call) error {
-	if in, ok := scanReadInput(input); ok {
-		return prepareRead(env, in, c)
-	}
-	return typed(prepareRead)(env, input, c)
-}
-
-// scanReadInput reads input as json.Unmarshal would into a readInput when
-// it is valid JSON of the usual shape: an object with a string path and
-// integer line and limit, keys spelled exactly and each once. ok is false
-// otherwise, for encoding/json to decode and explain.
-func scanReadInput(input []byte) (in readInput, ok bool) {
-	if !jsonenc.Valid(input) {
-		return in, false
-	}
-	ms, ok := jsonenc.Scan(input)
-	if !ok || len(ms) > 3 {
-		return in, false
-	}
-	var seen [3]bool // path, line, limit
-	for _, m := range ms {
-		k := slices.Index([]string{"path", "line", "limit"}, m.Key)
-		if k < 0 || seen[k] {
-			return in, false
-		}
-		seen[k] = true
-		if k == 0 {
-			if in.Path, ok = jsonenc.ReadString(m.Value); !ok {
-				return in, false
-			}
-			continue
-		}
-		n, err := strconv.Atoi(string(m.Value))
-		if err != nil {
-			return in, false
-		}
-		if k == 1 {
-			in.Line = &n
-		} else {
-			in.Limit = &n
-		}
-	}
-	return in, true
 }
 
 func prepareRead(env *Env, in readInput, c *Call) error {

@@ -4,7 +4,6 @@ package tools
 
 import (
 	"context"
-	"encoding/json"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -40,22 +39,4 @@ func TestWhole_agreesWithReadLines(t *testing.T) {
 	}
 	assert.True(t, whole("a\nb\n", 2))
 	assert.False(t, whole("a\nb\nc", 2), "a third line: the file goes on")
-}
-
-// Whatever input it is given, scanReadInput declines it or reads what
-// json.Unmarshal reads.
-func FuzzScanReadInput(f *testing.F) {
-	for _, s := range []string{`{"path":"f.txt"}`, `{"path":"a\nb","line":3,"limit":10}`, `{"limit":-0,"path":""}`,
-		`{"path":"f","Path":"g"}`, `{"path":1}`, `{"line":1.5}`, `{"line":99999999999999999999}`, `{"path":"f","path":"g"}`, `null`, `{`} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		in, ok := scanReadInput([]byte(s))
-		if !ok {
-			return
-		}
-		var want readInput
-		require.NoError(t, json.Unmarshal([]byte(s), &want), "%s: read in place, but encoding/json fails", s)
-		assert.Equal(t, want, in, s)
-	})
 }

@@ -115,7 +115,7 @@ type Tool struct {
 var Builtin = []Tool{
 	{Spec{"read_file", "Read a text file, at most 2,000 lines a call (line and limit read a part). Relative paths are resolved against the session's working directory.",
 		json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"file path"},"line":{"type":"integer","description":"first line to read, 1-based"},"limit":{"type":"integer","description":"most lines to read"}},"required":["path"]}`)},
-		acp.KindRead, PermRead, readPrepare},
+		acp.KindRead, PermRead, typed(prepareRead)},
 	{Spec{"write_file", "Create or overwrite a text file with the given content.",
 		json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"]}`)},
 		acp.KindEdit, PermEdit, typed(prepareWrite)},
