@@ -43,6 +43,7 @@ var layers = map[string][]string{
 }
 
 func TestArchitecture_importsRunOneWay(t *testing.T) {
+	t.Parallel()
 	entries, err := os.ReadDir("internal")
 	require.NoError(t, err)
 	var seen []string
@@ -79,6 +80,7 @@ func TestArchitecture_importsRunOneWay(t *testing.T) {
 // meaning, not by an average: the count and the average are only logged
 // (go test -run TestArchitecture_functionsAreShort -v .).
 func TestArchitecture_functionsAreShort(t *testing.T) {
+	t.Parallel()
 	const longest = 80
 	fset := token.NewFileSet()
 	var funcs, lines int

@@ -345,6 +345,7 @@ func decodeLoose(line []byte) (map[string]any, bool) {
 // TestGolden runs every fixtures/*.txtar scenario against the agent
 // in-process, through the same code as `acpbridge scenario run`.
 func TestGolden(t *testing.T) {
+	t.Parallel()
 	paths, err := filepath.Glob("fixtures/*.txtar")
 	require.NoError(t, err)
 	require.NotEmpty(t, paths)
@@ -434,6 +435,7 @@ func scenarioInProcess(flags []string, env scenario.Env) (*scenario.Agent, error
 // Verify that the schema check rejects what a client would reject, so that
 // a transcript passing it means something.
 func TestSchemaChecker_rejects(t *testing.T) {
+	t.Parallel()
 	c := newSchemaChecker(t)
 	c.sent([]byte(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{}}`))
 	for _, bad := range []string{

@@ -13,8 +13,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"acpbridge/internal/model"
 )
 
 // makeTree writes files (path → content) below dir.
@@ -53,6 +51,7 @@ func exploreTree(t *testing.T) func(ta *testAgent) {
 // Verify each exploring tool on the tree, in ask mode, with no permission
 // request.
 func TestExplore_tools(t *testing.T) {
+	t.Parallel()
 	results, requests := runToolCallsIn(t, "ask", inProcess, `{}`, exploreTree(t),
 		[2]string{"list_directory", `{}`},
 		[2]string{"find_files", `{"pattern":"**/*.go"}`},
@@ -86,48 +85,10 @@ func TestExplore_tools(t *testing.T) {
 	assert.Contains(t, results[10].text, `status "done"`)
 }
 
-// Verify fit: hundreds of tool results in old turns are replaced by a note
-// first, then old turns are left out, the current turn never; the
-// conversation itself keeps everything.
-func TestContext_fit(t *testing.T) {
-	c := &model.Conversation{Full: true}
-	for turn := range 20 {
-		c.Add(model.Message{Role: "user", Text: fmt.Sprintf("turn %d", turn)})
-		for i := range 20 {
-			id := fmt.Sprintf("c%d_%d", turn, i)
-			c.Add(model.Message{Role: "assistant", ToolCalls: []model.ToolCall{{ID: id, Name: "read_file", Input: []byte(`{"path":"a"}`)}}})
-			c.Add(model.Message{Role: "tool", ToolCallID: id, Text: strings.Repeat("r", 2000)})
-		}
-	}
-	c.Add(model.Message{Role: "user", Text: "now"})
-	before := len(c.Msgs)
-	size := func(ms []model.Message) (n int) {
-		for _, m := range ms {
-			n += model.Estimate(m)
-		}
-		return n
-	}
-	msgs, trimmed := c.Fit(50_000)
-	assert.True(t, trimmed)
-	assert.LessOrEqual(t, size(msgs), 50_000)
-	assert.Equal(t, before, len(msgs), "replacing tool results was enough: no turn left out")
-	assert.Equal(t, model.LeftOut, msgs[2].Text, "the oldest tool result goes first")
-	assert.Equal(t, "now", msgs[len(msgs)-1].Text)
-
-	msgs, _ = c.Fit(1_000)
-	assert.LessOrEqual(t, size(msgs), 1_000)
-	assert.Equal(t, "user", msgs[0].Role, "whole turns are left out")
-	assert.Less(t, len(msgs), before/10, "old turns left out")
-	assert.Equal(t, "now", msgs[len(msgs)-1].Text, "the current turn kept")
-	msgs, _ = c.Fit(10)
-	assert.Equal(t, []model.Message{{Role: "user", Text: "now"}}, msgs, "the current turn is kept even over the budget")
-	assert.Len(t, c.Msgs, before, "the conversation keeps everything")
-	assert.Equal(t, 2000, len(c.Msgs[2].Text))
-}
-
 // Verify what the model receives from the exploring tools, with replay's
 // expect: each result is checked where the next model call reads it.
 func TestExplore_modelReceives(t *testing.T) {
+	t.Parallel()
 	fixture := writeFixture(t,
 		`{"chunks":[{"toolCall":{"id":"s","name":"search_text","input":{"pattern":"hello","ignore_case":true,"glob":"**/*.go"}}}]}`,
 		`{"expect":"sub/b.go:2:// hello again","chunks":[{"toolCall":{"id":"f","name":"find_files","input":{"pattern":"**/c.go"}}}]}`,

@@ -79,6 +79,7 @@ func textBySession(t *testing.T, lines [][]byte) map[string]string {
 // its own process, its updates in order, the streams interleaved on one
 // connection.
 func TestFanout_concurrentSessions(t *testing.T) {
+	t.Parallel()
 	p := startFanout(t, `{"chunks":[{"text":"one "},{"delayMs":20},{"text":"two "},{"delayMs":20},{"text":"three"}]}`)
 	p.call(initLine)
 	var sids []string
@@ -106,6 +107,7 @@ func TestFanout_concurrentSessions(t *testing.T) {
 // Verify two permission requests in flight at once, from two sessions,
 // answered differently: each answer reaches its own session.
 func TestFanout_permissions(t *testing.T) {
+	t.Parallel()
 	p := startFanout(t, `{"chunks":[{"toolCall":{"id":"w","name":"write_file","input":{"path":"PLACE","content":"x"}}}]}`, `{"chunks":[{"text":"Done."}]}`)
 	// Each session writes its own file: PLACE is resolved per session by
 	// giving each its own cwd.
@@ -146,6 +148,7 @@ func TestFanout_permissions(t *testing.T) {
 // it in a new child that replays it before answering; a second load of a
 // session open on the connection is refused.
 func TestFanout_closeAndLoad(t *testing.T) {
+	t.Parallel()
 	p := startFanout(t, `{"chunks":[{"text":"Answer."}]}`)
 	p.call(initLine)
 	sid := p.openSession(10)
@@ -191,6 +194,7 @@ func TestFanout_closeAndLoad(t *testing.T) {
 // Verify that a child killed mid-turn fails its pending prompt with an
 // error naming the session, and that the other sessions go on.
 func TestFanout_childKilled(t *testing.T) {
+	t.Parallel()
 	p := startFanout(t, `{"chunks":[{"text":"Streaming"},{"delayMs":600000}]}`)
 	p.call(initLine)
 	a, b := p.openSession(10), p.openSession(11)
@@ -216,6 +220,7 @@ func TestFanout_childKilled(t *testing.T) {
 // Verify that stdin EOF with turns running in two children answers both
 // prompts cancelled, ends every child, and exits 0.
 func TestFanout_eofWithLiveTurns(t *testing.T) {
+	t.Parallel()
 	p := startFanout(t, `{"chunks":[{"text":"Streaming"},{"delayMs":600000}]}`)
 	p.call(initLine)
 	a, b := p.openSession(10), p.openSession(11)
@@ -237,6 +242,7 @@ func TestFanout_eofWithLiveTurns(t *testing.T) {
 
 // Verify that kill -9 of the router ends its children (no orphans).
 func TestFanout_kill9Router(t *testing.T) {
+	t.Parallel()
 	p := startFanout(t, `{"chunks":[{"text":"Streaming"},{"delayMs":600000}]}`)
 	p.call(initLine)
 	a := p.openSession(10)
@@ -256,6 +262,7 @@ func TestFanout_kill9Router(t *testing.T) {
 // on: not JSON, a bad version, a request for an unknown session, an
 // unknown method.
 func TestFanout_badInput(t *testing.T) {
+	t.Parallel()
 	p := startFanout(t, `{"chunks":[{"text":"x"}]}`)
 	p.call(initLine)
 	for _, c := range []struct {
@@ -300,6 +307,7 @@ func TestFanout_badInput(t *testing.T) {
 // Verify that SIGTERM ends the router as stdin's EOF does: every live turn
 // answered cancelled and persisted as interrupted, status 0.
 func TestFanout_signal(t *testing.T) {
+	t.Parallel()
 	p := startFanout(t, `{"chunks":[{"text":"Streaming"},{"delayMs":600000}]}`)
 	p.call(initLine)
 	a, b := p.openSession(10), p.openSession(11)

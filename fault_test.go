@@ -27,6 +27,7 @@ import (
 // status 0 (close asserts it), leaves no command running, and persists the
 // turn as cancelled and interrupted.
 func TestFault_stdinClosedMidTurn(t *testing.T) {
+	t.Parallel()
 	phases := []struct {
 		name    string
 		entries []string
@@ -73,6 +74,7 @@ func TestFault_stdinClosedMidTurn(t *testing.T) {
 // Verify that a client that stops reading (stdout closed) mid-stream ends
 // the process with status 0, the turn persisted as interrupted.
 func TestFault_stdoutClosedMidStream(t *testing.T) {
+	t.Parallel()
 	// The stream goes on writing, so a write follows the close whenever it
 	// comes: acpbridge learns stdout broke from a failed write.
 	chunks := []string{`{"text":"Streaming"}`}
@@ -114,6 +116,7 @@ func TestFault_stdoutClosedMidStream(t *testing.T) {
 // written as it goes) loses no completed turn: the next load works and
 // replays the first turn whole.
 func TestFault_kill9DuringWrites(t *testing.T) {
+	t.Parallel()
 	var entries []string
 	entries = append(entries, `{"chunks":[{"text":"First turn done."}]}`)
 	for i := range 300 {
@@ -149,6 +152,7 @@ func TestFault_kill9DuringWrites(t *testing.T) {
 // fail with code 1006 and a message saying what to check, and that the
 // process goes on serving.
 func TestFault_unwritableStateDir(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "a-file")
 	require.NoError(t, os.WriteFile(file, nil, 0o644))
 	ta := startAgent(t, "--state-dir", filepath.Join(file, "state"))
@@ -169,6 +173,7 @@ func TestFault_unwritableStateDir(t *testing.T) {
 // Verify that a turn whose session log cannot be written (the file size
 // limit here stands for a full disk) tells the user, and the process lives.
 func TestFault_fullDisk(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("prlimit"); err != nil {
 		t.Skip("prlimit (util-linux) is not installed")
 	}

@@ -93,6 +93,7 @@ func runToolCallsIn(t *testing.T, mode string, start starter, caps string, setup
 // asked), in-process and on the built binary, and that the process then
 // exits on EOF. A link to a FIFO is one too.
 func TestFiles_specialFiles(t *testing.T) {
+	t.Parallel()
 	for _, st := range []struct {
 		name  string
 		start starter
@@ -129,6 +130,7 @@ func TestFiles_specialFiles(t *testing.T) {
 // to a directory outside. Nothing is created outside, and in ask mode no
 // permission is even asked (the call fails when it is prepared).
 func TestFiles_linksOut(t *testing.T) {
+	t.Parallel()
 	outside := t.TempDir()
 	for _, caps := range []string{`{}`, `{"fs":{"readTextFile":true,"writeTextFile":true}}`} {
 		t.Run(caps, func(t *testing.T) {
@@ -166,6 +168,7 @@ func TestFiles_linksOut(t *testing.T) {
 // write outside: locally (os.Root refuses at the moment of the write) and
 // through the client (the path is resolved again before fs/write).
 func TestFiles_swapDuringPermission(t *testing.T) {
+	t.Parallel()
 	for _, caps := range []string{`{}`, `{"fs":{"readTextFile":true,"writeTextFile":true}}`} {
 		t.Run(caps, func(t *testing.T) {
 			outside := t.TempDir()
@@ -197,6 +200,7 @@ func TestFiles_swapDuringPermission(t *testing.T) {
 // Verify read_file's bounds: at most 2,000 lines and 256 KiB a call, long
 // lines cut, the note saying how to read on, line and limit validated.
 func TestFiles_readBounds(t *testing.T) {
+	t.Parallel()
 	var many strings.Builder
 	for i := 1; i <= 3000; i++ {
 		fmt.Fprintf(&many, "line %d\n", i)
@@ -262,6 +266,7 @@ func vmHWM(t *testing.T, pid int) int {
 // 70 MB request line is dropped without holding more than the line limit.
 // The bounds are generous: they catch memory that follows the input's size.
 func TestFiles_hugeInputsMemory(t *testing.T) {
+	t.Parallel()
 	fixture := writeFixture(t,
 		`{"chunks":[{"toolCall":{"id":"a","name":"read_file","input":{"path":"huge.bin"}}},{"toolCall":{"id":"b","name":"read_file","input":{"path":"huge.bin","line":2,"limit":3}}},{"toolCall":{"id":"c","name":"read_file","input":{"path":"huge.bin","line":1,"limit":100000}}}]}`,
 		`{"chunks":[{"text":"Read."}]}`)
@@ -299,6 +304,7 @@ func TestFiles_hugeInputsMemory(t *testing.T) {
 // Verify that run_command's timeout_ms is bounded: a huge or negative one
 // fails the call with a message saying the range, and runs nothing.
 func TestFiles_commandTimeoutBounded(t *testing.T) {
+	t.Parallel()
 	results, _ := runToolCalls(t, inProcess, `{}`, nil,
 		[2]string{"run_command", `{"command":"touch ran","timeout_ms":9223372036854775807}`},
 		[2]string{"run_command", `{"command":"touch ran","timeout_ms":-5}`})

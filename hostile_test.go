@@ -16,6 +16,7 @@ import (
 // Verify each kind of bad input: its response (id and code), or that it
 // gets none; and that a normal turn works afterwards.
 func TestHostile_badInput(t *testing.T) {
+	t.Parallel()
 	deep := strings.Repeat("[", 20000) + strings.Repeat("]", 20000)
 	cases := []struct {
 		name   string
@@ -110,6 +111,7 @@ func TestHostile_badInput(t *testing.T) {
 // carrying its id (when the line's start shows one) and skipped, and the
 // next line is served.
 func TestHostile_longLine(t *testing.T) {
+	t.Parallel()
 	ta := startAgent(t, "--max-line-bytes", "1024")
 	ta.call(initLine)
 	big := fmt.Sprintf(`{"jsonrpc":"2.0","id":77,"method":"session/list","params":{"cwd":"/%s"}}`, strings.Repeat("a", 5000))
@@ -129,6 +131,7 @@ func TestHostile_longLine(t *testing.T) {
 // Verify that requests sent right before stdin closes are still answered
 // (jrpc2 alone drops the ones still queued when it stops).
 func TestHostile_answeredBeforeEOF(t *testing.T) {
+	t.Parallel()
 	ta := startAgent(t)
 	var lines []string
 	lines = append(lines, initLine)
@@ -153,6 +156,7 @@ func TestHostile_answeredBeforeEOF(t *testing.T) {
 // answers, with a message the model gets, and is never answered itself;
 // and that ids are matched as JSON values (1.0 answers request 1).
 func TestHostile_clientAnswers(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, answer, want string
 	}{
@@ -190,5 +194,24 @@ func TestHostile_clientAnswers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Verify that requests with a malformed envelope (an unknown member, a
+// wrong version marker) written just before stdin's end are still
+// answered, with jrpc2's words and their ids, before the process exits.
+func TestHostile_malformedAnsweredBeforeEOF(t *testing.T) {
+	t.Parallel()
+	ta := startAgent(t)
+	ta.sendTogether(initLine,
+		`{"jsnrpc":"2.0","id":10,"method":"session/list"}`,
+		`{"jsonrpc":"2.0","id":11,"method":"session/list","params":{},"x":1}`,
+		`{"jsonrpc":"1.0","id":12,"method":"session/list"}`)
+	ta.stdin.Close()
+	_, rs, _ := ta.collect(0, 10, 11, 12)
+	for id, want := range map[int]string{10: "invalid version marker", 11: "extra fields in request", 12: "invalid version marker"} {
+		require.NotNil(t, rs[id].Error, "request %d", id)
+		assert.Equal(t, -32600, rs[id].Error.Code)
+		assert.Equal(t, want, rs[id].Error.Message)
 	}
 }

@@ -16,6 +16,7 @@ import (
 )
 
 func TestLogBytes_toolCalls(t *testing.T) {
+	t.Parallel()
 	fixture := writeFixture(t,
 		`{"chunks":[{"thought":"Look <first> & \"then\" act."},{"text":"Reading.\n"},{"toolCall":{"id":"r1","name":"read_file","input":{"path":"f.txt"}}}]}`,
 		`{"chunks":[{"toolCall":{"id":"w1","name":"write_file","input":{"path":"new.txt","content":"héllo\n\tworld\u2028"}}},{"toolCall":{"id":"e1","name":"edit_file","input":{"path":"new.txt","old_text":"héllo","new_text":"hi"}}}]}`,
@@ -60,6 +61,7 @@ func TestLogBytes_toolCalls(t *testing.T) {
 // turn keeps (the session log, a --record file, the client's updates) is
 // copied, so every text comes out as it went in, whatever came after it.
 func TestReplay_lentTextIsCopied(t *testing.T) {
+	t.Parallel()
 	fixture := writeFixture(t, `{"chunks":[{"text":"one"},{"text":"tw\u00f8"},{"thought":"three"},{"text":"four \"4\""}]}`)
 	record := filepath.Join(t.TempDir(), "rec.jsonl")
 	ta := startAgent(t, "--model", "replay:"+fixture, "--record", record)

@@ -125,6 +125,7 @@ func updateKinds(ups []string) []string {
 // tool added later (list_changed) can be called; and session/close ends the
 // server's process.
 func TestMCP_stdio(t *testing.T) {
+	t.Parallel()
 	spec, pidFile := stdioSpec(t, "helper")
 	fixture := writeFixture(t,
 		`{"chunks":[{"toolCall":{"id":"m1","name":"mcp__helper__echo","input":{"text":"hi"}}}]}`,
@@ -184,6 +185,7 @@ func (ta *testAgent) gotUpdates() []string {
 // Verify that a server that fails to start leaves the session working, and
 // that the user is told once, in the conversation, at the next turn.
 func TestMCP_failsToStart(t *testing.T) {
+	t.Parallel()
 	fixture := writeFixture(t, `{"chunks":[{"text":"Fine without it."}]}`, `{"chunks":[{"text":"Again."}]}`)
 	ta := startAgent(t, "--model", "replay:"+fixture)
 	sid := ta.newSessionWith(`{"name":"broken","command":"/nonexistent/mcp-server","args":[],"env":[]}`)
@@ -202,6 +204,7 @@ func TestMCP_failsToStart(t *testing.T) {
 // it, is reported at the next turn, and its tools fail with a clear error
 // from then on; the session goes on.
 func TestMCP_dies(t *testing.T) {
+	t.Parallel()
 	spec, _ := stdioSpec(t, "helper")
 	fixture := writeFixture(t,
 		`{"chunks":[{"toolCall":{"id":"m1","name":"mcp__helper__die","input":{}}}]}`,
@@ -222,6 +225,7 @@ func TestMCP_dies(t *testing.T) {
 
 // Verify that closing stdin ends the process and every stdio server.
 func TestMCP_stdinEOF(t *testing.T) {
+	t.Parallel()
 	spec, pidFile := stdioSpec(t, "helper")
 	ta := startAgent(t)
 	ta.newSessionWith(spec)
@@ -232,6 +236,7 @@ func TestMCP_stdinEOF(t *testing.T) {
 
 // Verify streamable HTTP and SSE servers, with their headers sent.
 func TestMCP_http(t *testing.T) {
+	t.Parallel()
 	guard := func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("Authorization") != "Bearer t0k" {

@@ -22,6 +22,7 @@ import (
 // whole by a new process (every update of both turns replayed, in order,
 // before the response), and that the next turn continues it.
 func TestProcess_loadInNewProcess(t *testing.T) {
+	t.Parallel()
 	fixture := writeFixture(t,
 		`{"expect":"one","chunks":[{"thought":"Hmm."},{"text":"First"},{"text":" answer."}]}`,
 		`{"expect":"two","chunks":[{"text":"Second answer."}],"stop":"max_tokens"}`,
@@ -70,6 +71,7 @@ func TestProcess_loadInNewProcess(t *testing.T) {
 // next process loads the session (the lock died with the process), replays
 // the first turn and the interrupted prompt, and goes on.
 func TestProcess_kill9MidTurn(t *testing.T) {
+	t.Parallel()
 	fixture := writeFixture(t,
 		`{"chunks":[{"text":"Done."}]}`,
 		`{"chunks":[{"text":"Streaming"},{"delayMs":600000}]}`,
@@ -100,6 +102,7 @@ func TestProcess_kill9MidTurn(t *testing.T) {
 // Verify that a second process cannot load or resume a session the first
 // holds (the error names the first's pid), and can once the first exits.
 func TestProcess_lockHeld(t *testing.T) {
+	t.Parallel()
 	fixture := writeFixture(t, `{"chunks":[{"text":"x"}]}`)
 	p1 := startProcess(t, nil, "--model", "replay:"+fixture)
 	sid := p1.newSession()
@@ -125,6 +128,7 @@ func TestProcess_lockHeld(t *testing.T) {
 // status 0, and that the turn is persisted as cancelled, so the session
 // loads and continues.
 func TestProcess_eofMidTurn(t *testing.T) {
+	t.Parallel()
 	fixture := writeFixture(t, `{"chunks":[{"text":"Streaming"},{"delayMs":600000}]}`)
 	p1 := startProcess(t, nil, "--model", "replay:"+fixture)
 	sid := p1.newSession()
@@ -143,6 +147,7 @@ func TestProcess_eofMidTurn(t *testing.T) {
 // fixture where it stopped (acpx starts a process per reopen): the first
 // prompt after the reopen plays entry 2, not entry 1.
 func TestProcess_replayContinuesAfterReopen(t *testing.T) {
+	t.Parallel()
 	fixture := writeFixture(t, `{"expect":"one","chunks":[{"text":"First."}]}`, `{"expect":"two","chunks":[{"text":"Second."}]}`)
 	p1 := startProcess(t, nil, "--model", "replay:"+fixture)
 	sid := p1.newSession()

@@ -38,6 +38,7 @@ func transcriptLines(t *testing.T, path string) ([]string, []int) {
 }
 
 func TestScenario_mutationsFailAtTheLine(t *testing.T) {
+	t.Parallel()
 	const golden = "fixtures/tool_allow_once.txtar"
 	lines, expects := transcriptLines(t, golden)
 	require.Greater(t, len(expects), 8)
@@ -87,6 +88,7 @@ func TestScenario_mutationsFailAtTheLine(t *testing.T) {
 }
 
 func TestScenario_againstAnotherBuild(t *testing.T) {
+	t.Parallel()
 	bin := binary(t)
 	other := filepath.Join(t.TempDir(), "other-agent")
 	cmd := exec.Command("go", "build", "-trimpath", "-o", other, ".")
@@ -112,6 +114,7 @@ func boolInt(b bool) int {
 // TestScenario_recordThenRun is an editor session through `scenario
 // record`: the file it writes replays with `scenario run`.
 func TestScenario_recordThenRun(t *testing.T) {
+	t.Parallel()
 	bin := binary(t)
 	dir := t.TempDir()
 	fixture := filepath.Join(dir, "model.jsonl")
@@ -174,6 +177,7 @@ func TestScenario_recordThenRun(t *testing.T) {
 }
 
 func TestScenario_badFilesAndAgents(t *testing.T) {
+	t.Parallel()
 	bin := binary(t)
 	dir := t.TempDir()
 	write := func(name, s string) string {
@@ -215,6 +219,7 @@ func TestScenario_badFilesAndAgents(t *testing.T) {
 // The README's example is fixtures/readme_example.txtar, word for word,
 // so the example a user copies is one TestGolden runs.
 func TestScenario_readmeExample(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("README.md")
 	require.NoError(t, err)
 	example, err := os.ReadFile("fixtures/readme_example.txtar")

@@ -20,6 +20,7 @@ const initLine = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"proto
 // The answer to initialize, written out for speed, is what encoding/json
 // writes for the capabilities acpbridge has; a client reads them from it.
 func TestInitializeResult_isTheStructEncoded(t *testing.T) {
+	t.Parallel()
 	want, err := json.Marshal(acp.InitializeResult{
 		ProtocolVersion: acp.ProtocolVersion,
 		AgentCapabilities: acp.AgentCapabilities{
@@ -49,6 +50,7 @@ func TestInitializeResult_isTheStructEncoded(t *testing.T) {
 // Verify that of ten pipelined session/new requests exactly one succeeds and
 // the nine others name it.
 func TestSession_pipelinedNew(t *testing.T) {
+	t.Parallel()
 	ta := startAgent(t)
 	ta.call(initLine)
 	for i := 1; i <= 10; i++ {
@@ -76,6 +78,7 @@ func TestSession_pipelinedNew(t *testing.T) {
 // Verify that session methods before initialize fail with a message that
 // says to initialize, and that the process then serves normally.
 func TestSession_beforeInitialize(t *testing.T) {
+	t.Parallel()
 	ta := startAgent(t)
 	r := decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`))
 	require.NotNil(t, r.Error)
@@ -89,6 +92,7 @@ func TestSession_beforeInitialize(t *testing.T) {
 // Verify that with no model configured, session/new works and
 // session/prompt says how to configure one.
 func TestSession_noModel(t *testing.T) {
+	t.Parallel()
 	ta := startAgent(t)
 	ta.call(initLine)
 	ta.call(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`)
@@ -102,6 +106,7 @@ func TestSession_noModel(t *testing.T) {
 // Verify that session/new checks cwd: missing, null, relative and
 // nonexistent are -32602 naming the field.
 func TestSession_newCwd(t *testing.T) {
+	t.Parallel()
 	ta := startAgent(t)
 	ta.call(initLine)
 	for i, params := range []string{
@@ -124,6 +129,7 @@ func TestSession_newCwd(t *testing.T) {
 // fixture it starts that fixture at its first entry (a test that records a
 // conversation, then loads it with a new fixture for the next turn).
 func TestSession_replayPositionPerFixture(t *testing.T) {
+	t.Parallel()
 	first := writeFixture(t, `{"expect":"one","chunks":[{"text":"First."}]}`)
 	ta := startAgent(t, "--model", "replay:"+first)
 	sid := ta.newSession()

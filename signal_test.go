@@ -83,6 +83,7 @@ func endBySignal(t *testing.T, p *procAgent, sig syscall.Signal) {
 // permission request, and the moment a session exists: signals are caught
 // beside start-up, and a session opens only once they are.
 func TestSignal_endsLikeEOF(t *testing.T) {
+	t.Parallel()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		t.Run(sig.String()+"/as soon as a session exists", func(t *testing.T) {
 			p := startProcess(t, nil, "--model", "replay:"+writeFixture(t, `{"chunks":[{"text":"x"}]}`))
@@ -134,6 +135,7 @@ func TestSignal_endsLikeEOF(t *testing.T) {
 // Verify that a daemon a command started with setsid is ended at a clean
 // exit too (stdin EOF), after its turn has long finished.
 func TestSignal_daemonEndsAtExit(t *testing.T) {
+	t.Parallel()
 	// The command returns once the daemon has detached: it prints "up"
 	// after setsid, and head waits for that line.
 	command := `exec 3>pids; { setsid sh -c 'echo $$ >&3; echo up; exec sleep 600 3>&- >/dev/null 2>&1' & } | head -1; exec 3>&-`
@@ -156,6 +158,7 @@ func TestSignal_daemonEndsAtExit(t *testing.T) {
 // leaves nothing behind when acpbridge exits: the wrapper's other child
 // (which ignores SIGTERM too) is gone.
 func TestSignal_mcpWrapperChildren(t *testing.T) {
+	t.Parallel()
 	self, err := os.Executable()
 	require.NoError(t, err)
 	dir := t.TempDir()
@@ -178,6 +181,7 @@ func TestSignal_mcpWrapperChildren(t *testing.T) {
 // for) and what an MCP server's wrapper started: the keeper (internal/proc)
 // ends their groups when acpbridge's end of its pipe closes.
 func TestSignal_kill9EndsCommandChildren(t *testing.T) {
+	t.Parallel()
 	command := `exec 3>pids; sleep 600 3>&- & echo $! >&3; exec 3>&-; wait`
 	fixture := fmt.Sprintf(`{"chunks":[{"toolCall":{"id":"c1","name":"run_command","input":{"command":%q}}}]}`, command)
 	for _, fanout := range []bool{false, true} {

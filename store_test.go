@@ -21,6 +21,7 @@ import (
 // Verify that a failed load of a log with a corrupt middle record leaves the
 // file byte for byte as it was.
 func TestStore_corruptMiddleUntouched(t *testing.T) {
+	t.Parallel()
 	ta := startAgent(t)
 	dir := filepath.Join(ta.state, "sessions")
 	require.NoError(t, os.MkdirAll(dir, 0o700))
@@ -40,6 +41,7 @@ func TestStore_corruptMiddleUntouched(t *testing.T) {
 // Verify that loading a log with a torn last record cuts it off, so that
 // the records appended after it start on a line of their own.
 func TestStore_tornTailTruncated(t *testing.T) {
+	t.Parallel()
 	ta := startAgent(t, "--model", "replay:fixtures/hello.jsonl")
 	dir := filepath.Join(ta.state, "sessions")
 	require.NoError(t, os.MkdirAll(dir, 0o700))
@@ -65,6 +67,7 @@ func TestStore_tornTailTruncated(t *testing.T) {
 // rejected naming the session being loaded. The load is held in the middle
 // by making its log a FIFO that the test writes only later.
 func TestStore_closeDuringLoad(t *testing.T) {
+	t.Parallel()
 	ta := startAgent(t, "--model", "replay:fixtures/hello.jsonl")
 	ta.call(initLine)
 	ta.call(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`)
@@ -108,6 +111,7 @@ func TestStore_closeDuringLoad(t *testing.T) {
 // Verify that session/list pages through many sessions newest first with
 // no session repeated or missed.
 func TestStore_listPaging(t *testing.T) {
+	t.Parallel()
 	ta := startAgent(t)
 	dir := filepath.Join(ta.state, "sessions")
 	require.NoError(t, os.MkdirAll(dir, 0o700))
@@ -150,6 +154,7 @@ func TestStore_listPaging(t *testing.T) {
 // one message, and a tool call with no recorded result (a crash) is
 // answered so that the history stays well formed.
 func TestStore_feedConversation(t *testing.T) {
+	t.Parallel()
 	call := &store.Call{ID: "c1", Name: "read_file", Input: json.RawMessage(`{"path":"a"}`)}
 	call2 := &store.Call{ID: "c2", Name: "run_command", Input: json.RawMessage(`{"command":"make"}`)}
 	text := func(s string) []json.RawMessage {
@@ -203,6 +208,7 @@ func TestStore_feedConversation(t *testing.T) {
 // fails that turn with 1006 and loses no record: once writes work again,
 // everything the failed turn held is in the log, in order.
 func TestStore_writeFailureLosesNothing(t *testing.T) {
+	t.Parallel()
 	fixture := writeFixture(t,
 		`{"chunks":[{"toolCall":{"id":"c1","name":"write_file","input":{"path":"a.txt","content":"A"}}}]}`,
 		`{"chunks":[{"text":"Written."}]}`,
@@ -246,6 +252,7 @@ func TestStore_writeFailureLosesNothing(t *testing.T) {
 // Verify that session/close ends a load in its first (checking) pass over
 // a long log at once, rather than after reading it all.
 func TestStore_closeDuringLongLoad(t *testing.T) {
+	t.Parallel()
 	ta := startAgent(t, "--model", "replay:fixtures/hello.jsonl")
 	sid := ta.newSession()
 	ta.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/close","params":{"sessionId":%q}}`, sid))
@@ -288,6 +295,7 @@ func TestStore_closeDuringLongLoad(t *testing.T) {
 // without its session record on line 1, fail the load with 1006 naming the
 // file, and are left byte for byte as they were.
 func TestStore_damagedLogsUntouched(t *testing.T) {
+	t.Parallel()
 	header := `{"type":"session","v":1,"sessionId":"sess_d","cwd":"/","createdAt":"2026-01-01T00:00:00Z"}` + "\n"
 	user := `{"type":"user","messageId":"m1","blocks":[{"type":"text","text":"hi"}]}` + "\n"
 	for name, content := range map[string]string{

@@ -13,6 +13,7 @@ import (
 // Verify that a symlink inside the cwd that points outside the roots does
 // not let a tool through: the path is refused, the file is not read.
 func TestTools_symlinkOutsideRoots(t *testing.T) {
+	t.Parallel()
 	outside := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("s3cret"), 0o600))
 	fixture := writeFixture(t,
@@ -34,6 +35,7 @@ func TestTools_symlinkOutsideRoots(t *testing.T) {
 
 // Verify that an additional directory is a root as well.
 func TestTools_additionalDirectory(t *testing.T) {
+	t.Parallel()
 	extra := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(extra, "lib.txt"), []byte("library"), 0o600))
 	fixture := writeFixture(t,

@@ -16,12 +16,12 @@
 //     the process when the client stops reading.
 //
 // The input side: Recv reads every whole line that one read brought before
-// it hands any to jrpc2, checks each (JSON, one message, a usable id, a
-// string method), answers what it must refuse, and tells Arrive of each
-// well-formed request in arrival order (the root's admissions), so that
-// what arrived together takes effect in order even when jrpc2's handlers do
-// not start in order. An admission may answer at once; jrpc2 then never
-// sees the request.
+// it hands any to jrpc2, decodes each once (encoding/json), answers what it
+// must refuse, and tells Arrive of each well-formed request in arrival order
+// (the root's arrival), then Arrived once the read's lines have all arrived,
+// so that what arrived together takes effect in order. An arrival may answer
+// at once; jrpc2 then never sees the request. Answered tells the root's
+// agent loop that the answer to a request has been written.
 //
 // What of jrpc2 (v1.3.6) the channel overrides, why, and the test that pins it:
 //
@@ -31,7 +31,11 @@
 //	  spurious error sent back
 //	drops requests still queued at      Recv waits (eofGrace) until every request  TestHostile_answeredBeforeEOF
 //	  stdin EOF, unanswered               received is answered
-//	starts handlers in any order        Arrive, in read order, before dispatch     TestOrder, TestOrder_goldens
+//	starts handlers in any order        Arrive, in read order, before dispatch;    TestOrder, TestOrder_goldens
+//	                                      the root's loop runs steps in that order
+//	answers a malformed envelope        answered at arrival with jrpc2's words     TestHostile_malformedAnsweredBeforeEOF,
+//	  after later messages, or not at     (EnvelopeError)                            FuzzInbound
+//	  all once stdin has ended
 //	answers a batch with an array       one error: batches are not ACP             TestHostile_badInput
 //	runs a null-id request as a         an invalid request error                   TestHostile_badInput,
 //	  notification; a parse error or      with the id the line's start shows         FuzzInbound
@@ -47,6 +51,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -140,8 +145,15 @@ func (c *Wire) request(m Message) bool {
 	if c.refuseBadRequest(id, hasID, method) {
 		return true
 	}
-	if !WellFormed(m) {
-		return false // jrpc2 answers it with the error it finds
+	if msg := EnvelopeError(m); msg != "" {
+		// Answered here, at once and with jrpc2's words: jrpc2 would answer
+		// it later than what follows it, or after stdin's end, never.
+		rid := "null"
+		if hasID && IsValidID(id) && (id[0] == '"' || !bytes.ContainsAny(id, ".eE")) {
+			rid = string(id)
+		}
+		c.reject(rid, jrpc2.InvalidRequest, msg)
+		return true
 	}
 	var name string
 	json.Unmarshal(method, &name)
@@ -184,6 +196,24 @@ func (c *Wire) refuseBadRequest(id json.RawMessage, hasID bool, method json.RawM
 		return true
 	}
 	return false
+}
+
+// EnvelopeError is what jrpc2 would answer a malformed request with, or ""
+// for a well-formed one.
+func EnvelopeError(m Message) string {
+	if WellFormed(m) {
+		return ""
+	}
+	if v, _ := m.Get("jsonrpc"); string(v) != `"2.0"` {
+		return "invalid version marker"
+	}
+	if p, ok := m.Get("params"); ok && string(p) != "null" && (len(p) == 0 || (p[0] != '{' && p[0] != '[')) {
+		return "parameters must be array or object"
+	}
+	if id, ok := m.Get("id"); ok && !IsValidID(id) {
+		return "invalid request ID"
+	}
+	return "extra fields in request"
 }
 
 // Message is a message's top-level members, decoded once.
@@ -528,13 +558,15 @@ func (c *Wire) reject(id string, code jrpc2.Code, message string) {
 }
 
 // leadingID finds the top-level "id" member in the first bytes of a JSON
-// object, for answering a line too long to parse. It returns "null" when
-// there is none.
+// object, for answering a line too long or too broken to parse. It returns
+// "null" when there is none, or when it is not an id ACP allows (an
+// integer or a string).
 func leadingID(head []byte) string {
-	if id, _ := leadingKind(head); id != "" {
-		return id
+	id, _ := leadingKind(head)
+	if id == "" || (id[0] != '"' && strings.ContainsAny(id, ".eE")) {
+		return "null"
 	}
-	return "null"
+	return id
 }
 
 // IsValidID reports whether v is a JSON-RPC id: a string, a number or null.

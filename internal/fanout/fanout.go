@@ -258,7 +258,7 @@ func (r *router) route(line []byte) {
 // refused answers, and reports, a message (m, its members) that is not a
 // JSON-RPC request or notification, or a request whose id is in flight.
 func (r *router) refused(m channel.Message, id json.RawMessage, hasID bool) bool {
-	if msg := envelopeError(m); msg != "" {
+	if msg := channel.EnvelopeError(m); msg != "" {
 		rid := "null"
 		if hasID && channel.IsValidID(id) {
 			rid = string(id)
@@ -333,23 +333,6 @@ func (r *router) toSession(id json.RawMessage, e envelope, session *string) {
 		return
 	}
 	c.send(forwarded{clientID: id, method: e.Method}, e.Method, e.Params)
-}
-
-// envelopeError is what jrpc2 would answer a malformed request with, or "".
-func envelopeError(m channel.Message) string {
-	if channel.WellFormed(m) {
-		return ""
-	}
-	if v, _ := m.Get("jsonrpc"); string(v) != `"2.0"` {
-		return "invalid version marker"
-	}
-	if p, ok := m.Get("params"); ok && string(p) != "null" && (len(p) == 0 || (p[0] != '{' && p[0] != '[')) {
-		return "parameters must be array or object"
-	}
-	if id, ok := m.Get("id"); ok && !channel.IsValidID(id) {
-		return "invalid request ID"
-	}
-	return "extra fields in request"
 }
 
 // child returns the child serving session id, or nil.

@@ -3,8 +3,10 @@
 package model
 
 import (
+	"acpbridge/internal/acp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/creachadair/jrpc2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,12 +22,14 @@ import (
 // events is a Sink that writes down what it is given.
 type events struct {
 	got   []string
+	calls []ToolCall
 	state json.RawMessage // the last KeepState
 }
 
 func (e *events) TextChunk(s string) error    { e.got = append(e.got, "text "+s); return nil }
 func (e *events) ThoughtChunk(s string) error { e.got = append(e.got, "thought "+s); return nil }
 func (e *events) ToolCall(tc ToolCall) {
+	e.calls = append(e.calls, tc)
 	e.got = append(e.got, fmt.Sprintf("call %s %s %s", tc.ID, tc.Name, tc.Input))
 }
 func (e *events) AddUsage(u Usage) { e.got = append(e.got, fmt.Sprintf("usage %+v", u)) }
@@ -209,4 +214,43 @@ func TestReplay_pipeServesEachLineAsItComes(t *testing.T) {
 		close(served[i])
 	}
 	require.NoError(t, <-wrote)
+}
+
+// FuzzReplay serves an arbitrary fixture: no panic, no hang (its delays
+// end with the call's context), every stop is one a model gives, every
+// failure is a model error (1005), every tool call's input is JSON, and
+// calls after an error go on from the next entry.
+func FuzzReplay(f *testing.F) {
+	paths, _ := filepath.Glob("../../fixtures/*.jsonl")
+	for _, p := range paths {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte("{\"chunks\":[{\"text\":\"a\"},{\"delayMs\":10}]}\n# c\n\n{\"chunks\":[{\"text\":\"a\",\"thought\":\"b\"}]}\n{\"expect\":\"x\",\"chunks\":[]}\n"))
+	f.Add([]byte(`{"chunks":[{"toolCall":{"id":"1","name":"x","input":"not an object"}}],"stop":"refusal"}`))
+	f.Fuzz(func(t *testing.T, fixture []byte) {
+		path := filepath.Join(t.TempDir(), "f.jsonl")
+		require.NoError(t, os.WriteFile(path, fixture, 0o644))
+		m, err := NewReplay(path)
+		require.NoError(t, err)
+		require.NoError(t, m.Resume(nil))
+		conv := &Conversation{}
+		conv.Add(Message{Role: "user", Text: "hello"})
+		for range 3 {
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			var e events
+			stop, err := m.Complete(ctx, &Request{Conv: conv}, &e)
+			cancel()
+			if err == nil {
+				assert.Contains(t, []acp.StopReason{acp.StopEndTurn, acp.StopToolUse, acp.StopMaxTokens, acp.StopRefusal}, stop)
+			} else if !errors.Is(err, context.DeadlineExceeded) {
+				var rerr *jrpc2.Error
+				assert.True(t, errors.As(err, &rerr) && rerr.Code == acp.CodeModelFailed, "error %v", err)
+			}
+			for _, c := range e.calls {
+				assert.True(t, json.Valid(c.Input), "a tool call's input is JSON: %s", c.Input)
+			}
+		}
+	})
 }
