@@ -3,6 +3,7 @@
 // way (the protocol and channel at the bottom; store and models know no
 // session; only the root knows the SessionRecord). It also keeps the
 // functions short.
+
 package main
 
 import (

@@ -2,6 +2,7 @@
 // streamed turn (session/update chunks) and tool calls that round-trip
 // through the client's fs/read_text_file. The side-by-side figures against
 // other agents come from bench.sh, which runs ../shared/bench on the binary.
+
 package main
 
 import (

@@ -5,6 +5,7 @@
 // The goldens are scenario files (internal/scenario says the format) run
 // in-process through the code of `acpbridge scenario run`, with stable ids
 // and clock; `go test -run TestGolden -update` rewrites their < lines.
+
 package main
 
 import (

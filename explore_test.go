@@ -2,6 +2,7 @@
 // update_plan on a generated tree (nested .gitignore files, a .git
 // directory, a binary file, a link out, a 10,000-match file) in ask mode:
 // none of them asks permission.
+
 package main
 
 import (

@@ -5,6 +5,7 @@
 // requests of two sessions in flight at once, close ending a child, load in
 // a new child, a child killed, EOF with live turns, kill -9 of the router.
 // Every line the router writes is validated against the schema.
+
 package main
 
 import (

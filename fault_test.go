@@ -3,6 +3,7 @@
 // fault_test.go tests, on the built binary, a client that goes away at each
 // phase of a turn (stdin closed, stdout closed), kill -9 during a long turn
 // full of writes, and a state directory that cannot be written.
+
 package main
 
 import (

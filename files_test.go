@@ -2,6 +2,7 @@
 // FIFOs and other special files, links that lead out of the roots (dangling,
 // chained, relative, swapped in while a permission request is pending),
 // and files too large to return whole.
+
 package main
 
 import (

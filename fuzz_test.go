@@ -2,6 +2,7 @@
 // path. `go test` runs its seeds (taken from fixtures/); `go test -fuzz`
 // runs it longer (docs/reliability.md). The replay parser, the session log
 // loader and the client's answers are fuzzed in their packages.
+
 package main
 
 import (

@@ -1,5 +1,6 @@
 // gone_linux_test.go waits for a process to end through a pidfd, for the
 // process tests that run on Linux.
+
 package main
 
 import (

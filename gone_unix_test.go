@@ -1,6 +1,7 @@
 //go:build unix
 
 // gone_unix_test.go tells whether a process still exists.
+
 package main
 
 import (

@@ -1,4 +1,5 @@
 // gone_windows_test.go tells whether a process still exists.
+
 package main
 
 import "golang.org/x/sys/windows"

@@ -1,6 +1,7 @@
 // hostile_test.go feeds the agent bad input and checks that every request
 // gets exactly one response with the right code, that nothing else is
 // answered, and that the process keeps serving.
+
 package main
 
 import (

@@ -1,5 +1,6 @@
 // leak_test.go checks that many sessions and many turns in one process
 // return goroutines, open files and memory to where they were.
+
 package main
 
 import (

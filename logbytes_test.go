@@ -2,6 +2,7 @@
 // kind: the log's encoding is hand-written for speed and must write what
 // encoding/json wrote (testdata/toolcalls.jsonl was recorded before the
 // rewrite; `go test -run TestLogBytes -update` records it again).
+
 package main
 
 import (

@@ -1,4 +1,5 @@
 // main_test.go tests the command line: flags, their errors, and --trace.
+
 package main
 
 import (

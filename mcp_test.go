@@ -1,6 +1,7 @@
 // mcp_test.go tests MCP servers passed in session/new: a small server built
 // with the same SDK, run over stdio (this test binary, re-executed) and over
 // streamable HTTP and SSE (httptest), driven by replay fixtures.
+
 package main
 
 import (

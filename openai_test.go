@@ -1,6 +1,7 @@
 // openai_test.go tests the OpenAI-compatible model against an httptest
 // server that replays recorded SSE bodies from fixtures/openai and records
 // every request, so that both directions are checked.
+
 package main
 
 import (

@@ -5,6 +5,7 @@
 // writes, in order and member for member (compared as JSON values), for the
 // rows whose output order is fixed; these tests check what a user would
 // check for every row, including the ones whose responses may interleave.
+
 package main
 
 import (

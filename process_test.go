@@ -3,6 +3,7 @@
 // process_test.go tests what crosses processes on the built binary: a
 // session reopened in a new process, kill -9, the lock between two live
 // processes, and exit on stdin EOF.
+
 package main
 
 import (

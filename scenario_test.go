@@ -3,6 +3,7 @@
 // another agent build with --agent, a session recorded through `scenario
 // record` (the test is the editor) replays, and bad files and agents that
 // end early are reported with the file, the line and the agent's stderr.
+
 package main
 
 import (

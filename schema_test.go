@@ -3,6 +3,7 @@
 // source is in testdata/acp/SOURCE.md):
 // the whole message against the Agent envelope, and its params or result
 // against the exact type its method calls for.
+
 package main
 
 import (

@@ -1,5 +1,6 @@
 // secrets_test.go checks that the API key appears in no log, trace or
 // error, even when the server echoes it, and that the trace file is 0600.
+
 package main
 
 import (

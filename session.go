@@ -27,6 +27,7 @@
 //
 // A record's fields have two owners: the loop (which also runs the turn)
 // writes every field but the box, which guards itself.
+
 package main
 
 import (
@@ -536,7 +537,7 @@ func (a *agent) admitInitialize(_ string, p *acp.InitializeParams) admission {
 	a.initialized = true
 	a.client = p.ClientCapabilities
 	a.mu.Unlock()
-	return answerNow(json.RawMessage(initializeResult))
+	return answerNow(acp.AgentInitializeResult(version))
 }
 
 // errSessionLive is the one-session rule's rejection.
@@ -1325,15 +1326,6 @@ func wireError(err error) *jrpc2.Error {
 func errNotInitialized(method string) error {
 	return acp.Errorf(acp.CodeNotInitialized, "%s before initialize: send initialize first", method)
 }
-
-// initializeResult is the answer to initialize: an acp.InitializeResult
-// written out, because it is every process's first answer and encoding/json's
-// first use costs a cold process about 0.2 ms (README, Performance).
-// TestInitializeResult_isTheStructEncoded holds it to the struct.
-const initializeResult = `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,` +
-	`"promptCapabilities":{"image":false,"audio":false,"embeddedContext":true},"mcpCapabilities":{"http":true,"sse":true},` +
-	`"sessionCapabilities":{"close":{},"list":{},"resume":{},"delete":{},"additionalDirectories":{}}},` +
-	`"authMethods":[],"agentInfo":{"name":"acpbridge","title":"acpbridge","version":"` + version + `"}}`
 
 // authenticate succeeds: acpbridge advertises no auth methods and takes its
 // model key from the environment.

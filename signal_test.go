@@ -5,6 +5,7 @@
 // what streamed, as interrupted), and that nothing the process started
 // outlives it: a command's process group, a daemon it started with setsid,
 // and what an MCP server's wrapper started.
+
 package main
 
 import (

@@ -1,5 +1,6 @@
 // store_test.go tests the session store beyond the transcripts: what is left
 // on disk, a load that close ends, and list paging.
+
 package main
 
 import (

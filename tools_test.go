@@ -1,4 +1,5 @@
 // tools_test.go tests the tool rules that a transcript cannot set up.
+
 package main
 
 import (

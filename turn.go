@@ -9,6 +9,7 @@
 //     so a long stream costs no per-chunk I/O and holds no growing buffer.
 //   - A cancelled turn answers cancelled, never an error; everything it wrote
 //     precedes the response because it all runs in the handler's goroutine.
+
 package main
 
 import (

@@ -2,6 +2,7 @@
 // helpers that build them. Every handler error leaves as a deliberate
 // *jrpc2.Error: a bare Go error would go out as jrpc2's own -32098, which ACP
 // clients do not know.
+
 package acp
 
 import (

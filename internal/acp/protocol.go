@@ -605,3 +605,26 @@ type TerminalParams struct {
 	SessionID  string `json:"sessionId"`
 	TerminalID string `json:"terminalId"`
 }
+
+// AgentInitializeResult is acpbridge's answer to initialize: what it
+// offers, the same in every process of a version (--fanout's router
+// answers with it for its children).
+func AgentInitializeResult(version string) InitializeResult {
+	return InitializeResult{
+		ProtocolVersion: ProtocolVersion,
+		AgentCapabilities: AgentCapabilities{
+			LoadSession:        true,
+			PromptCapabilities: PromptCapabilities{EmbeddedContext: true},
+			McpCapabilities:    McpCapabilities{HTTP: true, SSE: true},
+			SessionCapabilities: SessionCapabilities{
+				Close:                 Supported,
+				List:                  Supported,
+				Resume:                Supported,
+				Delete:                Supported,
+				AdditionalDirectories: Supported,
+			},
+		},
+		AuthMethods: []struct{}{},
+		AgentInfo:   Implementation{Name: "acpbridge", Title: "acpbridge", Version: version},
+	}
+}

@@ -1,6 +1,7 @@
 // protocol_test.go checks the hand-written encoders against encoding/json:
 // whatever the text, what they write decodes to what encoding/json's
 // output decodes to.
+
 package acp
 
 import (

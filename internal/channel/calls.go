@@ -6,6 +6,7 @@
 // id; "1" is not). A response nobody waits for any more (the turn was
 // cancelled) is dropped quietly; a line too broken to read that looks like
 // an answer fails the request it answers.
+
 package channel
 
 import (

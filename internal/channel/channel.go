@@ -103,6 +103,8 @@ type Wire struct {
 // to be answered; the process exits within a second of EOF.
 const eofGrace = 300 * time.Millisecond
 
+// NewWire is a wire that reads lines of at most maxLine bytes from r and
+// writes to w, and to trace when it is not nil.
 func NewWire(r io.Reader, w io.Writer, maxLine int, trace *Tracer) *Wire {
 	return &Wire{
 		in:      bufio.NewReaderSize(r, 64<<10),

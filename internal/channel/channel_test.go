@@ -1,6 +1,7 @@
 // channel_test.go checks the channel on its own: the agent's calls and the
 // client's answers, arrival in read order, and answers to what jrpc2 must
 // not see.
+
 package channel
 
 import (

@@ -1,5 +1,6 @@
 // trace.go holds --trace: every protocol message, in and out, appended to
 // a JSON Lines file.
+
 package channel
 
 import (
@@ -23,6 +24,7 @@ type Tracer struct {
 	buf []byte
 }
 
+// OpenTrace creates (or empties) the --trace file at path.
 func OpenTrace(path string) (*Tracer, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {

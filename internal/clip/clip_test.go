@@ -1,4 +1,5 @@
 // clip_test.go checks that Cut never splits a character and Marked marks a cut.
+
 package clip
 
 import (

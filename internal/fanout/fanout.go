@@ -19,7 +19,7 @@
 //     responses go back with the client's id; its session/updates pass
 //     through unchanged and in order.
 //   - Requests a child sends (permission, fs/*, terminal/*) reach the client
-//     through the channel's own requests (wire.call), with ids unique on the
+//     through the channel's own requests (Wire.Call), with ids unique on the
 //     connection; the answer goes back to the child with its own id.
 //   - session/close ends the child once it has answered. A child that dies
 //     fails its pending requests with an error naming the session and is not

@@ -1,5 +1,6 @@
 // fanout_test.go checks the router's own pieces; the router with real
 // children is tested on the built binary (the root's fanout_test.go).
+
 package fanout
 
 import (

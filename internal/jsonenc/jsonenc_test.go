@@ -1,4 +1,5 @@
 // jsonenc_test.go checks AppendString byte for byte against encoding/json.
+
 package jsonenc
 
 import (

@@ -1,4 +1,5 @@
 // names_test.go checks the names MCP tools are offered under.
+
 package mcp
 
 import (

@@ -8,6 +8,7 @@
 // prompt and the current turn never are. A provider's own context-length
 // error lowers the budget below what was sent and the call is made again,
 // once.
+
 package model
 
 import "strings"

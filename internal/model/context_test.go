@@ -1,4 +1,5 @@
 // context_test.go checks what of a conversation fits the context budget.
+
 package model
 
 import (

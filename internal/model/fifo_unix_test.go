@@ -1,6 +1,7 @@
 //go:build unix
 
 // fifo_unix_test.go makes the FIFOs that tests put where a file is expected.
+
 package model
 
 import (

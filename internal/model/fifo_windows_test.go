@@ -1,5 +1,6 @@
 // fifo_windows_test.go: Windows has no FIFOs in the file system, so the
 // tests that need one skip there.
+
 package model
 
 import "testing"

@@ -75,10 +75,14 @@ type Conversation struct {
 	Msgs []Message
 }
 
+// NewConversation is an empty conversation, keeping every message when m
+// reads the history.
 func NewConversation(m Model) *Conversation {
 	return &Conversation{Full: m != nil && m.NeedsHistory()}
 }
 
+// Add appends a message (only the newest is kept when the model reads no
+// history).
 func (c *Conversation) Add(m Message) {
 	if !c.Full {
 		c.Msgs = c.Msgs[:0]
@@ -86,9 +90,10 @@ func (c *Conversation) Add(m Message) {
 	c.Msgs = append(c.Msgs, m)
 }
 
-// Mark and truncate drop a refused turn from what the model is sent.
+// Mark and Truncate drop a refused turn from what the model is sent.
 func (c *Conversation) Mark() int { return len(c.Msgs) }
 
+// Truncate drops what was added after Mark returned n.
 func (c *Conversation) Truncate(n int) {
 	if n <= len(c.Msgs) {
 		c.Msgs = c.Msgs[:n]
@@ -166,6 +171,7 @@ type Recorder struct {
 	log *slog.Logger
 }
 
+// OpenRecorder opens path for --record, appending to what it holds.
 func OpenRecorder(path string, log *slog.Logger) (*Recorder, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
@@ -174,6 +180,8 @@ func OpenRecorder(path string, log *slog.Logger) (*Recorder, error) {
 	return &Recorder{f: f, log: log}, nil
 }
 
+// Write appends one model response as a fixture entry: its chunks, its
+// stop reason or error; a cancelled call is written with what it streamed.
 func (r *Recorder) Write(e *Entry, stop acp.StopReason, err error, cancelled bool) {
 	switch {
 	case cancelled:

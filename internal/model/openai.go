@@ -12,6 +12,7 @@
 //   - The stream is flushed to the client whenever the body has nothing
 //     buffered, that is when the next read would wait for the network.
 //   - Cancelling the turn closes the request at once.
+
 package model
 
 import (
@@ -61,6 +62,8 @@ type OpenAI struct {
 	available func() []string // from --models or GET /models, asked once
 }
 
+// NewOpenAI is the model name of the OpenAI-compatible endpoint at baseURL;
+// models, when given, is what the model picker offers.
 func NewOpenAI(baseURL string, models []string, name string, log *slog.Logger) (*OpenAI, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

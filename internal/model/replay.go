@@ -15,6 +15,7 @@
 // with that fixture, whose consumed entries are unchanged, continues after
 // them (an entry appended to the file keeps the position), and with another
 // fixture, or the file rewritten, starts at its first entry.
+
 package model
 
 import (
@@ -71,6 +72,8 @@ type Chunk struct {
 	DelayMs  *int64    `json:"delayMs,omitempty"`
 }
 
+// NewReplay is the replay model of the fixture at path, which must exist;
+// it is read on the first call.
 func NewReplay(path string) (*Replay, error) {
 	fi, err := os.Stat(path)
 	if err != nil {

@@ -1,5 +1,6 @@
 // replay_test.go checks what the replay model serves for each shape of
 // entry, where a session continues in the fixture, and a fixture on a pipe.
+
 package model
 
 import (

@@ -1,5 +1,6 @@
 // proc_darwin.go: macOS has no subreaper and no parent-death signal;
 // process groups, the keeper and a sweep through sysctl stand in.
+
 package proc
 
 import (

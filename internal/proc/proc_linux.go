@@ -1,4 +1,5 @@
 // proc_linux.go: the subreaper, parent-death signals and /proc.
+
 package proc
 
 import (

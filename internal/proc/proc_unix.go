@@ -2,6 +2,7 @@
 
 // proc_unix.go holds what every Unix shares: process groups, the keeper,
 // the shell and the signals that end acpbridge.
+
 package proc
 
 import (

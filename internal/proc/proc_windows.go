@@ -1,5 +1,6 @@
 // proc_windows.go: a Job Object ends every descendant with acpbridge;
 // commands run under cmd /C and are killed with their process tree.
+
 package proc
 
 import (

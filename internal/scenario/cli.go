@@ -1,5 +1,6 @@
 // cli.go holds the `scenario run` and `scenario record` commands and the
 // starter that runs an agent as a process.
+
 package scenario
 
 import (

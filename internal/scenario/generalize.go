@@ -2,6 +2,7 @@
 // scenario lines: the values that change from run to run (ids, the
 // workspace's path, times) become variables, and a line that an old
 // scenario already had keeps the variables it had there.
+
 package scenario
 
 import (

@@ -1,5 +1,6 @@
 // record.go sits between a client and an agent, passes every byte through
 // unchanged, and writes the conversation down as a scenario.
+
 package scenario
 
 import (

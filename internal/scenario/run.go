@@ -2,6 +2,7 @@
 // when every agent line before them has arrived, matches what the agent
 // sends, and reports the first difference with the file's line; with
 // Update it rewrites the < lines from what the agent sent instead.
+
 package scenario
 
 import (

@@ -1,6 +1,7 @@
 // scenario_test.go checks the file format, the variables, update and
 // record against a small fake agent; the goldens of the repository root
 // run every scenario feature against acpbridge itself.
+
 package scenario
 
 import (

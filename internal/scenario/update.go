@@ -7,6 +7,7 @@
 // the old line of its kind at that place where their values still match;
 // ids the old file did not name get new variables, and the run's paths are
 // written $CWD, $STATE and $DIR. Comments among the < lines are dropped.
+
 package scenario
 
 import (

@@ -1,6 +1,7 @@
 // vars.go holds the variables of a scenario: binding them while matching
 // the agent's lines, putting their values into the client's lines, and
 // turning the values of a recorded or updated line back into variables.
+
 package scenario
 
 import (

@@ -2,6 +2,7 @@
 
 // file_unix.go: the store's files and the session lock on Unix (flock,
 // which the kernel drops when the holder dies).
+
 package store
 
 import (

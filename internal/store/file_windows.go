@@ -1,5 +1,6 @@
 // file_windows.go: the store's files and the session lock on Windows
 // (LockFileEx, which Windows drops when the holder dies).
+
 package store
 
 import (

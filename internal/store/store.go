@@ -139,6 +139,8 @@ func parseStamp(s string) time.Time {
 	return t
 }
 
+// Path is the path of session id's file with the extension ext (.jsonl,
+// .json, .lock).
 func (st *Store) Path(id, ext string) string { return filepath.Join(st.Dir, id+ext) }
 
 // Errors. The store knows no protocol: the root gives each its code.

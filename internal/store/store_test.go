@@ -1,6 +1,7 @@
 // store_test.go checks the session log on its own: a log of any bytes
 // loads or fails with a store error, a session's lock is exclusive, and a
 // record round-trips.
+
 package store
 
 import (

@@ -2,6 +2,7 @@
 // it advertised a terminal, otherwise as a local `sh -c` in its own process
 // group. Either way a timeout or a cancel kills the command, and a client
 // terminal is always released, after the final tool_call_update embeds it.
+
 package tools
 
 import (

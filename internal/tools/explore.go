@@ -11,6 +11,7 @@
 //     search_text skips binary files (a NUL in the first 8 KiB).
 //   - Every result is capped, and says so; the walk checks for
 //     cancellation at every directory and every file.
+
 package tools
 
 import (

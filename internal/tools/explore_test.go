@@ -1,4 +1,5 @@
 // explore_test.go benchmarks the exploring tools on a large tree.
+
 package tools
 
 import (

@@ -1,6 +1,7 @@
 // files.go holds the file tools (read_file, write_file, edit_file): through
 // the client's fs/* methods when it advertised them, otherwise on disk
 // within the roots; and the reading of a window of lines within the caps.
+
 package tools
 
 import (

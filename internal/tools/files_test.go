@@ -1,5 +1,6 @@
 // files_test.go checks read_file's fast path: a client's answer that is
 // within every cap is returned as it is, exactly as reading it would.
+
 package tools
 
 import (

@@ -16,6 +16,7 @@
 //     lines cut at lineMaxBytes, read as a stream; it says what it left out
 //     and which line to read on from. Whatever any tool returns to the model
 //     is cut at readMaxBytes the same way.
+
 package tools
 
 import (
