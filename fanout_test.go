@@ -321,3 +321,21 @@ func TestFanout_signal(t *testing.T) {
 		assert.Contains(t, lastTurnEnd(t, p.state, sid), `"interrupted":true`, "session %s", sid)
 	}
 }
+
+// Verify that --max-children caps the router's processes, the warm spare
+// included: one more session/new is refused with an error naming the flag,
+// and after a close a new thread opens again.
+func TestFanout_maxChildren(t *testing.T) {
+	t.Parallel()
+	p := startProcess(t, nil, "--fanout", "--max-children", "2", "--model", "replay:"+writeFixture(t, `{"chunks":[{"text":"x"}]}`))
+	p.call(initLine)
+	a := p.openSession(10)
+	p.openSession(11)
+	p.send(`{"jsonrpc":"2.0","id":12,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`)
+	_, rs, _ := p.collect(12)
+	require.NotNil(t, rs[12].Error, "a third session/new over --max-children 2")
+	assert.Contains(t, rs[12].Error.Message, "--max-children 2")
+	p.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":13,"method":"session/close","params":{"sessionId":%q}}`, a))
+	p.openSession(14)
+	p.close()
+}

@@ -204,3 +204,55 @@ func TestFault_fullDisk(t *testing.T) {
 	r = decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":3,"method":"session/list","params":{}}`))
 	assert.Nil(t, r.Error, "still serving")
 }
+
+// Verify that a client that stops reading stdout (the pipe fills, acpbridge
+// blocks in write) and then closes stdin, or sends SIGTERM, does not keep
+// the process: it exits with status 0 (a write deadline at shutdown), with
+// the prompt and the turn's end persisted.
+func TestFault_stalledReaderStillExits(t *testing.T) {
+	t.Parallel()
+	chunks := make([]string, 20000)
+	for i := range chunks {
+		chunks[i] = `{"text":"` + strings.Repeat("y", 200) + `"}`
+	}
+	fixture := writeFixture(t, `{"chunks":[`+strings.Join(chunks, ",")+`]}`)
+	for _, end := range []string{"EOF", "SIGTERM"} {
+		t.Run(end, func(t *testing.T) {
+			t.Parallel()
+			state := t.TempDir()
+			cmd := exec.Command(binary(t), "--model", "replay:"+fixture, "--state-dir", state)
+			stdin, err := cmd.StdinPipe()
+			require.NoError(t, err)
+			stdout, err := cmd.StdoutPipe()
+			require.NoError(t, err)
+			require.NoError(t, cmd.Start())
+			r := bufio.NewReader(stdout)
+			fmt.Fprintln(stdin, initLine)
+			r.ReadString('\n')
+			fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`+"\n", t.TempDir())
+			line, _ := r.ReadString('\n')
+			sid := strings.Split(strings.Split(line, `"sessionId":"`)[1], `"`)[0]
+			fmt.Fprintln(stdin, prompt(2, sid, "stream"))
+			line, _ = r.ReadString('\n')
+			require.Contains(t, line, "yyyy") // streaming; from here on nobody reads
+			if end == "EOF" {
+				stdin.Close()
+			} else {
+				require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				assert.NoError(t, err, "exit status")
+			case <-time.After(hang):
+				cmd.Process.Kill()
+				t.Fatal("acpbridge did not exit while its client had stopped reading")
+			}
+			log, err := os.ReadFile(filepath.Join(state, "sessions", sid+".jsonl"))
+			require.NoError(t, err)
+			assert.Contains(t, string(log), `"text":"stream"`)
+			assert.Contains(t, lastTurnEnd(t, state, sid), `"interrupted":true`)
+		})
+	}
+}

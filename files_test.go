@@ -315,3 +315,50 @@ func TestFiles_commandTimeoutBounded(t *testing.T) {
 	assert.Equal(t, "failed", results[1].status)
 	assert.Contains(t, results[1].text, "timeout_ms must be positive")
 }
+
+// Verify that FIFOs in the tree (a file, a .gitignore at the root and in a
+// directory) are skipped by find_files and search_text, never opened for
+// good; and that a cancel ends a read of a huge file (a 100 GiB sparse
+// file whose text ends early), by read_file and by search_text, at once.
+func TestFiles_fifosAndHugeFilesInTheTree(t *testing.T) {
+	t.Parallel()
+	t.Run("fifos", func(t *testing.T) {
+		t.Parallel()
+		fixture := writeFixture(t,
+			`{"chunks":[{"toolCall":{"id":"s","name":"search_text","input":{"pattern":"needle"}}},{"toolCall":{"id":"f","name":"find_files","input":{"pattern":"**/*.go"}}}]}`,
+			`{"expect":"sub/b.go","chunks":[{"text":"Found."}]}`)
+		ta := startAgent(t, "--model", "replay:"+fixture)
+		makeTree(t, ta.cwd, map[string]string{"a.go": "needle\n", "sub/b.go": "needle too\n"})
+		for _, p := range []string{".gitignore", "sub/.gitignore", "pipe.go"} {
+			mkfifo(t, filepath.Join(ta.cwd, p))
+		}
+		ups, r := ta.turnUpdates(2, ta.newSession(), "search")
+		require.Nil(t, r.Error)
+		all := strings.Join(ups, "\n")
+		assert.Contains(t, all, `a.go:1:needle`)
+		assert.Contains(t, all, `sub/b.go:1:needle too`)
+	})
+	for _, tool := range []string{
+		`{"name":"read_file","input":{"path":"huge.txt","line":5000,"limit":20}}`,
+		`{"name":"search_text","input":{"pattern":"never there"}}`,
+	} {
+		t.Run(tool[9:18], func(t *testing.T) {
+			t.Parallel()
+			fixture := writeFixture(t, `{"chunks":[{"toolCall":{"id":"h",`+tool[1:]+`}]}`)
+			ta := startAgent(t, "--model", "replay:"+fixture)
+			f, err := os.Create(filepath.Join(ta.cwd, "huge.txt"))
+			require.NoError(t, err)
+			_, err = f.WriteString(strings.Repeat("a line of text\n", 1000)) // past the binary sniff
+			require.NoError(t, err)
+			require.NoError(t, f.Truncate(100<<30)) // then zeros, never stored
+			require.NoError(t, f.Close())
+			sid := ta.newSession()
+			ta.send(prompt(2, sid, "read the huge file"))
+			ta.await(`{"params":{"update":{"sessionUpdate":"tool_call"}}}`)
+			ta.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, sid))
+			_, r := ta.updatesUntil(2)
+			require.Nil(t, r.Error)
+			assert.Equal(t, "cancelled", stopReason(t, r))
+		})
+	}
+}

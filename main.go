@@ -69,7 +69,7 @@ func main() {
 	// Nothing acpbridge starts may outlive it (internal/proc).
 	exe, _ := os.Executable()
 	guard := proc.NewGuard(exe)
-	code := run(ctx, caught, guard, os.Args[1:], pollable(os.Stdin), os.Stdout, os.Stderr)
+	code := run(ctx, caught, guard, os.Args[1:], pollable(os.Stdin), pollable(os.Stdout), os.Stderr)
 	guard.End()
 	os.Exit(code)
 }
@@ -105,10 +105,11 @@ func catchSignals() (context.Context, <-chan struct{}) {
 	return ctx, caught
 }
 
-// pollable returns stdin as a file that Go's netpoller waits on, when it is
-// a pipe or a socket, so that no thread sits blocked in read(2) between
-// messages. A terminal is left alone: non-blocking mode would leak to the
-// shell that shares it.
+// pollable returns stdin (or stdout) as a file that Go's netpoller waits
+// on, when it is a pipe or a socket: no thread sits blocked in read(2)
+// between messages, and a write can be given a deadline (a client that
+// stops reading must not hold the process at its end). A terminal is left
+// alone: non-blocking mode would leak to the shell that shares it.
 func pollable(f *os.File) *os.File {
 	fi, err := f.Stat()
 	if err != nil || fi.Mode()&(os.ModeNamedPipe|os.ModeSocket) == 0 {
@@ -146,7 +147,7 @@ func run(ctx context.Context, caught <-chan struct{}, guard *proc.Guard, args []
 	}
 	if a.cfg.fanout {
 		<-caught
-		return fanout.Serve(ctx, args, a.cfg.maxLineBytes, a.log, stdin, stdout, stderr, trace)
+		return fanout.Serve(ctx, args, a.cfg.maxLineBytes, a.cfg.maxChildren, a.log, stdin, stdout, stderr, trace)
 	}
 	return serve(ctx, a, stdin, stdout, trace)
 }
@@ -163,6 +164,9 @@ type config struct {
 	models           []string // --models
 	fanout           bool     // --fanout: be the router (internal/fanout)
 	maxContextTokens int      // --max-context-tokens
+	maxPromptBlocks  int      // --max-prompt-blocks
+	maxChildren      int      // --max-children (--fanout)
+	passEnv          []string // --pass-env: secrets the children get anyway
 }
 
 // utcTime writes the log's times in UTC, as the session store and the
@@ -188,6 +192,7 @@ func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, in
 	}
 	a.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: utcTime}))
 	a.stderr = stderr
+	a.childEnv = proc.ChildEnv(cfg.passEnv)
 	a.store = &store.Store{Dir: filepath.Join(cfg.stateDir, "sessions"), Log: a.log}
 	if cfg.modelSpec != "" {
 		// A model it cannot use can wait: the process serves, and the first
@@ -239,6 +244,7 @@ func serve(ctx context.Context, a *agent, stdin io.Reader, stdout io.Writer, tra
 	go a.runLoop()
 
 	a.awaitEnd(ctx, srv)
+	a.out.LimitWrites()
 	a.shutdown()
 	a.out.Flush()
 	if a.recorder != nil {
@@ -304,15 +310,32 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*agent, config, string
 
 // finish completes the configuration from the flags and checks the limits.
 func (c *commandLine) finish() error {
-	for _, name := range strings.Split(c.models, ",") {
-		if name = strings.TrimSpace(name); name != "" {
-			c.cfg.models = append(c.cfg.models, name)
+	c.cfg.models = commaList(c.models)
+	c.cfg.passEnv = commaList(c.passEnv)
+	for _, limit := range []struct {
+		flag     string
+		val, min int
+	}{
+		{"--max-turn-requests", c.cfg.maxTurnRequests, 1}, {"--max-line-bytes", c.cfg.maxLineBytes, 1024},
+		{"--max-context-tokens", c.cfg.maxContextTokens, 1000}, {"--max-prompt-blocks", c.cfg.maxPromptBlocks, 1},
+		{"--max-children", c.cfg.maxChildren, 2},
+	} {
+		if limit.val < limit.min {
+			return fmt.Errorf("%s must be at least %d", limit.flag, limit.min)
 		}
 	}
-	if c.cfg.maxTurnRequests < 1 || c.cfg.maxLineBytes < 1024 || c.cfg.maxContextTokens < 1000 {
-		return errors.New("--max-turn-requests must be at least 1, --max-line-bytes at least 1024 and --max-context-tokens at least 1000")
-	}
 	return nil
+}
+
+// commaList is the non-empty names of a comma-separated list.
+func commaList(s string) []string {
+	var out []string
+	for _, name := range strings.Split(s, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // commandLine is what the flags set.
@@ -320,6 +343,7 @@ type commandLine struct {
 	cfg         config
 	logLevel    string
 	models      string // comma-separated
+	passEnv     string // comma-separated
 	showVersion bool
 }
 
@@ -337,6 +361,9 @@ func (c *commandLine) define(fs *flag.FlagSet) {
 	fs.IntVar(&cfg.maxContextTokens, "max-context-tokens", 100_000, "`TOKENS` of conversation the model is sent at most (estimated at 4 bytes a token; older tool results, then older turns are left out)")
 	fs.IntVar(&cfg.maxLineBytes, "max-line-bytes", 64<<20, "longest message line accepted; a longer one is answered with an error and skipped")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version and exit")
+	fs.IntVar(&cfg.maxPromptBlocks, "max-prompt-blocks", 10_000, "most content blocks in one prompt; more are refused")
+	fs.IntVar(&cfg.maxChildren, "max-children", 64, "with --fanout: most child processes, spares included")
+	fs.StringVar(&c.passEnv, "pass-env", os.Getenv("ACPBRIDGE_PASS_ENV"), "comma-separated `NAMES` of secret environment variables (OPENAI_API_KEY) that commands and stdio MCP servers get anyway [ACPBRIDGE_PASS_ENV]")
 	fs.BoolVar(&cfg.fanout, "fanout", false, "serve many sessions on one connection, each in a child acpbridge process of its own (for Zed's threads)")
 }
 

@@ -217,13 +217,20 @@ func TestScenario_badFilesAndAgents(t *testing.T) {
 	assert.Contains(t, string(res), `unknown command "bogus"`)
 }
 
-// The README's example is fixtures/readme_example.txtar, word for word,
-// so the example a user copies is one TestGolden runs.
+// The scenario doc's example is fixtures/readme_example.txtar, word for
+// word, and the README's is its beginning, so the example a user copies is
+// one TestGolden runs.
 func TestScenario_readmeExample(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("README.md")
+	doc, err := os.ReadFile("docs/scenarios.md")
 	require.NoError(t, err)
 	example, err := os.ReadFile("fixtures/readme_example.txtar")
 	require.NoError(t, err)
-	assert.Contains(t, string(readme), "```\n"+string(example)+"```\n")
+	assert.Contains(t, string(doc), "```\n"+string(example)+"```\n")
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	i := strings.Index(string(example), "-- flags --")
+	j := strings.Index(string(example), "# > is the client")
+	require.True(t, i >= 0 && j > i)
+	assert.Contains(t, string(readme), string(example)[i:j])
 }

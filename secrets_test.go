@@ -4,6 +4,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,4 +49,47 @@ func TestSecrets_keyNeverShown(t *testing.T) {
 	fi, err = os.Stat(filepath.Join(ta.state, "sessions"))
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), "state directory mode")
+}
+
+// Verify that a command the model runs does not inherit the provider's
+// key (a model that runs `printenv OPENAI_API_KEY` would put it into the
+// client's messages, the log and a recording), that --pass-env passes it
+// on purpose, and that other variables pass.
+func TestSecrets_commandsGetNoKey(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", testKey)
+	t.Setenv("ACPBRIDGE_TEST_OTHER", "visible")
+	command := `echo "key=${OPENAI_API_KEY:-absent} other=$ACPBRIDGE_TEST_OTHER"`
+	fixture := writeFixture(t,
+		fmt.Sprintf(`{"chunks":[{"toolCall":{"id":"c1","name":"run_command","input":{"command":%q}}}]}`, command),
+		`{"chunks":[{"text":"Ran."}]}`)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "key=absent other=visible"},
+		{[]string{"--pass-env", "OPENAI_API_KEY"}, "key=" + testKey + " other=visible"},
+	} {
+		ta := startAgent(t, append([]string{"--model", "replay:" + fixture}, c.args...)...)
+		sid := ta.newSession()
+		ta.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/set_mode","params":{"sessionId":%q,"modeId":"bypass"}}`, sid))
+		ta.send(prompt(3, sid, "run it"))
+		ups, r := ta.updatesUntil(3)
+		require.Nil(t, r.Error)
+		assert.Contains(t, strings.Join(ups, "\n"), c.want, "with %v", c.args)
+		ta.close()
+	}
+}
+
+// Verify that a prompt with more content blocks than --max-prompt-blocks
+// is refused with -32602 naming the flag, and the session serves on.
+func TestSecrets_promptBlocksCapped(t *testing.T) {
+	ta := startAgent(t, "--model", "replay:"+writeFixture(t, `{"chunks":[{"text":"ok"}]}`), "--max-prompt-blocks", "3")
+	sid := ta.newSession()
+	blocks := strings.Repeat(`{"type":"text","text":"x"},`, 4)
+	r := decodeResponse(t, ta.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":%q,"prompt":[%s]}}`, sid, strings.TrimSuffix(blocks, ","))))
+	require.NotNil(t, r.Error)
+	assert.Equal(t, -32602, r.Error.Code)
+	assert.Contains(t, r.Error.Message, "has 4 content blocks; acpbridge takes at most 3 in one prompt (--max-prompt-blocks)")
+	_, r = ta.turnUpdates(3, sid, "one block")
+	assert.Nil(t, r.Error)
 }

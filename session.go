@@ -73,6 +73,7 @@ type agent struct {
 	now      func() time.Time
 	caught   <-chan struct{} // closed once signals are caught (main's catchSignals), or nil
 	procs    *proc.Guard     // starts and ends child processes; nil in in-process tests
+	childEnv []string        // the environment of commands and stdio MCP servers
 
 	steps agentLoop      // the steps in arrival order
 	sess  *SessionRecord // the loop's: the one session, or nil
@@ -543,7 +544,7 @@ func (a *agent) admitInitialize(_ string, p *acp.InitializeParams) admission {
 // errSessionLive is the one-session rule's rejection.
 func errSessionLive(id string) error {
 	return acp.Errorf(acp.CodeSessionLive,
-		"acpbridge serves one session per process and session %s is live here; close it with session/close, or start another acpbridge process for another conversation", id).
+		"acpbridge serves one session per process and session %s is live here; close it with session/close, or start another acpbridge process for another conversation (for an editor that opens several threads on one agent, run acpbridge --fanout)", id).
 		WithData(map[string]string{"activeSessionId": id})
 }
 
@@ -679,7 +680,7 @@ func (a *agent) live(s *SessionRecord, specs []mcp.ServerSpec) {
 	if err := s.box.attach(s.file); err != nil {
 		a.log.Error("a setting changed while the session opened was not persisted", "session", s.id, "err", err)
 	}
-	s.mcp = mcp.Start(specs, version, a.procs, a.log, a.stderr)
+	s.mcp = mcp.Start(specs, mcp.Options{Version: version, Procs: a.procs, Env: a.childEnv, Log: a.log, Stderr: a.stderr})
 	a.sess = s
 }
 
@@ -908,6 +909,9 @@ func (a *agent) shutdown() {
 // arrives while a cancelled turn winds down runs after it; one that arrives
 // while a turn runs is refused (1003).
 func (a *agent) admitPrompt(id string, p *acp.PromptParams) admission {
+	if n := len(p.Prompt); n > a.cfg.maxPromptBlocks {
+		return refuse(acp.InvalidParams("prompt", "has %d content blocks; acpbridge takes at most %d in one prompt (--max-prompt-blocks): join the text blocks", n, a.cfg.maxPromptBlocks))
+	}
 	blocks, err := parsePrompt(p.Prompt)
 	if err == nil && a.model == nil {
 		err = a.errNoModel()

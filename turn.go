@@ -719,7 +719,7 @@ func decodeAnswer(method string, raw json.RawMessage, res any) error {
 // server's tool, or an unknown one (which fails).
 func (a *agent) prepare(s *SessionRecord, c model.ToolCall) *tools.Call {
 	if t, ok := tools.Lookup(c.Name); ok {
-		return t.Prepare(&tools.Env{Workspace: s.ws, Client: toolClient{a, s}, SessionID: s.id, Procs: a.procs, Log: a.log}, c.Input)
+		return t.Prepare(&tools.Env{Workspace: s.ws, Client: toolClient{a, s}, SessionID: s.id, Procs: a.procs, ChildEnv: a.childEnv, Log: a.log}, c.Input)
 	}
 	p := &tools.Call{Title: c.Name, Kind: acp.KindOther, Perm: tools.PermExecute}
 	if strings.HasPrefix(c.Name, "mcp__") {

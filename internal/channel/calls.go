@@ -114,6 +114,12 @@ func (c *Wire) deliver(m Message) {
 		r.err = &e
 	}
 	id, _ := m.Get("id")
+	if ch := c.takeQuotedCall(id); ch != nil {
+		// "1" for our 1: ids are JSON values, so it answers nothing; but
+		// the request would wait for ever. It fails, saying why.
+		ch <- reply{err: fmt.Errorf("the client answered with the id %s, a string, where the request's id was the number %s; a JSON-RPC response carries the request's id as it was sent", id, id[1:len(id)-1])}
+		return
+	}
 	if ch := c.takeCall(id); ch != nil {
 		ch <- r
 		// Let the waiting goroutine run here and now: this goroutine is about
@@ -137,6 +143,19 @@ func (c *Wire) takeCall(id json.RawMessage) chan reply {
 	ch := c.calls[n]
 	delete(c.calls, n)
 	return ch
+}
+
+// takeQuotedCall is takeCall for a string id whose text is the number of a
+// request of ours that waits for an answer; nil otherwise.
+func (c *Wire) takeQuotedCall(id json.RawMessage) chan reply {
+	var s string
+	if len(id) < 3 || id[0] != '"' || json.Unmarshal(id, &s) != nil {
+		return nil
+	}
+	if _, err := strconv.ParseInt(s, 10, 64); err != nil || !json.Valid([]byte(s)) {
+		return nil
+	}
+	return c.takeCall(json.RawMessage(s))
 }
 
 // failCall fails the request of ours that an unusable line answers, and

@@ -63,6 +63,7 @@ import (
 
 // Wire implements jrpc2's channel.Channel over a reader and a writer.
 type Wire struct {
+	raw     io.Writer // the writer under w, for LimitWrites
 	in      *bufio.Reader
 	maxLine int
 	ahead   [][]byte // lines read and admitted, not yet handed to jrpc2 (Recv's own)
@@ -107,6 +108,7 @@ const eofGrace = 300 * time.Millisecond
 // writes to w, and to trace when it is not nil.
 func NewWire(r io.Reader, w io.Writer, maxLine int, trace *Tracer) *Wire {
 	return &Wire{
+		raw:     w,
 		in:      bufio.NewReaderSize(r, 64<<10),
 		maxLine: maxLine,
 		w:       bufio.NewWriterSize(w, 64<<10),
@@ -127,11 +129,7 @@ func NewWire(r io.Reader, w io.Writer, maxLine int, trace *Tracer) *Wire {
 // answered with an error here. Every other well-formed request or
 // notification is told to arrive, in the order lines are read, before
 // jrpc2 sees it (see the Order section of the root's session.go).
-func (c *Wire) take(line []byte) bool {
-	m, ok := ParseMessage(line)
-	if !ok {
-		return false
-	}
+func (c *Wire) take(m Message) bool {
 	if _, hasMethod := m.Get("method"); hasMethod {
 		return c.request(m)
 	}
@@ -223,7 +221,7 @@ type Message map[string]json.RawMessage
 
 // ParseMessage decodes a line that is a JSON object into its members.
 func ParseMessage(line []byte) (Message, bool) {
-	var m Message
+	var m map[string]json.RawMessage
 	if json.Unmarshal(line, &m) != nil || m == nil {
 		return nil, false
 	}
@@ -355,6 +353,21 @@ func (c *Wire) Forward(line []byte) {
 	c.writeLocked(line)
 }
 
+// writeGrace is how long a write may still block once the connection is
+// ending: a client that has stopped reading must not keep the process
+// alive (what could not be written is still persisted).
+const writeGrace = time.Second
+
+// LimitWrites gives every write from now on writeGrace to finish, when the
+// writer can have a deadline (stdout as a pipe or a socket): a write
+// blocked on a client that stopped reading then fails and frees the wire.
+// It takes no lock, so it frees a writer that holds one.
+func (c *Wire) LimitWrites() {
+	if d, ok := c.raw.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		d.SetWriteDeadline(time.Now().Add(writeGrace))
+	}
+}
+
 // HungUp reports whether the client has hung up: stdin ended or stdout broke.
 func (c *Wire) HungUp() bool {
 	c.mu.Lock()
@@ -434,6 +447,7 @@ func (c *Wire) Recv() ([]byte, error) {
 // hangUp is stdin's end: the agent's calls fail, OnHangUp runs, and Ended closes
 // once every request taken in has been answered.
 func (c *Wire) hangUp() {
+	c.LimitWrites()
 	c.CloseCalls()
 	if c.OnHangUp != nil {
 		c.OnHangUp()
@@ -450,9 +464,16 @@ func (c *Wire) lineBuffered() bool {
 
 // accept answers or takes one line, or queues it for jrpc2.
 func (c *Wire) accept(line []byte) {
-	switch t := bytes.TrimSpace(line); {
-	case len(t) == 0:
-		// A blank line (or a skipped one) is no message.
+	t := bytes.TrimSpace(line)
+	if len(t) == 0 {
+		return // a blank line (or a skipped one) is no message
+	}
+	m, ok := ParseMessage(t)
+	switch {
+	case ok:
+		if !c.take(m) {
+			c.ahead = append(c.ahead, line)
+		}
 	case !json.Valid(t):
 		// Answered here, with the id when the line's start shows one;
 		// jrpc2 would answer with a null id.
@@ -462,8 +483,8 @@ func (c *Wire) accept(line []byte) {
 	case t[0] == '[':
 		// jrpc2 would answer a batch with an array, which is no ACP message.
 		c.reject("null", jrpc2.InvalidRequest, "batches are not part of ACP: send one message a line")
-	case !c.take(line):
-		c.ahead = append(c.ahead, line)
+	default:
+		c.ahead = append(c.ahead, line) // JSON, but no object: jrpc2 answers it
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // wireOn serves a wire on pipes: the test writes the client's lines to in
@@ -68,6 +69,11 @@ func FuzzClientAnswer(f *testing.F) {
 			_, err := w.Call(context.Background(), "session/request_permission", struct{}{})
 			returned <- err
 		}()
+		select { // the request is out: its answer may come
+		case <-out:
+		case <-time.After(10 * time.Second): // a hang, not a timing
+			t.Fatal("the call wrote no request")
+		}
 		in.Write(append(line, '\n'))
 		in.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}` + "\n"))
 		select {
@@ -118,5 +124,26 @@ func TestWire_arrivalInReadOrder(t *testing.T) {
 		case <-time.After(10 * time.Second): // a hang, not a timing
 			t.Fatalf("no answer %s", want)
 		}
+	}
+}
+
+// Verify that an answer whose id is the text of a pending request's number
+// ("1" for 1) fails that request, saying what the client sent, rather than
+// leaving it to wait for ever; and that "1" matches no other request.
+func TestWire_quotedIDFailsTheRequest(t *testing.T) {
+	w, in, out := wireOn(t)
+	returned := make(chan error, 1)
+	go func() {
+		_, err := w.Call(context.Background(), "session/request_permission", struct{}{})
+		returned <- err
+	}()
+	<-out // the request
+	in.Write([]byte(`{"jsonrpc":"2.0","id":"1","result":{}}` + "\n"))
+	select {
+	case err := <-returned:
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `the client answered with the id "1", a string, where the request's id was the number 1`)
+	case <-time.After(10 * time.Second): // a hang, not a timing
+		t.Fatal("the request waits for ever")
 	}
 }

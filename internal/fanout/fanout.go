@@ -56,6 +56,8 @@ type router struct {
 	args []string // the children's flags: ours less --fanout
 	errw io.Writer
 
+	maxChildren int // --max-children: children alive at most, the warm one included
+
 	mu       sync.Mutex
 	initArgs json.RawMessage   // the client's initialize params, for new children
 	warm     *child            // initialized, serving no session, or nil
@@ -71,6 +73,7 @@ type child struct {
 	cmd     *exec.Cmd
 	in      io.WriteCloser
 	session string // the session it serves, once known ("" while warm)
+	ending  bool   // r.mu: its session closed or failed to open; it is ending
 	exited  chan struct{}
 
 	mu      sync.Mutex // guards the fields below
@@ -88,13 +91,13 @@ type forwarded struct {
 
 // Serve serves stdin/stdout as the router until EOF or a signal.
 // args is acpbridge's command line, which the children get less --fanout.
-func Serve(ctx context.Context, args []string, maxLine int, log *slog.Logger, stdin io.Reader, stdout, stderr io.Writer, trace *channel.Tracer) int {
+func Serve(ctx context.Context, args []string, maxLine, maxChildren int, log *slog.Logger, stdin io.Reader, stdout, stderr io.Writer, trace *channel.Tracer) int {
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(stderr, "acpbridge: --fanout: cannot find this program to start its children: %v\n", err)
 		return 1
 	}
-	r := &router{log: log, exe: exe, args: withoutFanout(args), errw: stderr,
+	r := &router{log: log, exe: exe, args: withoutFanout(args), errw: stderr, maxChildren: maxChildren,
 		sessions: map[string]*child{}, children: map[*child]bool{}, inflight: map[string]bool{}}
 	r.out = channel.NewWire(stdin, stdout, maxLine, trace)
 	r.out.OnHangUp = func() { r.endChildren() } // their answers come before the router stops
@@ -181,7 +184,7 @@ func (r *router) start() (*child, error) {
 // warmUp makes sure a warm child waits.
 func (r *router) warmUp() {
 	r.mu.Lock()
-	need := r.warm == nil && !r.closing
+	need := r.warm == nil && !r.closing && r.countLocked() < r.maxChildren
 	r.mu.Unlock()
 	if !need {
 		return
@@ -202,6 +205,18 @@ func (r *router) warmUp() {
 	}
 }
 
+// countLocked is how many children count toward --max-children: those
+// alive and not ending. r.mu is held.
+func (r *router) countLocked() int {
+	n := 0
+	for c := range r.children {
+		if !c.ending {
+			n++
+		}
+	}
+	return n
+}
+
 // takeWarm hands the warm child over to a session and starts the next.
 func (r *router) takeWarm() (*child, error) {
 	r.warmUp()
@@ -210,6 +225,12 @@ func (r *router) takeWarm() (*child, error) {
 	r.warm = nil
 	r.mu.Unlock()
 	if c == nil {
+		r.mu.Lock()
+		n := r.countLocked()
+		r.mu.Unlock()
+		if n >= r.maxChildren {
+			return nil, fmt.Errorf("this acpbridge --fanout already runs %d sessions' processes, its limit (--max-children %d): close a thread, or start acpbridge with a higher --max-children", n, r.maxChildren)
+		}
 		return nil, fmt.Errorf("no child process could be started; see the log on stderr")
 	}
 	go r.warmUp() // the next thread opens as fast
@@ -533,6 +554,9 @@ func (r *router) track(c *child, method, session string, e envelope) {
 		if r.sessions[c.session] == c {
 			delete(r.sessions, c.session)
 		}
+	}
+	if ends {
+		c.ending = true
 	}
 	r.mu.Unlock()
 	if ends {

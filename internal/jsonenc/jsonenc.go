@@ -6,10 +6,10 @@
 package jsonenc
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"unicode/utf8"
+
+	segjson "github.com/segmentio/encoding/json"
 )
 
 const hexDigits = "0123456789abcdef"
@@ -70,13 +70,16 @@ func AppendString(b []byte, s string) []byte {
 }
 
 // Marshal encodes v as compact JSON without escaping <, > and &, which
-// encoding/json does by default for HTML's sake.
+// encoding/json does by default for HTML's sake. It is
+// github.com/segmentio/encoding's encoder (already in the binary through
+// the MCP SDK): the same bytes as encoding/json, in about half the time.
 func Marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return segjson.Append(nil, v, segjson.SortMapKeys)
+}
+
+// AppendTrusted appends v's encoding to b as Marshal does, writing its
+// json.RawMessage fields as they are, without checking or compacting them:
+// they must be compact JSON (what acpbridge makes itself is).
+func AppendTrusted(b []byte, v any) ([]byte, error) {
+	return segjson.Append(b, v, segjson.SortMapKeys|segjson.TrustRawMessage)
 }

@@ -27,7 +27,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -88,6 +88,7 @@ func ParseServers(raw json.RawMessage) ([]ServerSpec, error) {
 type Hub struct {
 	version string      // acpbridge's, told to the servers
 	procs   *proc.Guard // starts and ends stdio servers
+	env     []string    // a stdio server's environment before its own env
 	log     *slog.Logger
 	stderr  io.Writer          // where stdio servers' stderr goes
 	cancel  context.CancelFunc // ends the connections' context
@@ -108,6 +109,9 @@ type mcpServer struct {
 	pgid    int         // a stdio server's process group, or 0
 	tools   []*mcp.Tool // h.mu
 	dead    error       // h.mu: why it stopped, once it has
+	// h.mu: a refresh of the tools is running, and another is due after it
+	// (a flood of list_changed notifications costs one refresh in flight).
+	refreshing, stale bool
 }
 
 // Tool is one server tool as offered to the model.
@@ -118,8 +122,18 @@ type Tool struct {
 }
 
 // Start connects every server, concurrently, within mcpStartTimeout.
-func Start(specs []ServerSpec, version string, procs *proc.Guard, log *slog.Logger, stderr io.Writer) *Hub {
-	h := &Hub{version: version, procs: procs, log: log, stderr: stderr}
+// Options is what the servers of a session are started with.
+type Options struct {
+	Version string      // acpbridge's, told to the servers
+	Procs   *proc.Guard // starts and ends stdio servers
+	Env     []string    // a stdio server's environment before its own env (proc.ChildEnv)
+	Log     *slog.Logger
+	Stderr  io.Writer // where stdio servers' stderr goes
+}
+
+// Start connects the servers of specs (see the package comment).
+func Start(specs []ServerSpec, o Options) *Hub {
+	h := &Hub{version: o.Version, procs: o.Procs, env: o.Env, log: o.Log, stderr: o.Stderr}
 	if len(specs) == 0 {
 		return h
 	}
@@ -207,7 +221,7 @@ func (h *Hub) connect(ctx context.Context, srv *mcpServer) error {
 	client := mcp.NewClient(&mcp.Implementation{Name: "acpbridge", Version: h.version}, &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{}, // no roots, no sampling
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			h.goOwned(func() { h.refresh(srv) }) // not on the connection's own goroutine
+			h.refreshSoon(srv)
 		},
 	})
 	session, err := client.Connect(ctx, transport, nil)
@@ -234,7 +248,7 @@ func (h *Hub) transport(srv *mcpServer) (mcp.Transport, error) {
 	switch spec.Type {
 	case "", "stdio":
 		cmd := h.procs.Command(spec.Command, spec.Args)
-		cmd.Env = os.Environ()
+		cmd.Env = slices.Clone(h.env)
 		for _, e := range spec.Env {
 			cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
 		}
@@ -322,6 +336,32 @@ func (h *Hub) watch(srv *mcpServer) {
 }
 
 // refresh lists a server's tools again.
+// refreshSoon refreshes srv's tools on a goroutine of its own (not the
+// connection's), unless a refresh is running: then one more runs after it,
+// however many notifications came meanwhile.
+func (h *Hub) refreshSoon(srv *mcpServer) {
+	h.mu.Lock()
+	if srv.refreshing {
+		srv.stale = true
+		h.mu.Unlock()
+		return
+	}
+	srv.refreshing = true
+	h.mu.Unlock()
+	h.goOwned(func() {
+		for {
+			h.refresh(srv)
+			h.mu.Lock()
+			again := srv.stale && !h.closed
+			srv.stale, srv.refreshing = false, again
+			h.mu.Unlock()
+			if !again {
+				return
+			}
+		}
+	})
+}
+
 func (h *Hub) refresh(srv *mcpServer) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -48,3 +48,24 @@ func TestConversation_fit(t *testing.T) {
 	assert.Len(t, c.Msgs, before, "the conversation keeps everything")
 	assert.Equal(t, 2000, len(c.Msgs[2].Text))
 }
+
+// Verify that answering the unrun calls of an answer with 100,000 tool
+// calls, some answered, gives each unanswered one exactly one result (and
+// does not take quadratic time: this runs in well under a second).
+func TestConversation_answerUnrunMany(t *testing.T) {
+	c := &Conversation{Full: true}
+	calls := make([]ToolCall, 100_000)
+	for i := range calls {
+		calls[i] = ToolCall{ID: fmt.Sprintf("c%d", i), Name: "read_file"}
+	}
+	c.Add(Message{Role: "assistant", ToolCalls: calls})
+	c.Add(Message{Role: "tool", ToolCallID: "c7", Text: "ran"})
+	c.AnswerUnrun(calls, "the turn was cancelled")
+	assert.Len(t, c.Msgs, 1+100_000)
+	seen := map[string]int{}
+	for _, m := range c.Msgs[1:] {
+		seen[m.ToolCallID]++
+	}
+	assert.Len(t, seen, 100_000)
+	assert.Equal(t, "ran", c.Msgs[1].Text)
+}

@@ -104,22 +104,17 @@ func (c *Conversation) Truncate(n int) {
 // did not run: a model's next request must answer every tool call it made,
 // or servers reject it.
 func (c *Conversation) AnswerUnrun(calls []ToolCall, why string) {
+	answered := map[string]bool{} // the results since the last assistant message
+	for i := len(c.Msgs) - 1; i >= 0 && c.Msgs[i].Role != "assistant"; i-- {
+		if c.Msgs[i].Role == "tool" {
+			answered[c.Msgs[i].ToolCallID] = true
+		}
+	}
 	for _, tc := range calls {
-		if !c.answered(tc.ID) {
+		if !answered[tc.ID] {
 			c.Add(Message{Role: "tool", ToolCallID: tc.ID, Text: "The tool call did not run: " + why + "."})
 		}
 	}
-}
-
-// answered reports whether the tool call with the model's id has a result
-// since the last assistant message.
-func (c *Conversation) answered(id string) bool {
-	for i := len(c.Msgs) - 1; i >= 0 && c.Msgs[i].Role != "assistant"; i-- {
-		if c.Msgs[i].Role == "tool" && c.Msgs[i].ToolCallID == id {
-			return true
-		}
-	}
-	return false
 }
 
 // Newest is the text of the newest user message or tool result.

@@ -32,7 +32,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -225,4 +227,22 @@ func endDescendants() {
 		}
 		reapChildren()
 	}
+}
+
+// SecretEnv are the environment variables that hold the model provider's
+// key: the processes acpbridge starts for the model's tools do not get them.
+var SecretEnv = []string{"OPENAI_API_KEY"}
+
+// ChildEnv is this process's environment less the secrets, except those
+// named in pass: what commands and stdio MCP servers start with.
+func ChildEnv(pass []string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if slices.Contains(SecretEnv, name) && !slices.Contains(pass, name) {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
 }

@@ -14,8 +14,12 @@ import (
 // openFile opens a file of the store (mode 0600 when it creates it) as a
 // plain blocking file: os.OpenFile would try, and fail, to register a
 // regular file with the netpoller, five system calls a file.
+// A link is refused (O_NOFOLLOW): the store never follows one.
 func openFile(path string, flag int) (*os.File, error) {
-	fd, err := syscall.Open(path, flag|syscall.O_CLOEXEC, 0o600)
+	fd, err := syscall.Open(path, flag|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		err = ErrLink
+	}
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}

@@ -10,7 +10,12 @@ import (
 	"golang.org/x/sys/windows"
 )
 
+// openFile opens a file of the store (mode 0600 when it creates it); a link
+// is refused: the store never follows one.
 func openFile(path string, flag int) (*os.File, error) {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return nil, &os.PathError{Op: "open", Path: path, Err: ErrLink}
+	}
 	return os.OpenFile(path, flag, 0o600)
 }
 

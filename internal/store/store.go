@@ -181,8 +181,16 @@ var ErrBadCursor = errors.New("not a cursor this agent returned")
 
 // storeError reports a failed store operation.
 func storeError(op string, err error) error {
+	if errors.Is(err, ErrLink) {
+		return &Error{Msg: fmt.Sprintf("%s: %v", op, err), Err: err}
+	}
 	return &Error{Msg: fmt.Sprintf("%s: %v; check that the state directory (--state-dir) exists, is writable and has space", op, err), Err: err}
 }
+
+// ErrLink is why a file of the store that is a symbolic link is refused: a
+// shared, cloned or restored state directory must not make acpbridge read
+// or write elsewhere.
+var ErrLink = errors.New("it is a symbolic link, and acpbridge never follows links in its state directory; remove the link (or the session)")
 
 // corrupt reports a log that cannot be loaded as it is.
 func corrupt(format string, args ...any) error { return &Error{Msg: fmt.Sprintf(format, args...)} }
@@ -345,7 +353,7 @@ func (st *Store) updated(id string) (t time.Time, ok bool) {
 // It stops with ctx's error when ctx ends, checking every 64 lines, so that
 // close or EOF ends a long load at once.
 func (st *Store) read(ctx context.Context, path string, feed func(Record)) (h *History, size int64, err error) {
-	f, err := os.Open(path)
+	f, err := openFile(path, os.O_RDONLY)
 	if err != nil {
 		return nil, 0, storeError("reading "+path, err)
 	}
@@ -407,7 +415,7 @@ func logRecord(path string, n int, b []byte) (rec Record, torn bool, err error) 
 // in order.
 func (f *File) Replay(good int64, fn func(Record) error) error {
 	path := f.st.Path(f.id, ".jsonl")
-	file, err := os.Open(path)
+	file, err := openFile(path, os.O_RDONLY)
 	if err != nil {
 		return storeError("reading "+path, err)
 	}
@@ -481,11 +489,20 @@ type File struct {
 func (f *File) Append(r Record) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	b, err := jsonenc.Marshal(&r)
+	// A user record's blocks come from the client and are compacted (a
+	// record is one line); every other raw field is compact JSON already.
+	var b []byte
+	var err error
+	if len(r.Blocks) > 0 {
+		b, err = jsonenc.Marshal(&r)
+		b = append(f.buf, b...)
+	} else {
+		b, err = jsonenc.AppendTrusted(f.buf, &r)
+	}
 	if err != nil {
 		return storeError("encoding a record of session "+f.id, err)
 	}
-	f.buf = append(append(f.buf, b...), '\n')
+	f.buf = append(b, '\n')
 	if len(f.buf) >= flushBytes {
 		return f.flushLocked()
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -81,4 +82,38 @@ func TestStore_recordsRoundTrip(t *testing.T) {
 	assert.Equal(t, map[string]bool{"run_command": true}, h.Rules)
 	assert.JSONEq(t, `{"opaque":[1,2]}`, string(h.ModelState))
 	assert.Equal(t, "t", h.Title)
+}
+
+// Verify that a session whose lock or log is a symbolic link to a file
+// outside the state directory is refused with a store error naming the
+// link, and that the link's target is neither truncated nor written.
+func TestStore_linksAreNotFollowed(t *testing.T) {
+	for _, ext := range []string{".lock", ".jsonl"} {
+		t.Run(ext, func(t *testing.T) {
+			st := newStore(t)
+			f, err := st.Create(Info{SessionID: "sess_l", Cwd: "/", CreatedAt: Stamp(time.Now())})
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+			outside := filepath.Join(t.TempDir(), "precious")
+			require.NoError(t, os.WriteFile(outside, []byte("keep me\n"), 0o600))
+			if ext == ".jsonl" {
+				b, err := os.ReadFile(st.Path("sess_l", ext))
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(outside, b, 0o600))
+			}
+			before, _ := os.ReadFile(outside)
+			require.NoError(t, os.Remove(st.Path("sess_l", ext)))
+			require.NoError(t, os.Symlink(outside, st.Path("sess_l", ext)))
+			_, g, err := st.Open(context.Background(), "sess_l", func(Record) {})
+			if g != nil {
+				g.Append(Record{Type: RecAgent, Text: "written through a link"})
+				g.Close()
+			}
+			var serr *Error
+			require.ErrorAs(t, err, &serr)
+			assert.Contains(t, err.Error(), "symbolic link")
+			after, _ := os.ReadFile(outside)
+			assert.Equal(t, string(before), string(after), "the link's target is untouched")
+		})
+	}
 }

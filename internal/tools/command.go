@@ -84,8 +84,9 @@ func (e *Env) terminalContent(embed []acp.ToolContent, result string) []acp.Tool
 // outcome has been shown. It must reach the client even when the turn is
 // cancelled.
 func (e *Env) releaser(ctx context.Context, ids acp.TerminalParams) func() {
-	bg := context.WithoutCancel(ctx)
 	return func() {
+		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), clientGrace)
+		defer cancel()
 		if err := e.Client.Call(bg, acp.MethodTerminalRelease, ids, nil); err != nil {
 			e.Log.Warn("releasing a terminal failed", "terminal", ids.TerminalID, "err", err)
 		}
@@ -99,26 +100,41 @@ type terminalOutput struct {
 	ExitStatus *exitStatus `json:"exitStatus"`
 }
 
+// clientGrace bounds what the agent still asks of the client's terminal
+// once a command is being stopped (kill, its exit, its output) and its
+// release: a client that goes quiet after a cancel cannot hold the turn.
+const clientGrace = 2 * time.Second
+
 // awaitTerminal waits for the client's terminal ids to exit, killing it at
-// the timeout or when the turn is cancelled, and asks for its output.
+// the timeout or when the turn is cancelled, and asks for its output. After
+// a kill, the exit and the output are waited for clientGrace at most.
 func (e *Env) awaitTerminal(ctx context.Context, ids acp.TerminalParams, timeout time.Duration) (res terminalOutput, timedOut bool, err error) {
-	bg := context.WithoutCancel(ctx)
+	waitCtx, stopWaiting := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWaiting()
 	waited := make(chan error, 1)
-	go func() { waited <- e.Client.Call(bg, acp.MethodTerminalWait, ids, nil) }()
+	go func() { waited <- e.Client.Call(waitCtx, acp.MethodTerminalWait, ids, nil) }()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
+	after := waitCtx // what the output is asked with
 	select {
 	case err = <-waited:
 	case <-timer.C:
 		timedOut = true
-		e.Client.Call(bg, acp.MethodTerminalKill, ids, nil)
-		err = <-waited
 	case <-ctx.Done():
-		e.Client.Call(bg, acp.MethodTerminalKill, ids, nil)
-		err = <-waited
+	}
+	if timedOut || ctx.Err() != nil {
+		var cancel context.CancelFunc
+		after, cancel = context.WithTimeout(waitCtx, clientGrace)
+		defer cancel()
+		e.Client.Call(after, acp.MethodTerminalKill, ids, nil)
+		select {
+		case err = <-waited:
+		case <-after.Done():
+			return res, timedOut, fmt.Errorf("the editor did not report the command's end within %v of killing it", clientGrace)
+		}
 	}
 	if err == nil {
-		err = e.Client.Call(bg, acp.MethodTerminalOutput, ids, &res)
+		err = e.Client.Call(after, acp.MethodTerminalOutput, ids, &res)
 	}
 	return res, timedOut, err
 }
@@ -127,6 +143,7 @@ func (e *Env) runLocal(ctx context.Context, command, dir string, timeout time.Du
 	e.Client.Pause()                            // the client sees the tool call while the command runs
 	cmd := e.Procs.Command(proc.Shell(command)) // sh -c, or cmd /C on Windows
 	cmd.Dir = dir
+	cmd.Env = e.ChildEnv
 	out := &tailBuffer{limit: terminalOutputLimit}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = time.Second // a background grandchild must not hold the turn

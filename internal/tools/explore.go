@@ -29,6 +29,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/bmatcuk/doublestar/v4"
 	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
@@ -78,7 +79,10 @@ func prepareFind(env *Env, in exploreInput, c *Call) error {
 	if in.Pattern == "" || !doublestar.ValidatePattern(in.Pattern) {
 		return fmt.Errorf("find_files: %q is not a valid glob (use * for a name part, ** for any number of directories)", in.Pattern)
 	}
-	c.Run = func(ctx context.Context, _ string) Outcome { return env.findFiles(ctx, base, in.Pattern) }
+	c.Run = func(ctx context.Context, _ string) Outcome {
+		env.Client.Pause() // the client sees the tool call while the walk runs
+		return env.findFiles(ctx, base, in.Pattern)
+	}
 	return nil
 }
 
@@ -101,7 +105,10 @@ func prepareSearch(env *Env, in exploreInput, c *Call) error {
 	if in.Glob != "" && !doublestar.ValidatePattern(in.Glob) {
 		return fmt.Errorf("search_text: %q is not a valid glob", in.Glob)
 	}
-	c.Run = func(ctx context.Context, _ string) Outcome { return env.searchText(ctx, base, re, in.Glob) }
+	c.Run = func(ctx context.Context, _ string) Outcome {
+		env.Client.Pause() // the client sees the tool call while the search runs
+		return env.searchText(ctx, base, re, in.Glob)
+	}
 	return nil
 }
 
@@ -234,7 +241,7 @@ func (ws *Workspace) newWalker(dir string) (*walker, string, error) {
 
 // loadIgnore adds dir's .gitignore (dir relative to the root).
 func (w *walker) loadIgnore(dir string) int {
-	f, err := w.root.Open(filepath.Join(dir, ".gitignore"))
+	f, err := openRegular(w.root, filepath.Join(dir, ".gitignore"))
 	if err != nil {
 		return 0
 	}
@@ -258,6 +265,36 @@ func (w *walker) loadIgnore(dir string) int {
 
 func (w *walker) ignored(rel string, isDir bool) bool {
 	return gitignore.NewMatcher(w.patterns).Match(strings.Split(filepath.ToSlash(rel), "/"), isDir)
+}
+
+// openRegular opens rel for reading when it is a regular file, and never
+// waits in the open: a FIFO (or a device) in the tree is skipped, not
+// opened for good.
+func openRegular(root *os.Root, rel string) (*os.File, error) {
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a regular file", rel)
+	}
+	return f, nil
+}
+
+// ctxReader is r that fails with ctx's error once ctx has ended: a read of
+// a huge file, or of one long line in it, stops at its next buffer after a
+// cancel.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // errStop ends a walk early (a cap was reached).
@@ -422,15 +459,12 @@ func (t *textSearch) file(ctx context.Context, rel, p string) error {
 			return nil
 		}
 	}
-	f, err := t.root.Open(rel)
+	f, err := openRegular(t.root, rel)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil
-	}
-	t.br.Reset(f)
+	t.br.Reset(ctxReader{ctx, f})
 	if head, _ := t.br.Peek(binarySniffBytes); bytes.IndexByte(head, 0) >= 0 {
 		return nil // binary
 	}

@@ -34,7 +34,7 @@ func readLines(ctx context.Context, r io.Reader, startAt int, w window) (string,
 	if s, ok := r.(*strings.Reader); ok {
 		size = min(size, int(s.Size())+1) // a client's answer is in memory already
 	}
-	br := bufio.NewReaderSize(r, size)
+	br := bufio.NewReaderSize(ctxReader{ctx, r}, size)
 	if past, err := skipLines(ctx, br, startAt, w.first); past != "" || err != nil {
 		return past, err
 	}
@@ -206,6 +206,7 @@ func (e *Env) readFile(ctx context.Context, path string, w window, fi os.FileInf
 	if e.Client.Caps().FS.ReadTextFile {
 		text, err = e.readThroughClient(ctx, path, w)
 	} else {
+		e.Client.Pause() // the client sees the tool call while a long read runs
 		text, err = e.readWindow(ctx, path, w)
 	}
 	if err != nil {

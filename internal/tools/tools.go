@@ -59,6 +59,7 @@ type Env struct {
 	Client    Client
 	SessionID string
 	Procs     *proc.Guard // starts and ends local commands (nil: no keeper)
+	ChildEnv  []string    // the environment of local commands (proc.ChildEnv)
 	Log       *slog.Logger
 }
 
