@@ -83,23 +83,9 @@ func TestFault_stdoutClosedMidStream(t *testing.T) {
 		chunks = append(chunks, `{"delayMs":5}`, `{"text":"more "}`)
 	}
 	fixture := writeFixture(t, `{"chunks":[`+strings.Join(chunks, ",")+`]}`)
-	state := t.TempDir()
-	cmd := exec.Command(binary(t), "--model", "replay:"+fixture, "--state-dir", state)
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	r := bufio.NewReader(stdout)
-	fmt.Fprintln(stdin, initLine)
-	r.ReadString('\n')
-	fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`+"\n", t.TempDir())
-	line, _ := r.ReadString('\n')
-	sid := strings.Split(strings.Split(line, `"sessionId":"`)[1], `"`)[0]
-	fmt.Fprintln(stdin, prompt(2, sid, "stream"))
-	line, _ = r.ReadString('\n')
-	require.Contains(t, line, "Streaming")
-	stdout.Close() // the client stops reading; stdin stays open
+	b := startStreaming(t, fixture, "Streaming")
+	cmd := b.cmd
+	b.stdout.Close() // the client stops reading; stdin stays open
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
@@ -109,8 +95,8 @@ func TestFault_stdoutClosedMidStream(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatal("acpbridge did not exit after its stdout closed")
 	}
-	stdin.Close()
-	assert.Contains(t, lastTurnEnd(t, state, sid), `"interrupted":true`)
+	b.stdin.Close()
+	assert.Contains(t, lastTurnEnd(t, b.state, b.sid), `"interrupted":true`)
 }
 
 // Verify that kill -9 in the middle of a turn full of tool calls (the log
@@ -219,24 +205,10 @@ func TestFault_stalledReaderStillExits(t *testing.T) {
 	for _, end := range []string{"EOF", "SIGTERM"} {
 		t.Run(end, func(t *testing.T) {
 			t.Parallel()
-			state := t.TempDir()
-			cmd := exec.Command(binary(t), "--model", "replay:"+fixture, "--state-dir", state)
-			stdin, err := cmd.StdinPipe()
-			require.NoError(t, err)
-			stdout, err := cmd.StdoutPipe()
-			require.NoError(t, err)
-			require.NoError(t, cmd.Start())
-			r := bufio.NewReader(stdout)
-			fmt.Fprintln(stdin, initLine)
-			r.ReadString('\n')
-			fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`+"\n", t.TempDir())
-			line, _ := r.ReadString('\n')
-			sid := strings.Split(strings.Split(line, `"sessionId":"`)[1], `"`)[0]
-			fmt.Fprintln(stdin, prompt(2, sid, "stream"))
-			line, _ = r.ReadString('\n')
-			require.Contains(t, line, "yyyy") // streaming; from here on nobody reads
+			b := startStreaming(t, fixture, "yyyy") // streaming; from here on nobody reads
+			cmd, state, sid := b.cmd, b.state, b.sid
 			if end == "EOF" {
-				stdin.Close()
+				b.stdin.Close()
 			} else {
 				require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 			}
@@ -255,4 +227,36 @@ func TestFault_stalledReaderStillExits(t *testing.T) {
 			assert.Contains(t, lastTurnEnd(t, state, sid), `"interrupted":true`)
 		})
 	}
+}
+
+// streaming is a built acpbridge whose client has opened a session and
+// sent a prompt, and read up to the first streamed line.
+type streaming struct {
+	cmd        *exec.Cmd
+	stdin      io.WriteCloser
+	stdout     io.ReadCloser
+	state, sid string
+}
+
+// startStreaming starts the binary on fixture, opens a session, prompts,
+// and reads until a line containing want.
+func startStreaming(t *testing.T, fixture, want string) streaming {
+	b := streaming{state: t.TempDir()}
+	b.cmd = exec.Command(binary(t), "--model", "replay:"+fixture, "--state-dir", b.state)
+	var err error
+	b.stdin, err = b.cmd.StdinPipe()
+	require.NoError(t, err)
+	b.stdout, err = b.cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, b.cmd.Start())
+	r := bufio.NewReader(b.stdout)
+	fmt.Fprintln(b.stdin, initLine)
+	r.ReadString('\n')
+	fmt.Fprintf(b.stdin, `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`+"\n", t.TempDir())
+	line, _ := r.ReadString('\n')
+	b.sid = strings.Split(strings.Split(line, `"sessionId":"`)[1], `"`)[0]
+	fmt.Fprintln(b.stdin, prompt(2, b.sid, "stream"))
+	line, _ = r.ReadString('\n')
+	require.Contains(t, line, want)
+	return b
 }
