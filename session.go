@@ -202,7 +202,7 @@ func (t *turn) running() bool { return t != nil && t.ctx.Err() == nil }
 // Why an opening or a turn was ended before its time.
 var (
 	errClosed     = errors.New("session/close")
-	errConnection = errors.New("the end of the connection")
+	errConnection = errors.New("the connection's end (stdin closed, stdout broke, or a signal)")
 )
 
 // --- the agent loop ---

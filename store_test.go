@@ -254,42 +254,56 @@ func TestStore_writeFailureLosesNothing(t *testing.T) {
 // a long log at once, rather than after reading it all.
 func TestStore_closeDuringLongLoad(t *testing.T) {
 	t.Parallel()
-	ta := startAgent(t, "--model", "replay:fixtures/hello.jsonl")
-	sid := ta.newSession()
-	ta.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/close","params":{"sessionId":%q}}`, sid))
-	path := filepath.Join(ta.state, "sessions", sid+".jsonl")
-	log, err := os.ReadFile(path)
-	require.NoError(t, err)
-	require.NoError(t, os.Remove(path))
-	mkfifo(t, path)
-	ta.send(load(3, sid))
-	w, err := os.OpenFile(path, os.O_WRONLY, 0)
-	require.NoError(t, err)
-	defer w.Close()
-	// The first pass is under way: feed it records, then close.
-	w.Write(log)
-	for range 5000 {
-		fmt.Fprintf(w, `{"type":"agent","messageId":"m","text":"x"}`+"\n")
-	}
-	ta.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":4,"method":"session/close","params":{"sessionId":%q}}`, sid))
-	ta.stderr.waitFor(t, "session/close ends the load")
-	// The writer keeps the FIFO open, so only watching ctx ends the pass:
-	// the load must answer while the log is still being written.
-	got := map[string]response{}
-	go func() {
-		for range 100000 {
-			if _, err := fmt.Fprintf(w, `{"type":"agent","messageId":"m","text":"x"}`+"\n"); err != nil {
-				return
+	for _, end := range []string{"close", "EOF"} {
+		t.Run(end, func(t *testing.T) {
+			t.Parallel()
+			ta := startAgent(t, "--model", "replay:fixtures/hello.jsonl")
+			sid := ta.newSession()
+			ta.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/close","params":{"sessionId":%q}}`, sid))
+			path := filepath.Join(ta.state, "sessions", sid+".jsonl")
+			log, err := os.ReadFile(path)
+			require.NoError(t, err)
+			require.NoError(t, os.Remove(path))
+			mkfifo(t, path)
+			ta.send(load(3, sid))
+			w, err := os.OpenFile(path, os.O_WRONLY, 0)
+			require.NoError(t, err)
+			defer w.Close()
+			// The first pass is under way: feed it records, then end it.
+			w.Write(log)
+			for range 5000 {
+				fmt.Fprintf(w, `{"type":"agent","messageId":"m","text":"x"}`+"\n")
 			}
-		}
-	}()
-	for range 2 {
-		r := decodeResponse(t, ta.await(`{"jsonrpc":"2.0"}`))
-		got[string(r.ID)] = r
+			if end == "close" {
+				ta.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":4,"method":"session/close","params":{"sessionId":%q}}`, sid))
+				ta.stderr.waitFor(t, "session/close ends the load")
+			} else {
+				ta.stdin.Close()
+			}
+			// The writer keeps the FIFO open, so only watching ctx ends the
+			// pass: the load must answer while the log is still being written.
+			go func() {
+				for range 100000 {
+					if _, err := fmt.Fprintf(w, `{"type":"agent","messageId":"m","text":"x"}`+"\n"); err != nil {
+						return
+					}
+				}
+			}()
+			got := map[string]response{}
+			for range map[string]int{"close": 2, "EOF": 1}[end] {
+				r := decodeResponse(t, ta.await(`{"jsonrpc":"2.0"}`))
+				got[string(r.ID)] = r
+			}
+			require.NotNil(t, got["3"].Error)
+			assert.Equal(t, -32800, got["3"].Error.Code)
+			if end == "close" {
+				assert.Nil(t, got["4"].Error)
+				assert.Contains(t, got["3"].Error.Message, "was ended by session/close")
+			} else {
+				assert.Contains(t, got["3"].Error.Message, "was ended by the connection's end", "no close was sent")
+			}
+		})
 	}
-	require.NotNil(t, got["3"].Error)
-	assert.Equal(t, -32800, got["3"].Error.Code)
-	assert.Nil(t, got["4"].Error)
 }
 
 // Verify that a log whose last line is whole but no record, and a log

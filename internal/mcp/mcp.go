@@ -330,6 +330,7 @@ func (h *Hub) watch(srv *mcpServer) {
 	if err == nil {
 		err = errors.New("its connection closed")
 	}
+	err = namedLimit(err)
 	srv.dead = err
 	h.log.Error("MCP server stopped", "server", srv.spec.Name, "err", err)
 	h.notices = append(h.notices, fmt.Sprintf("MCP server `%s` stopped (%v). acpbridge goes on without its tools.", srv.spec.Name, err))
@@ -578,9 +579,18 @@ func (t Tool) Call(ctx context.Context, input json.RawMessage) tools.Outcome {
 		if ctx.Err() != nil {
 			return tools.Failure("cancelled while MCP server `%s` ran %s", t.server.spec.Name, t.tool.Name)
 		}
-		return tools.Failure("MCP server `%s` failed to run %s: %v", t.server.spec.Name, t.tool.Name, err)
+		return tools.Failure("MCP server `%s` failed to run %s: %v", t.server.spec.Name, t.tool.Name, namedLimit(err))
 	}
 	return outcomeOf(res)
+}
+
+// namedLimit is err, naming the limit when it is the SDK's refusal of a
+// stdio message over its line limit (which it does not name).
+func namedLimit(err error) error {
+	if strings.Contains(err.Error(), "exceeded the configured maximum line length") {
+		return fmt.Errorf("%w: a stdio MCP server's message may be at most %d MiB, and this one sent a larger one (a tool result that big does not fit)", err, mcp.DefaultMaxLineLength>>20)
+	}
+	return err
 }
 
 // outcomeOf is an MCP tool's result as the call's outcome: its content

@@ -5,6 +5,7 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -61,4 +62,12 @@ func TestHub_listChangedFloodCoalesces(t *testing.T) {
 	_, err = h.Lookup("mcp__flood__last") // refreshes once more if it is not listed yet
 	require.NoError(t, err, "the hub has the server's last list")
 	assert.Less(t, lists.Load(), int64(200), "tools/list calls for 20,000 list changes")
+}
+
+// Verify that the SDK's refusal of an over-long stdio message names the
+// limit.
+func TestNamedLimit(t *testing.T) {
+	err := namedLimit(errors.New("reading: inbound JSON-RPC frame exceeded the configured maximum line length"))
+	assert.Contains(t, err.Error(), "at most 16 MiB")
+	assert.Equal(t, "other", namedLimit(errors.New("other")).Error())
 }

@@ -253,25 +253,43 @@ func howEnded(st *exitStatus, timedOut bool, timeout time.Duration, cancelled bo
 type tailBuffer struct {
 	mu      sync.Mutex
 	limit   int
-	buf     []byte
+	buf     []byte // a ring of limit bytes once full; next is where the oldest byte is
+	next    int
 	dropped bool
 }
 
+// Write keeps the last limit bytes written: a ring, so that a command
+// writing as fast as it can costs a copy of what it writes, not of the
+// whole tail at every write.
 func (b *tailBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if over := len(b.buf) - b.limit; over > 0 {
-		b.buf = append(b.buf[:0], b.buf[over:]...)
-		b.dropped = true
+	n := len(p)
+	if len(b.buf) < b.limit { // filling up
+		k := min(len(p), b.limit-len(b.buf))
+		b.buf = append(b.buf, p[:k]...)
+		p = p[k:]
 	}
-	return len(p), nil
+	if len(p) == 0 {
+		return n, nil
+	}
+	b.dropped = true
+	if len(p) >= b.limit { // only its tail stays
+		copy(b.buf, p[len(p)-b.limit:])
+		b.next = 0
+		return n, nil
+	}
+	k := copy(b.buf[b.next:], p)
+	copy(b.buf, p[k:])
+	b.next = (b.next + len(p)) % b.limit
+	return n, nil
 }
 
+// String is what was kept, oldest first, and whether anything was dropped.
 func (b *tailBuffer) String() (string, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return string(b.buf), b.dropped
+	return string(b.buf[b.next:]) + string(b.buf[:b.next]), b.dropped
 }
 
 type commandInput struct {
