@@ -9,6 +9,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -338,4 +339,47 @@ func TestFanout_maxChildren(t *testing.T) {
 	p.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":13,"method":"session/close","params":{"sessionId":%q}}`, a))
 	p.openSession(14)
 	p.close()
+}
+
+// Verify that when a child dies with a permission request of its on the
+// client's screen, the router withdraws that request ($/cancel_request
+// with the id the client saw) and answers the prompt with an error naming
+// the session; and that initialize is answered by the router itself, with
+// the capabilities a direct acpbridge gives.
+func TestFanout_deadChildWithdrawsItsRequests(t *testing.T) {
+	t.Parallel()
+	p := startFanout(t, `{"chunks":[{"toolCall":{"id":"w","name":"write_file","input":{"path":"a.txt","content":"A"}}}]}`)
+	r := decodeResponse(t, p.call(initLine))
+	require.Nil(t, r.Error)
+	assert.Contains(t, string(r.Result), `"sessionCapabilities":{"close":{},"list":{},"resume":{},"delete":{},"additionalDirectories":{}}`)
+	a := p.openSession(10)
+	p.send(prompt(20, a, "write"))
+	ask := decodeLoose2(t, p.await(`{"method":"session/request_permission"}`))
+	require.NoError(t, syscall.Kill(holder(t, p.state, a), syscall.SIGKILL))
+	var withdrawn, answer map[string]json.RawMessage
+	for withdrawn == nil || answer == nil { // in either order
+		line := p.next("the withdrawal and the prompt's answer")
+		require.NotNil(t, line)
+		m := decodeLoose2(t, line)
+		if string(m["method"]) == `"$/cancel_request"` {
+			withdrawn = m
+		} else if string(m["id"]) == "20" {
+			answer = m
+		}
+	}
+	assert.JSONEq(t, string(ask["id"]), string(withdrawn["params"]), "the request withdrawn is the one on screen")
+	assert.Contains(t, string(answer["error"]), "the process of session "+a)
+	p.close()
+}
+
+// decodeLoose2 is a line's members, their values as they are.
+func decodeLoose2(t *testing.T, line []byte) map[string]json.RawMessage {
+	var m map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(line, &m), "%s", line)
+	if params, ok := m["params"]; ok && bytes.Contains(params, []byte("requestId")) {
+		var p struct{ RequestID json.RawMessage }
+		require.NoError(t, json.Unmarshal(params, &p))
+		m["params"] = p.RequestID
+	}
+	return m
 }

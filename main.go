@@ -147,7 +147,7 @@ func run(ctx context.Context, caught <-chan struct{}, guard *proc.Guard, args []
 	}
 	if a.cfg.fanout {
 		<-caught
-		return fanout.Serve(ctx, args, a.cfg.maxLineBytes, a.cfg.maxChildren, a.log, stdin, stdout, stderr, trace)
+		return fanout.Serve(ctx, version, args, a.cfg.maxLineBytes, a.cfg.maxChildren, a.log, stdin, stdout, stderr, trace)
 	}
 	return serve(ctx, a, stdin, stdout, trace)
 }

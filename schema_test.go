@@ -52,6 +52,7 @@ var paramDefs = map[string]string{
 	acp.MethodTerminalWait:      "WaitForTerminalExitRequest",
 	acp.MethodTerminalKill:      "KillTerminalRequest",
 	acp.MethodTerminalRelease:   "ReleaseTerminalRequest",
+	acp.MethodCancelRequest:     "CancelRequestNotification",
 }
 
 func loadSchemas() (map[string]*jsonschema.Schema, error) {

@@ -628,3 +628,12 @@ func AgentInitializeResult(version string) InitializeResult {
 		AgentInfo:   Implementation{Name: "acpbridge", Title: "acpbridge", Version: version},
 	}
 }
+
+// Response is a JSON-RPC response whose result or error is encoded already
+// (--fanout passes them between the client and its children).
+type Response struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   json.RawMessage `json:"error,omitempty"`
+}

@@ -38,6 +38,17 @@ var errConnClosed = errors.New("the client closed the connection")
 //
 // params that are json.RawMessage (compact JSON) are sent as they are.
 func (c *Wire) Call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	return c.call(ctx, method, params, false)
+}
+
+// CallOrWithdraw is Call that, when ctx ends before the answer, also tells
+// the client to drop the request ($/cancel_request): a permission prompt
+// on its screen goes away (--fanout, when a child that asked has died).
+func (c *Wire) CallOrWithdraw(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	return c.call(ctx, method, params, true)
+}
+
+func (c *Wire) call(ctx context.Context, method string, params any, withdraw bool) (json.RawMessage, error) {
 	p, isRaw := params.(json.RawMessage)
 	var err error
 	if !isRaw {
@@ -58,8 +69,13 @@ func (c *Wire) Call(ctx context.Context, method string, params any) (json.RawMes
 		}
 	}
 	c.mu.Lock()
+	_, waiting := c.calls[id]
 	delete(c.calls, id)
 	c.mu.Unlock()
+	if withdraw && waiting {
+		c.Notify(acp.MethodCancelRequest, fmt.Appendf(nil, `{"requestId":%d}`, id))
+		c.Flush()
+	}
 	return nil, err
 }
 

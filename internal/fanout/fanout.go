@@ -37,6 +37,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -45,6 +46,7 @@ import (
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/channel"
+	"acpbridge/internal/jsonenc"
 	"acpbridge/internal/proc"
 )
 
@@ -56,11 +58,12 @@ type router struct {
 	args []string // the children's flags: ours less --fanout
 	errw io.Writer
 
-	maxChildren int // --max-children: children alive at most, the warm one included
+	maxChildren int    // --max-children: children alive at most, the spares included
+	version     string // acpbridge's, which initialize's answer names
 
 	mu       sync.Mutex
 	initArgs json.RawMessage   // the client's initialize params, for new children
-	warm     *child            // initialized, serving no session, or nil
+	spares   []*child          // started (and initialized once the client has), serving no session
 	sessions map[string]*child // session id → its child
 	inflight map[string]bool   // the client's request ids not answered yet
 	children map[*child]bool   // every child alive
@@ -76,10 +79,13 @@ type child struct {
 	ending  bool   // r.mu: its session closed or failed to open; it is ending
 	exited  chan struct{}
 
-	mu      sync.Mutex // guards the fields below
-	nextID  int64
-	pending map[int64]forwarded // our requests to it, by its id
-	dead    bool                // it has exited: nothing more is sent to it
+	writeMu sync.Mutex // one line at a time on its stdin
+
+	mu          sync.Mutex // guards the fields below
+	initialized bool       // the client's initialize was sent to it
+	nextID      int64
+	pending     map[int64]forwarded // our requests to it, by its id
+	dead        bool                // it has exited: nothing more is sent to it
 }
 
 // forwarded is a client request a child has not answered yet.
@@ -91,13 +97,13 @@ type forwarded struct {
 
 // Serve serves stdin/stdout as the router until EOF or a signal.
 // args is acpbridge's command line, which the children get less --fanout.
-func Serve(ctx context.Context, args []string, maxLine, maxChildren int, log *slog.Logger, stdin io.Reader, stdout, stderr io.Writer, trace *channel.Tracer) int {
+func Serve(ctx context.Context, version string, args []string, maxLine, maxChildren int, log *slog.Logger, stdin io.Reader, stdout, stderr io.Writer, trace *channel.Tracer) int {
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(stderr, "acpbridge: --fanout: cannot find this program to start its children: %v\n", err)
 		return 1
 	}
-	r := &router{log: log, exe: exe, args: withoutFanout(args), errw: stderr, maxChildren: maxChildren,
+	r := &router{log: log, exe: exe, args: withoutFanout(args), errw: stderr, maxChildren: maxChildren, version: version,
 		sessions: map[string]*child{}, children: map[*child]bool{}, inflight: map[string]bool{}}
 	r.out = channel.NewWire(stdin, stdout, maxLine, trace)
 	r.out.OnHangUp = func() { r.endChildren() } // their answers come before the router stops
@@ -176,33 +182,62 @@ func (r *router) start() (*child, error) {
 	r.mu.Unlock()
 	go c.read(outp)
 	if init != nil {
-		c.send(forwarded{method: acp.MethodInitialize}, acp.MethodInitialize, init)
+		c.initialize(init)
 	}
 	return c, nil
 }
 
-// warmUp makes sure a warm child waits.
+// initialize sends the child the client's initialize params, once; the
+// router answered the client itself.
+func (c *child) initialize(params json.RawMessage) {
+	c.mu.Lock()
+	done := c.initialized
+	c.initialized = true
+	c.mu.Unlock()
+	if !done {
+		c.send(forwarded{method: acp.MethodInitialize}, acp.MethodInitialize, params)
+	}
+}
+
+// spares is how many started children wait for the next threads: two, so
+// that threads opened one after another each find one ready.
+const spares = 2
+
+// warmUp starts children until spares of them wait (within --max-children).
 func (r *router) warmUp() {
+	for {
+		r.mu.Lock()
+		need := len(r.spares) < spares && !r.closing && r.countLocked() < r.maxChildren
+		r.mu.Unlock()
+		if !need {
+			return
+		}
+		c, err := r.start()
+		if err != nil {
+			r.log.Error("cannot start a child", "err", err)
+			return
+		}
+		r.mu.Lock()
+		if len(r.spares) < spares && !r.closing {
+			r.spares = append(r.spares, c)
+			c = nil
+		}
+		r.mu.Unlock()
+		if c != nil {
+			c.in.Close()
+			return
+		}
+	}
+}
+
+// spare is a waiting child for what names no session, or nil.
+func (r *router) spare() *child {
 	r.mu.Lock()
-	need := r.warm == nil && !r.closing && r.countLocked() < r.maxChildren
-	r.mu.Unlock()
-	if !need {
-		return
+	defer r.mu.Unlock()
+	if len(r.spares) == 0 {
+		return nil
 	}
-	c, err := r.start()
-	if err != nil {
-		r.log.Error("cannot start a child", "err", err)
-		return
-	}
-	r.mu.Lock()
-	if r.warm == nil && !r.closing {
-		r.warm = c
-		c = nil
-	}
-	r.mu.Unlock()
-	if c != nil {
-		c.in.Close()
-	}
+	return r.spares[0]
 }
 
 // countLocked is how many children count toward --max-children: those
@@ -221,8 +256,10 @@ func (r *router) countLocked() int {
 func (r *router) takeWarm() (*child, error) {
 	r.warmUp()
 	r.mu.Lock()
-	c := r.warm
-	r.warm = nil
+	var c *child
+	if len(r.spares) > 0 {
+		c, r.spares = r.spares[0], r.spares[1:]
+	}
 	r.mu.Unlock()
 	if c == nil {
 		r.mu.Lock()
@@ -248,17 +285,18 @@ type envelope struct {
 
 // route handles one client message, in arrival order.
 func (r *router) route(line []byte) {
-	m, ok := channel.ParseMessage(line)
-	if !ok {
-		r.answerErr("null", jrpc2.ParseError, "request is not a JSON object")
-		return
-	}
-	id, hasID := m.Get("id")
-	if r.refused(m, id, hasID) {
-		return
-	}
+	// The wire has answered what is not a well-formed request or
+	// notification; this is one, read once (its params are not copied
+	// again on the way to the child).
 	var e envelope
-	json.Unmarshal(line, &e)
+	if json.Unmarshal(line, &e) != nil {
+		r.answerErr("null", jrpc2.InvalidRequest, "invalid request: not a JSON-RPC request object")
+		return
+	}
+	id, hasID := e.ID, len(e.ID) > 0
+	if hasID && r.duplicate(id) {
+		return
+	}
 	var p struct {
 		SessionID *string `json:"sessionId"`
 	}
@@ -276,20 +314,8 @@ func (r *router) route(line []byte) {
 	r.dispatch(id, e, p.SessionID)
 }
 
-// refused answers, and reports, a message (m, its members) that is not a
-// JSON-RPC request or notification, or a request whose id is in flight.
-func (r *router) refused(m channel.Message, id json.RawMessage, hasID bool) bool {
-	if msg := channel.EnvelopeError(m); msg != "" {
-		rid := "null"
-		if hasID && channel.IsValidID(id) {
-			rid = string(id)
-		}
-		r.answerErr(rid, jrpc2.InvalidRequest, msg)
-		return true
-	}
-	if !hasID {
-		return false
-	}
+// duplicate answers, and reports, a request whose id is in flight.
+func (r *router) duplicate(id json.RawMessage) bool {
 	r.mu.Lock()
 	dup := r.inflight[string(id)]
 	r.inflight[string(id)] = true
@@ -305,10 +331,17 @@ func (r *router) refused(m channel.Message, id json.RawMessage, hasID bool) bool
 func (r *router) dispatch(id json.RawMessage, e envelope, session *string) {
 	switch e.Method {
 	case acp.MethodInitialize:
+		// Answered here: the children are this binary with these flags, so
+		// their capabilities are known. The children waiting are
+		// initialized now, each started later at its start.
 		r.mu.Lock()
 		r.initArgs = append(json.RawMessage(nil), e.Params...)
+		waiting := slices.Clone(r.spares)
 		r.mu.Unlock()
-		r.forwardWarm(e)
+		for _, c := range waiting {
+			c.initialize(r.initArgs)
+		}
+		r.answer(id, acp.AgentInitializeResult(r.version), nil)
 	case acp.MethodSessionNew:
 		r.open(e, "")
 	case acp.MethodSessionLoad, acp.MethodSessionResume:
@@ -365,10 +398,11 @@ func (r *router) child(id string) *child {
 
 // forwardWarm sends a request that names no session to the warm child.
 func (r *router) forwardWarm(e envelope) {
-	r.warmUp()
-	r.mu.Lock()
-	c := r.warm
-	r.mu.Unlock()
+	c := r.spare()
+	if c == nil {
+		r.warmUp()
+		c = r.spare()
+	}
 	if c == nil {
 		r.answer(e.ID, nil, acp.Errorf(acp.CodeInternal, "no child process could be started; see the log on stderr"))
 		return
@@ -430,17 +464,26 @@ func (c *child) send(f forwarded, method string, params json.RawMessage) {
 	id := c.nextID
 	c.pending[id] = f
 	c.mu.Unlock()
-	b := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":%q`, id, method)
-	if len(params) > 0 {
-		b = append(append(b, `,"params":`...), params...)
+	head := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":%q`, id, method)
+	if len(params) == 0 {
+		c.write(head, []byte("}"))
+		return
 	}
-	c.write(append(b, '}'))
+	c.write(append(head, `,"params":`...), params, []byte("}"))
 }
 
-// write writes one line to the child; a child that is gone has already
-// failed its pending requests.
-func (c *child) write(line []byte) {
-	c.in.Write(append(append([]byte(nil), line...), '\n'))
+// write writes one line to the child, made of parts (a long prompt's
+// params are written as they are, not copied into a new line); a child that
+// is gone has already failed its pending requests.
+func (c *child) write(parts ...[]byte) {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	for _, p := range parts {
+		if _, err := c.in.Write(p); err != nil {
+			return
+		}
+	}
+	c.in.Write([]byte("\n"))
 }
 
 // read takes the child's output until it exits.
@@ -521,13 +564,12 @@ func (r *router) answered(c *child, f forwarded, e envelope) {
 	if f.clientID == nil {
 		return // the router's own initialize of a new child
 	}
-	b := append([]byte(`{"jsonrpc":"2.0","id":`), f.clientID...)
+	resp := acp.Response{JSONRPC: "2.0", ID: f.clientID, Result: e.Result, Error: e.Error}
 	if len(e.Error) > 0 {
-		b = append(append(b, `,"error":`...), e.Error...)
-	} else {
-		b = append(append(b, `,"result":`...), e.Result...)
+		resp.Result = nil
 	}
-	r.respond(string(f.clientID), append(b, '}'))
+	b, _ := jsonenc.AppendTrusted(nil, resp)
+	r.respond(string(f.clientID), b)
 }
 
 // track follows the child c's answer e to method: the session it now
@@ -579,18 +621,16 @@ func (c *child) callClient(e envelope) {
 	if len(e.Params) == 0 {
 		params = struct{}{}
 	}
-	raw, err := c.r.out.Call(ctx, e.Method, params)
-	b := append([]byte(`{"jsonrpc":"2.0","id":`), e.ID...)
+	raw, err := c.r.out.CallOrWithdraw(ctx, e.Method, params)
+	resp := acp.Response{JSONRPC: "2.0", ID: e.ID, Result: raw}
 	switch {
 	case err != nil:
-		je, _ := json.Marshal(acp.AsError(err))
-		b = append(append(b, `,"error":`...), je...)
+		resp.Result, resp.Error = nil, acp.MustJSON(acp.AsError(err))
 	case len(raw) == 0:
-		b = append(b, `,"result":null`...)
-	default:
-		b = append(append(b, `,"result":`...), raw...)
+		resp.Result = json.RawMessage("null")
 	}
-	c.write(append(b, '}'))
+	b, _ := jsonenc.AppendTrusted(nil, resp)
+	c.write(b)
 }
 
 // died fails what the child left unanswered and forgets it.
@@ -598,9 +638,7 @@ func (c *child) died() {
 	r := c.r
 	r.mu.Lock()
 	delete(r.children, c)
-	if r.warm == c {
-		r.warm = nil
-	}
+	r.spares = slices.DeleteFunc(r.spares, func(s *child) bool { return s == c })
 	session := c.session
 	if session != "" && r.sessions[session] == c {
 		delete(r.sessions, session)
@@ -613,7 +651,11 @@ func (c *child) died() {
 	c.dead = true
 	c.mu.Unlock()
 	if len(pending) > 0 || (!closing && session != "" && c.cmd.ProcessState != nil && !c.cmd.ProcessState.Success()) {
-		r.log.Error("the process of a session ended", "session", session, "pid", c.cmd.Process.Pid, "status", c.cmd.ProcessState.String())
+		if session == "" {
+			r.log.Error("a spare agent process ended", "pid", c.cmd.Process.Pid, "status", c.cmd.ProcessState.String())
+		} else {
+			r.log.Error("the process of a session ended", "session", session, "pid", c.cmd.Process.Pid, "status", c.cmd.ProcessState.String())
+		}
 	}
 	c.answerUnanswered(session, pending)
 }
@@ -621,19 +663,22 @@ func (c *child) died() {
 // answerUnanswered answers the client's requests that the dead child c
 // (serving session) did not answer.
 func (c *child) answerUnanswered(session string, pending map[int64]forwarded) {
-	what := "the agent process"
-	if session != "" {
-		what = "the process of session " + session
-	}
 	for _, f := range pending {
-		if f.clientID != nil {
-			c.r.answer(f.clientID, nil, acp.Errorf(acp.CodeInternal, "%s ended (%s) before it answered %s; it is not restarted: open the session again with session/load", what, c.cmd.ProcessState, f.method))
+		if f.clientID == nil {
+			continue
 		}
+		if session == "" { // a spare serving what names no session
+			c.r.answer(f.clientID, nil, acp.Errorf(acp.CodeInternal, "the agent process that served %s ended (%s) before it answered; send it again", f.method, c.cmd.ProcessState))
+			continue
+		}
+		c.r.answer(f.clientID, nil, acp.Errorf(acp.CodeInternal, "the process of session %s ended (%s) before it answered %s; it is not restarted: open the session again with session/load", session, c.cmd.ProcessState, f.method))
 	}
 }
 
-// fanoutExitWait bounds how long shutdown waits for the children.
-const fanoutExitWait = 800 * time.Millisecond
+// fanoutExitWait bounds how long shutdown waits for the children, each
+// ending as at EOF (its turn answered and persisted, which takes well under
+// a second); only one stuck past it is killed.
+const fanoutExitWait = 5 * time.Second
 
 // endChildren closes every child's stdin: each ends as at EOF.
 func (r *router) endChildren() []*child {
