@@ -119,6 +119,9 @@ for _ in range(5):
 print("  exit after stdin EOF: " + ", ".join(f"{t:.0f}" for t in times) + " ms")
 PY
 
+echo "== search_text against ripgrep on the same tree (the binary through ACP; rg from the distribution's package when present)"
+python3 bench/search/search.py "$out/acpbridge" "$RUNS"
+
 echo "== --fanout: session/new and the stream through the router against direct (5 interleaved rounds)"
 "$out/driver" --rounds 5 --m 0 --tabs 0 \
   direct="$out/acpbridge --model replay:\$FIXTURE --state-dir \$STATE" \

@@ -27,8 +27,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/bmatcuk/doublestar/v4"
@@ -263,23 +266,26 @@ func (w *walker) loadIgnore(dir string) int {
 	return n
 }
 
-func (w *walker) ignored(rel string, isDir bool) bool {
-	return gitignore.NewMatcher(w.patterns).Match(strings.Split(filepath.ToSlash(rel), "/"), isDir)
-}
-
 // openRegular opens rel for reading when it is a regular file, and never
 // waits in the open: a FIFO (or a device) in the tree is skipped, not
 // opened for good.
 func openRegular(root *os.Root, rel string) (*os.File, error) {
+	f, _, err := openRegularSize(root, rel)
+	return f, err
+}
+
+// openRegularSize is openRegular that also returns the file's size.
+func openRegularSize(root *os.Root, rel string) (*os.File, int64, error) {
 	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, fmt.Errorf("%s is not a regular file", rel)
+		return nil, 0, fmt.Errorf("%s is not a regular file", rel)
 	}
-	return f, nil
+	return f, fi.Size(), nil
 }
 
 // ctxReader is r that fails with ctx's error once ctx has ended: a read of
@@ -302,22 +308,27 @@ var errStop = errors.New("stop")
 
 // walk calls fn for every file and directory below dir (relative to the
 // root), depth first, sorted, with its .gitignore applied.
-func (w *walker) walk(ctx context.Context, dir string, fn func(rel string, e fs.DirEntry) error) error {
+func (w *walker) walk(ctx context.Context, dir string, fn func(rel string, e fs.DirEntry, in *openDir) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	entries := w.entries(dir)
+	in, entries := w.open(dir)
+	if in == nil {
+		return nil // unreadable: nothing below it
+	}
+	defer in.release()
 	added := 0
 	if dir != "." {
 		added = w.loadIgnore(dir)
 	}
 	defer func() { w.patterns = w.patterns[:len(w.patterns)-added] }()
+	ignore := gitignore.NewMatcher(w.patterns) // this directory's rules, matched for each entry
 	for _, e := range entries {
 		rel := filepath.Join(dir, e.Name())
-		if e.Name() == ".git" || e.Type()&fs.ModeSymlink != 0 || w.ignored(rel, e.IsDir()) {
+		if e.Name() == ".git" || e.Type()&fs.ModeSymlink != 0 || ignore.Match(strings.Split(filepath.ToSlash(rel), "/"), e.IsDir()) {
 			continue
 		}
-		if err := fn(rel, e); err != nil {
+		if err := fn(rel, e, in); err != nil {
 			return err
 		}
 		if e.IsDir() {
@@ -329,19 +340,44 @@ func (w *walker) walk(ctx context.Context, dir string, fn func(rel string, e fs.
 	return nil
 }
 
-// entries is the directory's entries by name; none when it is unreadable.
-func (w *walker) entries(dir string) []fs.DirEntry {
-	f, err := w.root.Open(dir)
+// openDir is a directory of the walk, open as a root of its own, so that
+// its files are opened by name (one openat each). Whoever holds it (the
+// walk while it lists the directory, a file queued in it) releases it once;
+// the last release closes it.
+type openDir struct {
+	root *os.Root
+	refs atomic.Int32
+}
+
+func (d *openDir) hold() { d.refs.Add(1) }
+
+func (d *openDir) release() {
+	if d.refs.Add(-1) == 0 {
+		d.root.Close()
+	}
+}
+
+// open opens dir and reads its entries, by name; nil when it cannot be.
+func (w *walker) open(dir string) (*openDir, []fs.DirEntry) {
+	root, err := w.root.OpenRoot(dir)
 	if err != nil {
-		return nil
+		return nil, nil
+	}
+	f, err := root.Open(".")
+	if err != nil {
+		root.Close()
+		return nil, nil
 	}
 	entries, err := f.ReadDir(-1)
 	f.Close()
 	if err != nil {
-		return nil
+		root.Close()
+		return nil, nil
 	}
 	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	return entries
+	d := &openDir{root: root}
+	d.refs.Store(1)
+	return d, entries
 }
 
 // shown is how a found path is written for the model: relative to base.
@@ -381,7 +417,7 @@ func (ws *Workspace) findFiles(ctx context.Context, base, pattern string) Outcom
 // find returns the files below baseRel whose path relative to it matches
 // pattern, up to findMaxResults (more is true when there were more).
 func (w *walker) find(ctx context.Context, baseRel, pattern string) (found []string, more bool, err error) {
-	err = w.walk(ctx, baseRel, func(rel string, e fs.DirEntry) error {
+	err = w.walk(ctx, baseRel, func(rel string, e fs.DirEntry, _ *openDir) error {
 		if e.IsDir() {
 			return nil
 		}
@@ -404,23 +440,49 @@ func (w *walker) find(ctx context.Context, baseRel, pattern string) (found []str
 
 // searchText finds the lines matching re in the files below base (or in
 // base, a file) whose path matches glob.
+//
+// The walk (directory reads and .gitignore rules) runs on this goroutine,
+// in order; the files it finds are searched on every core, each read at
+// once into a worker's buffer and skipped with one bytes.Index when the
+// pattern's literal prefix is not in it; the results are written in the
+// walk's order, within the caps.
 func (ws *Workspace) searchText(ctx context.Context, base string, re *regexp.Regexp, glob string) Outcome {
 	w, baseRel, err := ws.newWalker(base)
 	if err != nil {
 		return Failure("%v", err)
 	}
-	t := &textSearch{root: w.root, re: re, glob: glob, br: bufio.NewReaderSize(nil, 64<<10)}
+	// A search may use every core (the agent runs on one P otherwise).
+	if n := runtime.NumCPU(); runtime.GOMAXPROCS(0) < n {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n))
+	}
+	parent := ctx
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	t := newTextSearch(ctx, w.root, re)
 	if fi, serr := w.root.Stat(baseRel); serr == nil && !fi.IsDir() {
-		err = t.file(ctx, baseRel, shown(baseRel, baseRel))
+		d := &openDir{root: w.root}
+		d.refs.Store(2) // never closed: the walker's root
+		t.queue(d, baseRel, shown(baseRel, baseRel))
 	} else {
-		err = w.walk(ctx, baseRel, func(rel string, e fs.DirEntry) error {
-			if e.IsDir() {
+		err = w.walk(ctx, baseRel, func(rel string, e fs.DirEntry, in *openDir) error {
+			p := shown(rel, baseRel)
+			if !e.Type().IsRegular() || !globTakes(glob, p) {
 				return nil
 			}
-			return t.file(ctx, rel, shown(rel, baseRel))
+			return t.queue(in, e.Name(), p)
 		})
 	}
-	if err != nil && err != errStop {
+	if t.full {
+		stop() // the workers skip what is still queued
+	}
+	t.finish()
+	switch {
+	case t.full:
+		err = nil
+	case err == nil:
+		err = parent.Err()
+	}
+	if err != nil {
 		return Failure("search_text stopped: %v", err)
 	}
 	switch {
@@ -432,13 +494,27 @@ func (ws *Workspace) searchText(ctx context.Context, base string, re *regexp.Reg
 	return textResult(t.out.String())
 }
 
-// textSearch is one search_text call: what it looks for, and what it has
-// found so far.
+// globTakes reports whether glob (none: every file) takes the file shown
+// as p: by its path, or by its name when the glob has no '/'.
+func globTakes(glob, p string) bool {
+	if glob == "" {
+		return true
+	}
+	okPath, _ := doublestar.Match(glob, p)
+	okName, _ := doublestar.Match(glob, filepath.Base(p))
+	return okPath || (okName && !strings.Contains(glob, "/"))
+}
+
+// textSearch is one search_text call: the files queued in walk order, the
+// workers that search them, and what has been written so far.
 type textSearch struct {
-	root *os.Root
-	re   *regexp.Regexp
-	glob string
-	br   *bufio.Reader // one buffer for every file
+	ctx    context.Context
+	root   *os.Root
+	re     *regexp.Regexp
+	prefix []byte // a literal every match contains, or nil
+	jobs   chan *fileSearch
+	done   sync.WaitGroup
+	order  []*fileSearch // queued, not yet written
 
 	out     strings.Builder
 	matches int
@@ -446,53 +522,186 @@ type textSearch struct {
 	full    bool // stopped at the limit
 }
 
-// file searches the file rel, shown to the model as p, when the glob takes
-// it and it is a regular text file; it returns errStop at the limit.
-func (t *textSearch) file(ctx context.Context, rel, p string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if t.glob != "" {
-		okPath, _ := doublestar.Match(t.glob, p)
-		okName, _ := doublestar.Match(t.glob, filepath.Base(p))
-		if !okPath && !(okName && !strings.Contains(t.glob, "/")) {
-			return nil
-		}
-	}
-	f, err := openRegular(t.root, rel)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	t.br.Reset(ctxReader{ctx, f})
-	if head, _ := t.br.Peek(binarySniffBytes); bytes.IndexByte(head, 0) >= 0 {
-		return nil // binary
-	}
-	t.files++
-	return t.lines(p)
+// fileSearch is one file's search: its lines that match, ready once done
+// is closed.
+type fileSearch struct {
+	in         *openDir // the directory it is opened in, by name
+	rel, shown string
+	done       chan struct{}
+	text       bool // a text file was read
+	lines      []string
 }
 
-// lines writes the matching lines of the file in t.br as p:N:TEXT.
-func (t *textSearch) lines(p string) error {
-	for n := 1; ; n++ {
-		line, more, err := readLine(t.br, searchLineBytes*4)
-		if len(line) == 0 && err != nil {
-			return nil
+func newTextSearch(ctx context.Context, root *os.Root, re *regexp.Regexp) *textSearch {
+	t := &textSearch{ctx: ctx, root: root, re: re, jobs: make(chan *fileSearch, 256)}
+	if prefix, _ := re.LiteralPrefix(); prefix != "" {
+		t.prefix = []byte(prefix)
+	}
+	workers := max(runtime.GOMAXPROCS(0), runtime.NumCPU())
+	for range workers {
+		t.done.Add(1)
+		go t.work()
+	}
+	return t
+}
+
+// queue hands a file to the workers and writes out the results that are
+// ready in order; it returns errStop at the limit.
+func (t *textSearch) queue(in *openDir, rel, shown string) error {
+	f := &fileSearch{in: in, rel: rel, shown: shown, done: make(chan struct{})}
+	in.hold()
+	select {
+	case t.jobs <- f:
+		t.order = append(t.order, f)
+	case <-t.ctx.Done():
+		in.release()
+		return t.ctx.Err()
+	}
+	return t.writeReady(false)
+}
+
+// finish waits for the queued files and writes their results.
+func (t *textSearch) finish() {
+	close(t.jobs)
+	t.writeReady(true)
+	t.done.Wait()
+}
+
+// writeReady writes the results of the files at the head of the order that
+// are done (all of them, waiting, when wait is set).
+func (t *textSearch) writeReady(wait bool) error {
+	for len(t.order) > 0 && !t.full {
+		f := t.order[0]
+		if wait {
+			<-f.done
+		} else {
+			select {
+			case <-f.done:
+			default:
+				return nil
+			}
 		}
-		text := strings.TrimRight(string(line), "\r\n")
-		if t.re.MatchString(text) {
+		t.order = t.order[1:]
+		if f.text {
+			t.files++
+		}
+		for _, l := range f.lines {
 			if t.matches == searchMaxMatches || t.out.Len() > readMaxBytes {
 				t.full = true
 				return errStop
 			}
 			t.matches++
-			if len(text) > searchLineBytes || more > 0 {
-				text = clip.Cut(text, searchLineBytes) + " …"
-			}
-			fmt.Fprintf(&t.out, "%s:%d:%s\n", p, n, text)
-		}
-		if err != nil {
-			return nil
+			t.out.WriteString(l)
 		}
 	}
+	if t.full {
+		return errStop
+	}
+	return nil
+}
+
+// work searches queued files until there are none (or the search ends).
+func (t *textSearch) work() {
+	defer t.done.Done()
+	buf := make([]byte, 0, 64<<10)
+	for f := range t.jobs {
+		if t.ctx.Err() == nil {
+			buf = t.file(f, buf)
+		}
+		f.in.release()
+		close(f.done)
+	}
+}
+
+// searchWholeBytes bounds the files read at once; a larger one is read a
+// line at a time.
+const searchWholeBytes = 4 << 20
+
+// file searches one file into f, reading it whole into buf when it fits;
+// it returns the buffer, maybe grown, for the next file.
+func (t *textSearch) file(f *fileSearch, buf []byte) []byte {
+	file, size, err := openRegularSize(f.in.root, f.rel)
+	if err != nil {
+		return buf
+	}
+	defer file.Close()
+	r := ctxReader{t.ctx, file}
+	buf = buf[:0]
+	for len(buf) < searchWholeBytes {
+		if int64(len(buf)) == size && size > 0 { // read whole: no read for the EOF
+			t.inMemory(f, buf)
+			return buf
+		}
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, len(buf))
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				return buf
+			}
+			t.inMemory(f, buf)
+			return buf
+		}
+	}
+	// Larger than searchWholeBytes: what was read, then the rest, a line at
+	// a time.
+	if bytes.IndexByte(buf[:min(len(buf), binarySniffBytes)], 0) >= 0 {
+		return buf
+	}
+	f.text = true
+	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(buf), r), 64<<10)
+	for n := 1; ; n++ {
+		line, more, err := readLine(br, searchLineBytes*4)
+		if len(line) == 0 && err != nil {
+			return buf
+		}
+		t.match(f, n, bytes.TrimRight(line, "\r\n"), more)
+		if err != nil || len(f.lines) > searchMaxMatches {
+			return buf
+		}
+	}
+}
+
+// inMemory searches a file read whole: binary files are skipped, and a
+// file without the pattern's literal prefix costs one bytes.Index.
+func (t *textSearch) inMemory(f *fileSearch, data []byte) {
+	if bytes.IndexByte(data[:min(len(data), binarySniffBytes)], 0) >= 0 {
+		return
+	}
+	f.text = true
+	if t.prefix != nil && !bytes.Contains(data, t.prefix) {
+		return
+	}
+	for n := 1; len(data) > 0 && len(f.lines) <= searchMaxMatches; n++ {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		more := 0
+		if len(line) > searchLineBytes*4 {
+			more = len(line) - searchLineBytes*4
+			line = line[:searchLineBytes*4]
+		}
+		t.match(f, n, bytes.TrimRight(line, "\r"), more)
+	}
+}
+
+// match adds line n to f's results when it matches, as p:N:TEXT (a long
+// line cut, saying so).
+func (t *textSearch) match(f *fileSearch, n int, line []byte, more int) {
+	if t.prefix != nil && !bytes.Contains(line, t.prefix) {
+		return
+	}
+	if !t.re.Match(line) {
+		return
+	}
+	text := string(line)
+	if len(text) > searchLineBytes || more > 0 {
+		text = clip.Cut(text, searchLineBytes) + " …"
+	}
+	f.lines = append(f.lines, fmt.Sprintf("%s:%d:%s\n", f.shown, n, text))
 }

@@ -101,3 +101,34 @@ func peakRSSKiB() int {
 	}
 	return 0
 }
+
+// Verify that a search cancelled while its walk is still queueing files
+// finishes: a file that could not be queued after the cancel is not waited
+// for.
+func TestTextSearch_cancelledWhileQueueing(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.txt"), []byte("hay\n"), 0o644))
+	root, err := os.OpenRoot(dir)
+	require.NoError(t, err)
+	defer root.Close()
+	for range 50 {
+		ctx, cancel := context.WithCancel(context.Background())
+		ts := newTextSearch(ctx, root, regexp.MustCompile("needle"))
+		in := &openDir{root: root}
+		in.refs.Store(1 << 20) // never closed here
+		for range 10 {
+			ts.queue(in, "a.txt", "a.txt")
+		}
+		cancel()
+		for range 300 { // past the queue's buffer: some of these find it cancelled
+			ts.queue(in, "a.txt", "a.txt")
+		}
+		finished := make(chan struct{})
+		go func() { ts.finish(); close(finished) }()
+		select {
+		case <-finished:
+		case <-time.After(10 * time.Second): // a hang, not a timing
+			t.Fatal("a search cancelled while queueing never finished")
+		}
+	}
+}
