@@ -122,6 +122,9 @@ PY
 echo "== search_text against ripgrep on the same tree (the binary through ACP; rg from the distribution's package when present)"
 python3 bench/search/search.py "$out/acpbridge" "$RUNS"
 
+echo "== --fanout: initialize and 20 threads one after another through the router against direct; idle PSS for 10 and 50 threads"
+python3 bench/fanout/threads.py "$out/acpbridge" "$RUNS"
+
 echo "== --fanout: session/new and the stream through the router against direct (5 interleaved rounds)"
 "$out/driver" --rounds 5 --m 0 --tabs 0 \
   direct="$out/acpbridge --model replay:\$FIXTURE --state-dir \$STATE" \

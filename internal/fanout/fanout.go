@@ -107,7 +107,7 @@ func Serve(ctx context.Context, version string, args []string, maxLine, maxChild
 		sessions: map[string]*child{}, children: map[*child]bool{}, inflight: map[string]bool{}}
 	r.out = channel.NewWire(stdin, stdout, maxLine, trace)
 	r.out.OnHangUp = func() { r.endChildren() } // their answers come before the router stops
-	r.warmUp()
+	go r.warmUp()                               // initialize is answered here: it need not wait
 	r.serve(ctx)
 	r.shutdown()
 	return 0
@@ -252,25 +252,28 @@ func (r *router) countLocked() int {
 	return n
 }
 
-// takeWarm hands the warm child over to a session and starts the next.
+// takeWarm hands a spare child over to a session (or, when none waits,
+// one started now) and has the spares refilled in the background.
 func (r *router) takeWarm() (*child, error) {
-	r.warmUp()
+	defer func() { go r.warmUp() }() // the next thread opens as fast
 	r.mu.Lock()
 	var c *child
 	if len(r.spares) > 0 {
 		c, r.spares = r.spares[0], r.spares[1:]
 	}
+	n := r.countLocked()
 	r.mu.Unlock()
-	if c == nil {
-		r.mu.Lock()
-		n := r.countLocked()
-		r.mu.Unlock()
-		if n >= r.maxChildren {
-			return nil, fmt.Errorf("this acpbridge --fanout already runs %d sessions' processes, its limit (--max-children %d): close a thread, or start acpbridge with a higher --max-children", n, r.maxChildren)
-		}
-		return nil, fmt.Errorf("no child process could be started; see the log on stderr")
+	if c != nil {
+		return c, nil
 	}
-	go r.warmUp() // the next thread opens as fast
+	if n >= r.maxChildren {
+		return nil, fmt.Errorf("this acpbridge --fanout already runs %d sessions' processes, its limit (--max-children %d): close a thread, or start acpbridge with a higher --max-children", n, r.maxChildren)
+	}
+	c, err := r.start()
+	if err != nil {
+		r.log.Error("cannot start a child", "err", err)
+		return nil, fmt.Errorf("no child process could be started (%v); see the log on stderr", err)
+	}
 	return c, nil
 }
 

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Threads through --fanout against a direct acpbridge (bench.sh runs it).
+
+  threads.py ACPBRIDGE [ROUNDS]
+
+Times, interleaved over ROUNDS rounds: spawn to the initialize answer,
+direct and through the router; 20 session/new one after another, through
+the router (each a thread of its own) and on a direct process (new, then
+close, 20 times); and reports the summed PSS of the router and its children
+with 10 and 50 idle threads (Linux: /proc/PID/smaps_rollup).
+"""
+import json, os, statistics, subprocess, sys, tempfile, time
+
+binary = sys.argv[1]
+rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+work = tempfile.mkdtemp()
+
+class Agent:
+    def __init__(self, *args):
+        self.t0 = time.perf_counter()
+        self.p = subprocess.Popen([binary, "--state-dir", os.path.join(work, "state"), "--max-children", "64", *args],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.n = 0
+    def call(self, method, params):
+        self.n += 1
+        self.p.stdin.write((json.dumps({"jsonrpc": "2.0", "id": self.n, "method": method, "params": params}) + "\n").encode())
+        self.p.stdin.flush()
+        while True:
+            l = json.loads(self.p.stdout.readline())
+            if l.get("id") == self.n and "method" not in l:
+                return l
+    def close(self):
+        self.p.stdin.close(); self.p.wait(timeout=10)
+
+def tree(pid):
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                s = open(f"/proc/{d}/stat").read()
+                kids.setdefault(int(s[s.rindex(")") + 2:].split()[1]), []).append(int(d))
+            except OSError:
+                pass
+    out, q = [pid], [pid]
+    while q:
+        for c in kids.get(q.pop(), []):
+            out.append(c); q.append(c)
+    return out
+
+def pss(pid):
+    try:
+        return next(int(l.split()[1]) for l in open(f"/proc/{pid}/smaps_rollup") if l.startswith("Pss:"))
+    except OSError:
+        return 0
+
+init = {"protocolVersion": 1, "clientCapabilities": {}}
+new = {"cwd": work, "mcpServers": []}
+r = {"initialize, direct": [], "initialize, router": [], "20 × session/new, direct": [], "20 × session/new, router": []}
+for _ in range(rounds):
+    for name, args in (("direct", []), ("router", ["--fanout"])):
+        a = Agent(*args)
+        a.call("initialize", init)
+        r["initialize, " + name].append((time.perf_counter() - a.t0) * 1000)
+        time.sleep(0.3)  # the router's spares start in the background, as between an editor's start and its first thread
+        times = []
+        for _ in range(20):
+            t0 = time.perf_counter()
+            sid = a.call("session/new", new)["result"]["sessionId"]
+            times.append((time.perf_counter() - t0) * 1000)
+            if name == "direct":
+                a.call("session/close", {"sessionId": sid})
+        r["20 × session/new, " + name].append(statistics.median(times))
+        a.close()
+
+def cell(v):
+    return "%.2f (%.2f–%.2f)" % (statistics.median(v), min(v), max(v))
+print("| through --fanout | ms (median of rounds; session/new: each round's median of 20) |")
+print("|---|---|")
+for k, v in r.items():
+    print(f"| {k} | {cell(v)} |")
+m = {k: statistics.median(v) for k, v in r.items()}
+print("\ninitialize, router ÷ direct: %.2f× (target ≤ 1.2×); session/new, router ÷ direct: %.2f× (target ≤ 2×)"
+      % (m["initialize, router"] / m["initialize, direct"], m["20 × session/new, router"] / m["20 × session/new, direct"]))
+
+for threads in (10, 50):
+    a = Agent("--fanout")
+    a.call("initialize", init)
+    for _ in range(threads):
+        a.call("session/new", new)
+    time.sleep(1)  # the spares finish starting
+    procs = tree(a.p.pid)
+    total = sum(pss(p) for p in procs) / 1024
+    print(f"\n{threads} idle threads: summed PSS {total:.1f} MiB in {len(procs)} processes ({total / threads:.2f} MiB a thread, router and spares included)")
+    a.close()
