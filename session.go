@@ -952,10 +952,28 @@ func (a *agent) prompt(id string, b *box, t *turn, blocks []acp.ContentBlock, ra
 			WithData(map[string]string{"sessionId": id})
 	}
 	stop, err := a.runTurn(t.ctx, s, blocks, raw)
+	if promptBytes(raw) > bigPrompt {
+		// The copies a huge prompt made on its way in are garbage now: give
+		// their memory back rather than keep it for the session's life.
+		defer debug.FreeOSMemory()
+	}
 	if err != nil {
 		return nil, err
 	}
 	return acp.PromptResult{StopReason: stop}, nil
+}
+
+// bigPrompt is the size past which a prompt's memory is given back to the
+// system after its turn.
+const bigPrompt = 4 << 20
+
+// promptBytes is the size of a prompt's blocks as they came.
+func promptBytes(raw []json.RawMessage) int {
+	n := 0
+	for _, b := range raw {
+		n += len(b)
+	}
+	return n
 }
 
 // admitCancel cancels the session's turn, admitted or running. It is a
