@@ -203,7 +203,7 @@ func TestScenario_badFilesAndAgents(t *testing.T) {
 	assert.Contains(t, out, unbound+":5: the variable $NEVER is sent before any < line bound it")
 	assert.Contains(t, out, noSection+": no -- flags -- section")
 	assert.Contains(t, out, "ok   "+ok)
-	assert.Contains(t, out, "3 of 4 scenarios failed")
+	assert.Contains(t, out, "1 passed, 3 failed")
 
 	res, err = exec.Command(bin, "scenario", "run", "--agent", early, ok).CombinedOutput()
 	require.Error(t, err)
@@ -233,4 +233,24 @@ func TestScenario_readmeExample(t *testing.T) {
 	j := strings.Index(string(example), "# > is the client")
 	require.True(t, i >= 0 && j > i)
 	assert.Contains(t, string(readme), string(example)[i:j])
+}
+
+// Verify the run command's small promises: --help on stdout with status 0
+// and every flag's default, a timeout without a unit refused saying so,
+// flags after the file names, a total line, and a run whose result does
+// not depend on the user's ACPBRIDGE_* settings.
+func TestScenario_commandLine(t *testing.T) {
+	bin := binary(t)
+	out, err := exec.Command(bin, "scenario", "run", "--help").Output()
+	require.NoError(t, err, "--help exits 0")
+	assert.Contains(t, string(out), "-timeout")
+	assert.Contains(t, string(out), "default 10s")
+	res, err := exec.Command(bin, "scenario", "run", "--timeout", "3", "fixtures/plain_turn.txtar").CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(res), `"3" is not a duration: give it with a unit, such as 3s or 500ms`)
+	cmd := exec.Command(bin, "scenario", "run", "fixtures/plain_turn.txtar", "--timeout", "20s", "fixtures/thought_turn.txtar")
+	cmd.Env = append(os.Environ(), "ACPBRIDGE_MODEL=replay:/nonexistent.jsonl", "ACPBRIDGE_PASS_ENV=X")
+	res, err = cmd.CombinedOutput()
+	require.NoError(t, err, "%s", res)
+	assert.Contains(t, string(res), "2 passed, 0 failed")
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -19,13 +20,16 @@ import (
 )
 
 const usage = `Usage:
-  acpbridge scenario run [--agent CMD] [--update] [--timeout D] FILE...
+  acpbridge scenario run [--agent CMD] [--update] [--timeout D] FILE...  (flags may follow the files)
   acpbridge scenario record --out FILE -- CMD [ARG...]
 
 run starts the agent for each scenario file (by default this acpbridge with
 the file's flags; --agent CMD runs CMD with the file's flags after its own
 words), plays the client's side and checks every line the agent sends.
---update rewrites the < lines from what the agent sent instead.
+--update rewrites the < lines from what the agent sent instead. The agent
+runs in the scenario's directory with HOME inside it and without the
+user's ACPBRIDGE_* settings or OPENAI_BASE_URL, so that a file's result does
+not depend on who runs it.
 
 record sits between an editor and the agent command CMD, passes every
 message through unchanged and writes the conversation to FILE as a scenario.
@@ -51,17 +55,61 @@ func Main(ctx context.Context, args []string, self string, stdin io.Reader, stdo
 	return 2
 }
 
+// durationFlag is a flag.Duration whose error says that it wants a unit.
+type durationFlag struct{ d *time.Duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return ""
+	}
+	return f.d.String()
+}
+
+func (f durationFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration: give it with a unit, such as 3s or 500ms", s)
+	}
+	*f.d = d
+	return nil
+}
+
+// parseInterspersed parses fs's flags wherever they stand among the file
+// names, and returns the file names.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var files []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return files, nil
+		}
+		files = append(files, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
 func runCommand(args []string, self string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("scenario run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
-	agent := fs.String("agent", "", "the agent command to run (its words, then the file's flags)")
+	fs.Usage = func() {
+		fmt.Fprint(stdout, usage+"\nscenario run's flags:\n")
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+	}
+	agent := fs.String("agent", "", "the agent `CMD` to run (its words, then the file's flags); default: this acpbridge")
 	upd := fs.Bool("update", false, "rewrite the < lines from what the agent sends")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for each line")
-	if err := fs.Parse(args); err != nil {
+	timeout := 10 * time.Second
+	fs.Var(durationFlag{&timeout}, "timeout", "how long to wait for each line, with a unit (default 10s)")
+	files, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
 		return 2
 	}
-	if fs.NArg() == 0 {
+	if len(files) == 0 {
 		fmt.Fprint(stderr, "acpbridge scenario run: name at least one scenario file\n"+usage)
 		return 2
 	}
@@ -69,15 +117,15 @@ func runCommand(args []string, self string, stdout, stderr io.Writer) int {
 	if *agent != "" {
 		command = strings.Fields(*agent)
 	}
-	opt := Options{Start: Exec(command), Timeout: *timeout, Update: *upd}
+	opt := Options{Start: Exec(command), Timeout: timeout, Update: *upd}
 	failed := 0
-	for _, path := range fs.Args() {
+	for _, path := range files {
 		if !runFile(path, opt, stdout) {
 			failed++
 		}
 	}
+	fmt.Fprintf(stdout, "%d passed, %d failed\n", len(files)-failed, failed)
 	if failed > 0 {
-		fmt.Fprintf(stdout, "%d of %d scenarios failed\n", failed, fs.NArg())
 		return 1
 	}
 	return 0
@@ -112,9 +160,15 @@ func runFile(path string, opt Options, stdout io.Writer) bool {
 func recordCommand(ctx context.Context, args []string, self string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("scenario record", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
-	out := fs.String("out", "", "the scenario file to write")
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() {
+		fmt.Fprint(stdout, usage+"\nscenario record's flags:\n")
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+	}
+	out := fs.String("out", "", "the scenario `FILE` to write")
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
 		return 2
 	}
 	command := fs.Args()
@@ -177,14 +231,13 @@ func (rec *Recorder) between(ctx context.Context, cmd *exec.Cmd, stdin io.Reader
 }
 
 // Exec returns a starter that runs command as a process with the
-// scenario's flags after its words, in the run directory. The environment
-// also names the run's directories: SCENARIO_DIR, SCENARIO_CWD,
-// SCENARIO_STATE.
+// scenario's flags after its words, in the run directory, in an
+// environment of its own (isolatedEnv).
 func Exec(command []string) func(flags []string, env Env) (*Agent, error) {
 	return func(flags []string, env Env) (*Agent, error) {
 		cmd := exec.Command(command[0], append(command[1:], flags...)...)
 		cmd.Dir = env.Dir
-		cmd.Env = append(os.Environ(), "SCENARIO_DIR="+env.Dir, "SCENARIO_CWD="+env.Cwd, "SCENARIO_STATE="+env.State)
+		cmd.Env = isolatedEnv(os.Environ(), env)
 		errTail := &tail{max: 8 << 10}
 		cmd.Stderr = errTail
 		stdin, err1 := cmd.StdinPipe()
@@ -204,6 +257,25 @@ func Exec(command []string) func(flags []string, env Env) (*Agent, error) {
 		}
 		return &Agent{Stdin: stdin, Stdout: stdout, Wait: wait, Kill: kill, Stderr: errTail.String}, nil
 	}
+}
+
+// isolatedEnv is the agent's environment: the user's, less what would
+// change a scenario's result (acpbridge's own ACPBRIDGE_* settings, the
+// model endpoint), with HOME and the XDG state directory inside the run's
+// directory, and the run's directories named: SCENARIO_DIR, SCENARIO_CWD,
+// SCENARIO_STATE. A file's result does not depend on who runs it.
+func isolatedEnv(user []string, env Env) []string {
+	var out []string
+	for _, kv := range user {
+		name, _, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(name, "ACPBRIDGE_"), name == "OPENAI_BASE_URL", name == "HOME", name == "XDG_STATE_HOME":
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "HOME="+filepath.Join(env.Dir, "home"), "XDG_STATE_HOME="+filepath.Join(env.Dir, "home", ".local", "state"),
+		"SCENARIO_DIR="+env.Dir, "SCENARIO_CWD="+env.Cwd, "SCENARIO_STATE="+env.State)
 }
 
 // exitCode is a process's exit status; -1 when it was killed by a signal.
