@@ -254,3 +254,32 @@ func TestScenario_commandLine(t *testing.T) {
 	require.NoError(t, err, "%s", res)
 	assert.Contains(t, string(res), "2 passed, 0 failed")
 }
+
+// Verify that --update refuses to write a turn that now ends in an error
+// where the file had a result, and writes it with --accept-errors.
+func TestScenario_updateQuestionsErrors(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.CopyFS(filepath.Join(dir, "preambles"), os.DirFS("fixtures/preambles")))
+	file := filepath.Join(dir, "errturn.txtar")
+	require.NoError(t, os.WriteFile(file, []byte(`A turn whose model call now fails.
+-- flags --
+--model replay:$DIR/replay.jsonl --state-dir $STATE
+-- replay.jsonl --
+{"expect":"nothing like this","chunks":[{"text":"never"}]}
+-- transcript --
+include preambles/new_session_plain.txtar
+> {"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"$SESSION","prompt":[{"type":"text","text":"hello"}]}}
+< {"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}
+`), 0o644))
+	before, _ := os.ReadFile(file)
+	res, err := exec.Command(binary(t), "scenario", "run", "--update", file).CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(res), "the agent answered request 2 with error 1005")
+	assert.Contains(t, string(res), "--accept-errors")
+	after, _ := os.ReadFile(file)
+	assert.Equal(t, string(before), string(after), "the file is left as it was")
+	res, err = exec.Command(binary(t), "scenario", "run", "--update", "--accept-errors", file).CombinedOutput()
+	require.NoError(t, err, "%s", res)
+	after, _ = os.ReadFile(file)
+	assert.Contains(t, string(after), `"error":{"code":1005`)
+}

@@ -20,7 +20,7 @@ import (
 )
 
 const usage = `Usage:
-  acpbridge scenario run [--agent CMD] [--update] [--timeout D] FILE...  (flags may follow the files)
+  acpbridge scenario run [--agent CMD] [--update [--accept-errors]] [--timeout D] FILE...  (flags may follow the files)
   acpbridge scenario record --out FILE -- CMD [ARG...]
 
 run starts the agent for each scenario file (by default this acpbridge with
@@ -100,6 +100,7 @@ func runCommand(args []string, self string, stdout, stderr io.Writer) int {
 	}
 	agent := fs.String("agent", "", "the agent `CMD` to run (its words, then the file's flags); default: this acpbridge")
 	upd := fs.Bool("update", false, "rewrite the < lines from what the agent sends")
+	acceptErrors := fs.Bool("accept-errors", false, "with --update: write a response that is an error where the file had none")
 	timeout := 10 * time.Second
 	fs.Var(durationFlag{&timeout}, "timeout", "how long to wait for each line, with a unit (default 10s)")
 	files, err := parseInterspersed(fs, args)
@@ -117,7 +118,7 @@ func runCommand(args []string, self string, stdout, stderr io.Writer) int {
 	if *agent != "" {
 		command = strings.Fields(*agent)
 	}
-	opt := Options{Start: Exec(command), Timeout: timeout, Update: *upd}
+	opt := Options{Start: Exec(command), Timeout: timeout, Update: *upd, AcceptErrors: *acceptErrors}
 	failed := 0
 	for _, path := range files {
 		if !runFile(path, opt, stdout) {

@@ -41,6 +41,9 @@ type Options struct {
 	Timeout time.Duration
 	// Update rewrites the < lines instead of checking them.
 	Update bool
+	// AcceptErrors lets Update write a response that is an error where the
+	// old file had none (a turn that ended in an error, say).
+	AcceptErrors bool
 	// Check, when set, vets every line sent (fromAgent false) and received
 	// (true); a non-empty answer fails the run.
 	Check func(fromAgent bool, line []byte) string

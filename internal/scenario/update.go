@@ -11,6 +11,7 @@
 package scenario
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -152,6 +153,9 @@ func (r *run) segment(seg []Step, last bool) ([]string, error) {
 				break
 			}
 		}
+		if err := r.questionError(d, old); err != nil {
+			return nil, err
+		}
 		r.v.bindLoose(old, d)
 		text, err := r.v.generalize(line, old, true)
 		if err != nil {
@@ -160,6 +164,22 @@ func (r *run) segment(seg []Step, last bool) ([]string, error) {
 		out = append(out, "< "+text)
 	}
 	return out, nil
+}
+
+// questionError refuses a response that is an error where the old line
+// (old, or nil) was not one, unless the run accepts errors: a golden must
+// not quietly become "the conversation has diverged".
+func (r *run) questionError(d, old any) error {
+	m, _ := d.(map[string]any)
+	e, isErr := m["error"].(map[string]any)
+	if !isErr || r.opt.AcceptErrors {
+		return nil
+	}
+	if o, _ := old.(map[string]any); o != nil && o["error"] != nil {
+		return nil
+	}
+	id, _ := json.Marshal(m["id"])
+	return fmt.Errorf("the agent answered request %s with error %v: %v; --update writes a response that is an error only with --accept-errors (check the client's lines first: they may no longer fit what the agent does)", id, e["code"], e["message"])
 }
 
 // segmentLines reads the agent's lines for seg: up to as many lines of the
