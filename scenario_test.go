@@ -283,3 +283,52 @@ include preambles/new_session_plain.txtar
 	after, _ = os.ReadFile(file)
 	assert.Contains(t, string(after), `"error":{"code":1005`)
 }
+
+// Verify that a recording made with a real model (a fake OpenAI-compatible
+// endpoint here) through `scenario record` replays offline as it is: the
+// provider's flags are dropped, the fixture it recorded replays, and the
+// model option, which names another model on replay, is left free.
+func TestScenario_realModelRecordingReplays(t *testing.T) {
+	bin := binary(t)
+	f := newFakeOpenAI(t, fakeReply{file: "text.sse"})
+	dir := t.TempDir()
+	cwd := filepath.Join(dir, "work")
+	require.NoError(t, os.Mkdir(cwd, 0o755))
+	out := filepath.Join(dir, "session.txtar")
+	cmd := exec.Command(bin, "scenario", "record", "--out", out, "--",
+		bin, "--model", "openai:gpt-test", "--base-url", f.srv.URL+"/v1", "--models", "gpt-test,gpt-other",
+		"--record", filepath.Join(dir, "model.jsonl"), "--state-dir", filepath.Join(dir, "state"))
+	cmd.Env = append(os.Environ(), "OPENAI_API_KEY="+testKey)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	r := bufio.NewReader(stdout)
+	read := func(id int) map[string]any {
+		t.Helper()
+		for {
+			line, err := r.ReadBytes('\n')
+			require.NoError(t, err)
+			var m map[string]any
+			require.NoError(t, json.Unmarshal(line, &m))
+			if m["method"] == nil && m["id"] == float64(id) {
+				return m
+			}
+		}
+	}
+	fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`+"\n"+
+		`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`+"\n", cwd)
+	read(0)
+	sid := read(1)["result"].(map[string]any)["sessionId"].(string)
+	fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"hi"}]}}`+"\n", sid)
+	assert.Equal(t, "end_turn", read(2)["result"].(map[string]any)["stopReason"])
+	stdin.Close()
+	io.Copy(io.Discard, r)
+	require.NoError(t, cmd.Wait())
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "-- flags --\n--model replay:$DIR/model.jsonl --state-dir $STATE\n", "the provider's flags dropped")
+	res, err := exec.Command(bin, "scenario", "run", out).CombinedOutput()
+	require.NoError(t, err, "the recording replays offline:\n%s", res)
+}

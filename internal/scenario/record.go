@@ -4,12 +4,15 @@
 package scenario
 
 import (
+	"acpbridge/internal/jsonenc"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -86,12 +89,25 @@ func (rec *Recorder) note(e event) {
 func (rec *Recorder) Scenario(cmd []string) []byte {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	flags, files := scenarioFlags(cmd, rec.Self)
+	flags, files, realModel := scenarioFlags(cmd, rec.Self)
+	if realModel {
+		// Recorded against a real model, replayed from its fixture: the
+		// model option names another model then, and is left free.
+		for i, e := range rec.events {
+			if e.fromAgent {
+				rec.events[i].line = freeModelOption(e.line)
+			}
+		}
+	}
 	sc := &Scenario{Comment: fmt.Sprintf("Recorded by acpbridge scenario record on %s from:\n  %s\nRun it with: acpbridge scenario run FILE\n",
 		time.Now().UTC().Format("2006-01-02"), strings.Join(cmd, " "))}
 	sc.Sections = append(sc.Sections, Section{Name: "flags", Data: strings.Join(flags, " ") + "\n"})
 	sc.Sections = append(sc.Sections, files...)
-	sc.Sections = append(sc.Sections, Section{Name: "transcript", Data: rec.transcript(nil)})
+	tr := rec.transcript(nil)
+	if realModel {
+		tr = strings.ReplaceAll(tr, `"`+freeOption+`"`, `"$ANY"`)
+	}
+	sc.Sections = append(sc.Sections, Section{Name: "transcript", Data: tr})
 	return sc.Format()
 }
 
@@ -172,16 +188,21 @@ func sessionCwd(e event) string {
 // scenarioFlags turns an acpbridge command line into scenario flags: the
 // model fixture it replays or records is embedded, --state-dir is the
 // run's. Another agent's arguments are kept as they are.
-func scenarioFlags(cmd []string, self string) ([]string, []Section) {
+func scenarioFlags(cmd []string, self string) (flags []string, files []Section, realModel bool) {
 	if len(cmd) == 0 {
-		return nil, nil
+		return nil, nil, false
 	}
 	args := cmd[1:]
 	if !isAcpbridge(cmd[0], self) {
-		return args, nil
+		return args, nil, false
 	}
 	flags, model, fixture := splitModelFlags(args)
-	var files []Section
+	if model != "" && fixture != "" {
+		// A real model recorded (--record): the scenario replays the
+		// fixture, and the provider's flags go.
+		model, realModel = "", true
+		flags = withoutFlags(flags, "--base-url", "--models")
+	}
 	if fixture != "" {
 		if b, err := os.ReadFile(fixture); err == nil {
 			// Its name stays: the agent shows the model as replay:NAME.
@@ -195,7 +216,69 @@ func scenarioFlags(cmd []string, self string) ([]string, []Section) {
 	if model != "" {
 		flags = append(flags, "--model", model)
 	}
-	return append(flags, "--state-dir", "$STATE"), files
+	return append(flags, "--state-dir", "$STATE"), files, realModel
+}
+
+// withoutFlags is args less the named flags and their values.
+func withoutFlags(args []string, names ...string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		name, _, hasVal := strings.Cut(args[i], "=")
+		if strings.HasPrefix(name, "-") && !strings.HasPrefix(name, "--") {
+			name = "-" + name
+		}
+		if slices.Contains(names, name) {
+			if !hasVal {
+				i++
+			}
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
+}
+
+// freeOption stands for a model option until the transcript is written,
+// where it becomes "$ANY" (a "$ANY" in a line would be written as text).
+const freeOption = "acpbridge-scenario-free-model-option"
+
+// freeModelOption is an agent's line with every config option of the
+// model category written "$ANY": a recording made with a real model
+// replays with the fixture's model name.
+func freeModelOption(line []byte) []byte {
+	if !bytes.Contains(line, []byte(`"configOptions"`)) {
+		return line
+	}
+	var v any
+	if json.Unmarshal(line, &v) != nil {
+		return line
+	}
+	var walk func(any)
+	walk = func(x any) {
+		switch x := x.(type) {
+		case map[string]any:
+			if opts, ok := x["configOptions"].([]any); ok {
+				for i, o := range opts {
+					if m, ok := o.(map[string]any); ok && m["category"] == "model" {
+						opts[i] = freeOption
+					}
+				}
+			}
+			for _, y := range x {
+				walk(y)
+			}
+		case []any:
+			for _, y := range x {
+				walk(y)
+			}
+		}
+	}
+	walk(v)
+	b, err := jsonenc.Marshal(v)
+	if err != nil {
+		return line
+	}
+	return b
 }
 
 // splitModelFlags takes --record, --model and --state-dir out of
