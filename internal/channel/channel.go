@@ -53,6 +53,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/creachadair/jrpc2"
@@ -63,7 +64,7 @@ import (
 
 // Wire implements jrpc2's channel.Channel over a reader and a writer.
 type Wire struct {
-	raw     io.Writer // the writer under w, for LimitWrites
+	raw     *graceWriter // the writer under w, for LimitWrites
 	in      *bufio.Reader
 	maxLine int
 	ahead   [][]byte // lines read and admitted, not yet handed to jrpc2 (Recv's own)
@@ -107,11 +108,12 @@ const eofGrace = 300 * time.Millisecond
 // NewWire is a wire that reads lines of at most maxLine bytes from r and
 // writes to w, and to trace when it is not nil.
 func NewWire(r io.Reader, w io.Writer, maxLine int, trace *Tracer) *Wire {
+	raw := &graceWriter{w: w}
 	return &Wire{
-		raw:     w,
+		raw:     raw,
 		in:      bufio.NewReaderSize(r, 64<<10),
 		maxLine: maxLine,
-		w:       bufio.NewWriterSize(w, 64<<10),
+		w:       bufio.NewWriterSize(raw, 64<<10),
 		Broken:  make(chan struct{}),
 		trace:   trace,
 		calls:   map[int64]chan reply{},
@@ -360,10 +362,31 @@ const writeGrace = time.Second
 
 // LimitWrites gives every write from now on writeGrace to finish, when the
 // writer can have a deadline (stdout as a pipe or a socket): a write
-// blocked on a client that stopped reading then fails and frees the wire.
-// It takes no lock, so it frees a writer that holds one.
+// blocked on a client that stopped reading then fails and frees the wire,
+// while a client that reads gets everything. It takes no lock, so it frees
+// a writer that holds one.
 func (c *Wire) LimitWrites() {
-	if d, ok := c.raw.(interface{ SetWriteDeadline(time.Time) error }); ok {
+	c.raw.limited.Store(true)
+	c.raw.arm()
+}
+
+// graceWriter is stdout under the wire's buffer: once limited, each write
+// must finish within writeGrace.
+type graceWriter struct {
+	w       io.Writer
+	limited atomic.Bool
+}
+
+func (g *graceWriter) Write(p []byte) (int, error) {
+	if g.limited.Load() {
+		g.arm()
+	}
+	return g.w.Write(p)
+}
+
+// arm sets the write deadline writeGrace from now, when the writer has one.
+func (g *graceWriter) arm() {
+	if d, ok := g.w.(interface{ SetWriteDeadline(time.Time) error }); ok {
 		d.SetWriteDeadline(time.Now().Add(writeGrace))
 	}
 }
