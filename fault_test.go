@@ -84,17 +84,8 @@ func TestFault_stdoutClosedMidStream(t *testing.T) {
 	}
 	fixture := writeFixture(t, `{"chunks":[`+strings.Join(chunks, ",")+`]}`)
 	b := startStreaming(t, fixture, "Streaming")
-	cmd := b.cmd
 	b.stdout.Close() // the client stops reading; stdin stays open
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		assert.NoError(t, err, "exit status")
-	case <-time.After(hang):
-		cmd.Process.Kill()
-		t.Fatal("acpbridge did not exit after its stdout closed")
-	}
+	b.awaitExit(t, "after its stdout closed")
 	b.stdin.Close()
 	assert.Contains(t, lastTurnEnd(t, b.state, b.sid), `"interrupted":true`)
 }
@@ -212,15 +203,7 @@ func TestFault_stalledReaderStillExits(t *testing.T) {
 			} else {
 				require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case err := <-done:
-				assert.NoError(t, err, "exit status")
-			case <-time.After(hang):
-				cmd.Process.Kill()
-				t.Fatal("acpbridge did not exit while its client had stopped reading")
-			}
+			b.awaitExit(t, "while its client had stopped reading")
 			log, err := os.ReadFile(filepath.Join(state, "sessions", sid+".jsonl"))
 			require.NoError(t, err)
 			assert.Contains(t, string(log), `"text":"stream"`)
@@ -259,4 +242,18 @@ func startStreaming(t *testing.T, fixture, want string) streaming {
 	line, _ = r.ReadString('\n')
 	require.Contains(t, line, want)
 	return b
+}
+
+// awaitExit waits (bounded) for the process to exit with status 0.
+func (b streaming) awaitExit(t *testing.T, when string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- b.cmd.Wait() }()
+	select {
+	case err := <-done:
+		assert.NoError(t, err, "exit status")
+	case <-time.After(hang):
+		b.cmd.Process.Kill()
+		t.Fatalf("acpbridge did not exit %s", when)
+	}
 }

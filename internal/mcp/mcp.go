@@ -290,7 +290,7 @@ func (t *groupTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 // SDK ends only the process it started, and a wrapper's child would live on.
 func (h *Hub) killGroup(srv *mcpServer) {
 	if srv.pgid > 0 {
-		h.procs.Kill(srv.pgid)
+		h.procs.KillGroup(srv.pgid)
 	}
 }
 

@@ -109,15 +109,21 @@ func (g *Guard) Started(cmd *exec.Cmd) error {
 	return g.tell('+', cmd.Process.Pid)
 }
 
-// Kill ends a child's group (on Windows its process tree) with everything
-// in it, and what it started outside it (found before the kill, while they
-// are still its descendants).
+// Kill ends a child stopped early: its group (on Windows its process
+// tree) with everything in it, and what it started outside the group
+// (found before the kill, while they are still its descendants).
 func (g *Guard) Kill(pid int) {
 	left := Descendants(pid)
-	killGroup(pid)
+	g.KillGroup(pid)
 	for _, p := range left {
 		killProcess(p)
 	}
+}
+
+// KillGroup ends what is left of a child's group once the child is done
+// (no scan of the process table), and tells the keeper.
+func (g *Guard) KillGroup(pid int) {
+	killGroup(pid)
 	if g != nil && useKeeper {
 		g.tell('-', pid)
 	}
@@ -229,9 +235,10 @@ func endDescendants() {
 	}
 }
 
-// SecretEnv are the environment variables that hold the model provider's
-// key: the processes acpbridge starts for the model's tools do not get them.
-var SecretEnv = []string{"OPENAI_API_KEY"}
+// secret reports whether an environment variable holds the model
+// provider's key: the processes acpbridge starts for the model's tools do
+// not get it.
+func secret(name string) bool { return name == "OPENAI_API_KEY" }
 
 // ChildEnv is this process's environment less the secrets, except those
 // named in pass: what commands and stdio MCP servers start with.
@@ -239,7 +246,7 @@ func ChildEnv(pass []string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if slices.Contains(SecretEnv, name) && !slices.Contains(pass, name) {
+		if secret(name) && !slices.Contains(pass, name) {
 			continue
 		}
 		env = append(env, kv)

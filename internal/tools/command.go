@@ -184,7 +184,7 @@ func (e *Env) awaitLocal(ctx context.Context, cmd *exec.Cmd, timeout time.Durati
 		e.Procs.Kill(cmd.Process.Pid)
 		err = <-done
 	}
-	e.Procs.Kill(cmd.Process.Pid) // whatever the command left running in its group
+	e.Procs.KillGroup(cmd.Process.Pid) // whatever the command left running in its group
 	return timedOut, err
 }
 
