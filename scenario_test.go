@@ -128,34 +128,7 @@ func TestScenario_recordThenRun(t *testing.T) {
 	out := filepath.Join(dir, "session.txtar")
 	cmd := exec.Command(bin, "scenario", "record", "--out", out, "--",
 		bin, "--model", "replay:"+fixture, "--state-dir", filepath.Join(dir, "state"))
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	r := bufio.NewReader(stdout)
-	read := func(id int) map[string]any {
-		t.Helper()
-		for {
-			line, err := r.ReadBytes('\n')
-			require.NoError(t, err)
-			var m map[string]any
-			require.NoError(t, json.Unmarshal(line, &m))
-			if m["method"] == nil && m["id"] == float64(id) {
-				return m
-			}
-		}
-	}
-	// Pipelined, as an editor that does not wait sends them.
-	fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`+"\n"+
-		`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`+"\n", cwd)
-	read(0)
-	sid := read(1)["result"].(map[string]any)["sessionId"].(string)
-	fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"what do my notes say?"}]}}`+"\n", sid)
-	assert.Equal(t, "end_turn", read(2)["result"].(map[string]any)["stopReason"])
-	stdin.Close()
-	io.Copy(io.Discard, r)
-	require.NoError(t, cmd.Wait())
+	sid := recordOneTurn(t, cmd, cwd, "what do my notes say?")
 
 	b, err := os.ReadFile(out)
 	require.NoError(t, err)
@@ -299,6 +272,20 @@ func TestScenario_realModelRecordingReplays(t *testing.T) {
 		bin, "--model", "openai:gpt-test", "--base-url", f.srv.URL+"/v1", "--models", "gpt-test,gpt-other",
 		"--record", filepath.Join(dir, "model.jsonl"), "--state-dir", filepath.Join(dir, "state"))
 	cmd.Env = append(os.Environ(), "OPENAI_API_KEY="+testKey)
+	recordOneTurn(t, cmd, cwd, "hi")
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "-- flags --\n--model replay:$DIR/model.jsonl --state-dir $STATE\n", "the provider's flags dropped")
+	res, err := exec.Command(bin, "scenario", "run", out).CombinedOutput()
+	require.NoError(t, err, "the recording replays offline:\n%s", res)
+}
+
+// recordOneTurn drives `scenario record` (cmd, not started) as an editor
+// would: initialize and session/new pipelined in one write, then a prompt
+// whose turn must end end_turn; then it closes stdin and waits for the
+// recorder. It returns the session's id.
+func recordOneTurn(t *testing.T, cmd *exec.Cmd, cwd, text string) string {
+	t.Helper()
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
@@ -321,14 +308,10 @@ func TestScenario_realModelRecordingReplays(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`+"\n", cwd)
 	read(0)
 	sid := read(1)["result"].(map[string]any)["sessionId"].(string)
-	fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"hi"}]}}`+"\n", sid)
+	fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%q}]}}`+"\n", sid, text)
 	assert.Equal(t, "end_turn", read(2)["result"].(map[string]any)["stopReason"])
 	stdin.Close()
 	io.Copy(io.Discard, r)
 	require.NoError(t, cmd.Wait())
-	b, err := os.ReadFile(out)
-	require.NoError(t, err)
-	assert.Contains(t, string(b), "-- flags --\n--model replay:$DIR/model.jsonl --state-dir $STATE\n", "the provider's flags dropped")
-	res, err := exec.Command(bin, "scenario", "run", out).CombinedOutput()
-	require.NoError(t, err, "the recording replays offline:\n%s", res)
+	return sid
 }
