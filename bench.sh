@@ -125,6 +125,9 @@ python3 bench/search/search.py "$out/acpbridge" "$RUNS"
 echo "== --fanout: initialize and 20 threads one after another through the router against direct; idle PSS for 10 and 50 threads"
 python3 bench/fanout/threads.py "$out/acpbridge" "$RUNS"
 
+echo "== --fanout: stdin's EOF with N sessions each running a command (sleep), answered and persisted"
+python3 bench/fanout/eof.py "$out/acpbridge" 20 80 100
+
 echo "== --fanout: session/new and the stream through the router against direct (5 interleaved rounds)"
 "$out/driver" --rounds 5 --m 0 --tabs 0 \
   direct="$out/acpbridge --model replay:\$FIXTURE --state-dir \$STATE" \

@@ -183,6 +183,7 @@ type outlook struct {
 	turn    *turn                   // its admitted prompt's turn, until the turn ends
 	closing bool                    // a session/close of it is queued
 	ending  bool                    // the connection is ending: no step is admitted
+	endsBy  time.Time               // set with ending: shutdown waits for the loop until then
 }
 
 // turn is one admitted session/prompt.
@@ -573,7 +574,7 @@ func (a *agent) forget(b *box) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.ahead.box == b {
-		a.ahead = outlook{ending: a.ahead.ending}
+		a.ahead = outlook{ending: a.ahead.ending, endsBy: a.ahead.endsBy}
 	}
 }
 
@@ -859,10 +860,16 @@ func (a *agent) admitDelete(id string, _ *acp.SessionIDParams) admission {
 
 func answerOf(result any, err error) admission { return admission{result: result, err: err} }
 
-// shutdownWait bounds how long shutdown waits for the loop to end the
-// turn and free the session, so that the process exits within a second of
-// EOF or a signal even when a tool will not stop.
-const shutdownWait = 600 * time.Millisecond
+// exitWait bounds, from the hang-up, how long the connection's end waits
+// for the loop to end the turn and free the session, so that the process
+// exits within a second of EOF or a signal even when a tool will not stop.
+// At EOF most of it is the wire holding the EOF back until the turn's
+// answer is written (channel.EOFGrace); shutdown keeps at least
+// releaseWait for the loop's last step.
+const (
+	exitWait    = 900 * time.Millisecond
+	releaseWait = 100 * time.Millisecond
+)
 
 // hangUp is the part of the connection's end that acts at once: it stops
 // admitting steps and cancels the turn and any opening load. The wire calls
@@ -870,7 +877,10 @@ const shutdownWait = 600 * time.Millisecond
 func (a *agent) hangUp() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.ahead.ending = true
+	if !a.ahead.ending {
+		a.ahead.ending = true
+		a.ahead.endsBy = time.Now().Add(exitWait)
+	}
 	if a.ahead.opening != nil {
 		a.ahead.opening(errConnection)
 	}
@@ -894,9 +904,12 @@ func (a *agent) shutdown() {
 		return nil, nil
 	}})
 	a.steps.release()
+	a.mu.Lock()
+	wait := max(time.Until(a.ahead.endsBy), releaseWait)
+	a.mu.Unlock()
 	select {
 	case <-done:
-	case <-time.After(shutdownWait):
+	case <-time.After(wait):
 		a.log.Warn("the session did not wind down in time; exiting anyway")
 	}
 }

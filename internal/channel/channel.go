@@ -29,7 +29,7 @@
 //	Server.Callback for requests to     Call; responses taken out before jrpc2     TestHostile_clientAnswers,
 //	  the client; a late reply gets a     sees them; late ones dropped quietly      FuzzClientAnswer
 //	  spurious error sent back
-//	drops requests still queued at      Recv waits (eofGrace) until every request  TestHostile_answeredBeforeEOF
+//	drops requests still queued at      Recv waits (EOFGrace) until every request  TestHostile_answeredBeforeEOF
 //	  stdin EOF, unanswered               received is answered
 //	starts handlers in any order        Arrive, in read order, before dispatch;    TestOrder, TestOrder_goldens
 //	                                      the root's loop runs steps in that order
@@ -79,7 +79,7 @@ type Wire struct {
 	eof    bool // stdin has ended: no response will come
 
 	// The client's requests handed to jrpc2 and not yet answered, by id.
-	// At stdin EOF, Recv waits (up to eofGrace) for these to be answered,
+	// At stdin EOF, Recv waits (up to EOFGrace) for these to be answered,
 	// since jrpc2 drops the requests still queued when it stops.
 	unanswered map[string]int
 	answered   chan struct{} // signalled when unanswered shrinks
@@ -101,9 +101,12 @@ type Wire struct {
 	OnHangUp func()        // called when stdin ends, before Recv waits for answers
 }
 
-// eofGrace is how long requests received before stdin's EOF may still take
-// to be answered; the process exits within a second of EOF.
-const eofGrace = 300 * time.Millisecond
+// EOFGrace is how long requests received before stdin's EOF may still take
+// to be answered: a turn cancelled by the EOF is answered once it has
+// persisted, which takes milliseconds, or hundreds of them on a machine
+// with a hundred acpbridge processes ending at once (--fanout). The process
+// exits within a second of EOF.
+const EOFGrace = 800 * time.Millisecond
 
 // NewWire is a wire that reads lines of at most maxLine bytes from r and
 // writes to w, and to trace when it is not nil.
@@ -511,10 +514,10 @@ func (c *Wire) accept(line []byte) {
 	}
 }
 
-// awaitAnswers waits, up to eofGrace, until every request received has
+// awaitAnswers waits, up to EOFGrace, until every request received has
 // been answered.
 func (c *Wire) awaitAnswers() {
-	deadline := time.NewTimer(eofGrace)
+	deadline := time.NewTimer(EOFGrace)
 	defer deadline.Stop()
 	for {
 		c.mu.Lock()

@@ -205,18 +205,24 @@ func RunKeeper(r io.Reader) {
 
 // Descendants lists the processes below pid.
 func Descendants(pid int) []int {
-	children := parents()
+	children := childLister()
 	var out []int
 	queue := []int{pid}
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
-		for _, c := range children[p] {
+		for _, c := range children(p) {
 			out = append(out, c)
 			queue = append(queue, c)
 		}
 	}
 	return out
+}
+
+// fromTable lists children from a table of the whole process list, for an
+// OS that cannot list one process's children.
+func fromTable(table map[int][]int) func(int) []int {
+	return func(p int) []int { return table[p] }
 }
 
 // endDescendants kills every process below this one. A few passes catch

@@ -19,6 +19,10 @@ func childAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: tru
 // when the router dies.
 func ChildAcpbridgeAttr() *syscall.SysProcAttr { return nil }
 
+// childLister lists each process's children from one pass over the process
+// table (parents).
+func childLister() func(int) []int { return fromTable(parents()) }
+
 // parents maps each process to its children, from the kernel's process
 // table.
 func parents() map[int][]int {

@@ -28,6 +28,33 @@ func ChildAcpbridgeAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 }
 
+// childLister lists a process's children from /proc/PID/task/TID/children,
+// which costs reads in the subtree only (ending a command under load, with
+// hundreds of processes about, must not read every one of them), or, on a
+// kernel built without that file, from one pass over /proc.
+func childLister() func(int) []int {
+	if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(os.Getpid()), "task", strconv.Itoa(os.Getpid()), "children")); err != nil {
+		return fromTable(parents())
+	}
+	return taskChildren
+}
+
+// taskChildren lists the children of every thread of p.
+func taskChildren(p int) []int {
+	dir := filepath.Join("/proc", strconv.Itoa(p), "task")
+	tasks, _ := os.ReadDir(dir)
+	var out []int
+	for _, t := range tasks {
+		b, _ := os.ReadFile(filepath.Join(dir, t.Name(), "children"))
+		for _, f := range bytes.Fields(b) {
+			if c, err := strconv.Atoi(string(f)); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
 // parents maps each process to its children, from /proc.
 func parents() map[int][]int {
 	children := map[int][]int{}

@@ -74,6 +74,10 @@ func killProcess(pid int) {
 // reapChildren: Windows has no zombies to reap.
 func reapChildren() {}
 
+// childLister lists each process's children from one pass over the process
+// table (parents).
+func childLister() func(int) []int { return fromTable(parents()) }
+
 // parents maps each process to its children, from a process snapshot.
 func parents() map[int][]int {
 	children := map[int][]int{}
