@@ -128,6 +128,9 @@ python3 bench/fanout/threads.py "$out/acpbridge" "$RUNS"
 echo "== --fanout: stdin's EOF with N sessions each running a command (sleep), answered and persisted"
 python3 bench/fanout/eof.py "$out/acpbridge" 20 80 100
 
+echo "== hostile input: peak RSS against an endless model stream, and the --fanout router with a 30 MB prompt beside a stream"
+python3 bench/hostile/memory.py "$out/acpbridge"
+
 echo "== --fanout: session/new and the stream through the router against direct (5 interleaved rounds)"
 "$out/driver" --rounds 5 --m 0 --tabs 0 \
   direct="$out/acpbridge --model replay:\$FIXTURE --state-dir \$STATE" \

@@ -67,7 +67,7 @@ type Wire struct {
 	raw     *graceWriter // the writer under w, for LimitWrites
 	in      *bufio.Reader
 	maxLine int
-	ahead   [][]byte // lines read and admitted, not yet handed to jrpc2 (Recv's own)
+	ahead   []inbound // lines read and admitted, not yet handed on (Recv's own)
 
 	mu     sync.Mutex // protects the fields below
 	w      *bufio.Writer
@@ -443,11 +443,31 @@ func (c *Wire) Close() error { return c.Flush() }
 // skipped and answered here with an error carrying the id found at the
 // line's start (if any); the next line is served.
 func (c *Wire) Recv() ([]byte, error) {
+	in, err := c.next()
+	return in.line, err
+}
+
+// RecvMessage is Recv for a reader that is not jrpc2 (the --fanout router):
+// the next line to handle, decoded (the wire decodes each line once); nil
+// for a line that is JSON but no object.
+func (c *Wire) RecvMessage() (Message, error) {
+	in, err := c.next()
+	return in.msg, err
+}
+
+// inbound is a line the wire has admitted, with its members when it is an
+// object.
+type inbound struct {
+	line []byte
+	msg  Message
+}
+
+func (c *Wire) next() (inbound, error) {
 	for len(c.ahead) == 0 {
 		line, err := c.recvLine()
 		if err != nil {
 			c.hangUp()
-			return nil, err
+			return inbound{}, err
 		}
 		c.accept(line)
 		// Every further whole line that the same read brought is taken in
@@ -465,9 +485,9 @@ func (c *Wire) Recv() ([]byte, error) {
 			c.Arrived()
 		}
 	}
-	line := c.ahead[0]
+	in := c.ahead[0]
 	c.ahead = c.ahead[1:]
-	return line, nil
+	return in, nil
 }
 
 // hangUp is stdin's end: the agent's calls fail, OnHangUp runs, and Ended closes
@@ -498,7 +518,7 @@ func (c *Wire) accept(line []byte) {
 	switch {
 	case ok:
 		if !c.take(m) {
-			c.ahead = append(c.ahead, line)
+			c.ahead = append(c.ahead, inbound{line, m})
 		}
 	case !json.Valid(t):
 		// Answered here, with the id when the line's start shows one;
@@ -510,7 +530,7 @@ func (c *Wire) accept(line []byte) {
 		// jrpc2 would answer a batch with an array, which is no ACP message.
 		c.reject("null", jrpc2.InvalidRequest, "batches are not part of ACP: send one message a line")
 	default:
-		c.ahead = append(c.ahead, line) // JSON, but no object: jrpc2 answers it
+		c.ahead = append(c.ahead, inbound{line: line}) // JSON, but no object: jrpc2 answers it
 	}
 }
 

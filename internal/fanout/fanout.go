@@ -67,6 +67,7 @@ type router struct {
 	sessions map[string]*child // session id → its child
 	inflight map[string]bool   // the client's request ids not answered yet
 	children map[*child]bool   // every child alive
+	starting int               // children being started, each in a slot of --max-children
 	closing  bool
 }
 
@@ -75,8 +76,9 @@ type child struct {
 	r       *router
 	cmd     *exec.Cmd
 	in      io.WriteCloser
-	session string // the session it serves, once known ("" while warm)
-	ending  bool   // r.mu: its session closed or failed to open; it is ending
+	stdout  io.Reader // read by read, once started
+	session string    // the session it serves, once known ("" while warm)
+	ending  bool      // r.mu: its session closed or failed to open; it is ending
 	exited  chan struct{}
 
 	writeMu sync.Mutex // one line at a time on its stdin
@@ -116,15 +118,15 @@ func Serve(ctx context.Context, version string, args []string, maxLine, maxChild
 // serve routes the client's lines until stdin ends or a signal (ctx)
 // ends the router as stdin's end would.
 func (r *router) serve(ctx context.Context) {
-	lines := make(chan []byte)
-	go r.read(lines)
+	msgs := make(chan channel.Message)
+	go r.read(msgs)
 	for {
 		select {
-		case line, ok := <-lines:
+		case m, ok := <-msgs:
 			if !ok {
 				return
 			}
-			r.route(line)
+			r.route(m)
 		case <-ctx.Done():
 			r.log.Info("ending as at stdin EOF", "why", context.Cause(ctx))
 			r.out.CloseCalls()
@@ -133,15 +135,16 @@ func (r *router) serve(ctx context.Context) {
 	}
 }
 
-// read hands the client's lines to lines, closing it when stdin ends.
-func (r *router) read(lines chan<- []byte) {
-	defer close(lines)
+// read hands the client's messages, as the wire decoded them, to msgs,
+// closing it when stdin ends.
+func (r *router) read(msgs chan<- channel.Message) {
+	defer close(msgs)
 	for {
-		line, err := r.out.Recv()
+		m, err := r.out.RecvMessage()
 		if err != nil {
 			return
 		}
-		lines <- line
+		msgs <- m
 	}
 }
 
@@ -158,9 +161,30 @@ func withoutFanout(args []string) []string {
 	return out
 }
 
-// start starts a child; it is initialized at once when the client's
-// initialize params are known.
+// start starts a child in a slot reserved (r.starting) under r.mu, so that
+// two starts at once cannot pass --max-children; it is initialized at once
+// when the client's initialize params are known.
 func (r *router) start() (*child, error) {
+	c, err := r.startProcess()
+	r.mu.Lock()
+	r.starting--
+	if c != nil {
+		r.children[c] = true
+	}
+	init := r.initArgs
+	r.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	go c.read(c.stdout)
+	if init != nil {
+		c.initialize(init)
+	}
+	return c, nil
+}
+
+// startProcess starts a child acpbridge.
+func (r *router) startProcess() (*child, error) {
 	cmd := exec.Command(r.exe, r.args...)
 	cmd.Stderr = r.errw
 	cmd.SysProcAttr = proc.ChildAcpbridgeAttr() // ends as at EOF should the router die
@@ -175,16 +199,7 @@ func (r *router) start() (*child, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting a child acpbridge: %w", err)
 	}
-	c := &child{r: r, cmd: cmd, in: in, exited: make(chan struct{}), pending: map[int64]forwarded{}}
-	r.mu.Lock()
-	r.children[c] = true
-	init := r.initArgs
-	r.mu.Unlock()
-	go c.read(outp)
-	if init != nil {
-		c.initialize(init)
-	}
-	return c, nil
+	return &child{r: r, cmd: cmd, in: in, stdout: outp, exited: make(chan struct{}), pending: map[int64]forwarded{}}, nil
 }
 
 // initialize sends the child the client's initialize params, once; the
@@ -208,6 +223,9 @@ func (r *router) warmUp() {
 	for {
 		r.mu.Lock()
 		need := len(r.spares) < spares && !r.closing && r.countLocked() < r.maxChildren
+		if need {
+			r.starting++
+		}
 		r.mu.Unlock()
 		if !need {
 			return
@@ -241,9 +259,9 @@ func (r *router) spare() *child {
 }
 
 // countLocked is how many children count toward --max-children: those
-// alive and not ending. r.mu is held.
+// alive and not ending, and those starting. r.mu is held.
 func (r *router) countLocked() int {
-	n := 0
+	n := r.starting
 	for c := range r.children {
 		if !c.ending {
 			n++
@@ -262,6 +280,9 @@ func (r *router) takeWarm() (*child, error) {
 		c, r.spares = r.spares[0], r.spares[1:]
 	}
 	n := r.countLocked()
+	if c == nil && n < r.maxChildren {
+		r.starting++
+	}
 	r.mu.Unlock()
 	if c != nil {
 		return c, nil
@@ -286,16 +307,19 @@ type envelope struct {
 	Error  json.RawMessage `json:"error"`
 }
 
-// route handles one client message, in arrival order.
-func (r *router) route(line []byte) {
-	// The wire has answered what is not a well-formed request or
-	// notification; this is one, read once (its params are not copied
-	// again on the way to the child).
+// route handles one client message, in arrival order. The wire has
+// decoded it once and answered what is not a well-formed request or
+// notification; what routes it (id, method, sessionId) is read from that,
+// and its params go on to the child as they are, never copied again.
+func (r *router) route(m channel.Message) {
 	var e envelope
-	if json.Unmarshal(line, &e) != nil {
+	method, _ := m.Get("method")
+	if m == nil || json.Unmarshal(method, &e.Method) != nil {
 		r.answerErr("null", jrpc2.InvalidRequest, "invalid request: not a JSON-RPC request object")
 		return
 	}
+	e.ID, _ = m.Get("id")
+	e.Params, _ = m.Get("params")
 	id, hasID := e.ID, len(e.ID) > 0
 	if hasID && r.duplicate(id) {
 		return
@@ -309,7 +333,7 @@ func (r *router) route(line []byte) {
 		// whoever serves the session, or nowhere.
 		if p.SessionID != nil {
 			if c := r.child(*p.SessionID); c != nil {
-				c.write(line)
+				c.notify(e.Method, e.Params)
 			}
 		}
 		return
@@ -467,7 +491,16 @@ func (c *child) send(f forwarded, method string, params json.RawMessage) {
 	id := c.nextID
 	c.pending[id] = f
 	c.mu.Unlock()
-	head := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":%q`, id, method)
+	c.writeMessage(jsonenc.AppendString(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":`, id), method), params)
+}
+
+// notify forwards a notification of the client's to the child.
+func (c *child) notify(method string, params json.RawMessage) {
+	c.writeMessage(jsonenc.AppendString([]byte(`{"jsonrpc":"2.0","method":`), method), params)
+}
+
+// writeMessage writes a message's head, its params as they are, and its end.
+func (c *child) writeMessage(head []byte, params json.RawMessage) {
 	if len(params) == 0 {
 		c.write(head, []byte("}"))
 		return
