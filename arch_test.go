@@ -38,9 +38,10 @@ var layers = map[string][]string{
 	// The tools know the protocol and processes; MCP tools are tools.
 	"tools": {"acp", "clip", "jsonenc", "proc"},
 	"mcp":   {"acp", "clip", "proc", "tools"},
-	// --fanout routes lines between channels; scenarios stand alone.
+	// --fanout routes lines between channels; scenarios stand alone but
+	// for the replay fixture, which they serve as a model endpoint.
 	"fanout":   {"acp", "channel", "clip", "jsonenc", "proc"},
-	"scenario": {"clip", "jsonenc", "proc"},
+	"scenario": {"acp", "clip", "jsonenc", "model", "proc"},
 }
 
 func TestArchitecture_importsRunOneWay(t *testing.T) {

@@ -98,7 +98,7 @@ func TestScenario_againstAnotherBuild(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	files, err := filepath.Glob("fixtures/*.txtar")
 	require.NoError(t, err)
-	run := exec.Command(bin, append([]string{"scenario", "run", "--agent", other}, files...)...)
+	run := exec.Command(bin, append([]string{"scenario", "run", "--agent", other + " $FLAGS"}, files...)...)
 	out, err = run.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	assert.Equal(t, len(files), strings.Count(string(out), "\nok   ")+boolInt(strings.HasPrefix(string(out), "ok   ")), "%s", out)

@@ -12,9 +12,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mattn/go-shellwords"
 
 	"acpbridge/internal/proc"
 )
@@ -98,7 +102,14 @@ func runCommand(args []string, self string, stdout, stderr io.Writer) int {
 		fs.SetOutput(stdout)
 		fs.PrintDefaults()
 	}
-	agent := fs.String("agent", "", "the agent `CMD` to run (its words, then the file's flags); default: this acpbridge")
+	var agents []agentSpec
+	fs.Func("agent", "an agent to run, `[NAME=]CMD` quoted as a shell would (repeat it to compare agents); default: this acpbridge", func(v string) error {
+		a, err := parseAgent(v, self)
+		if err == nil {
+			agents = append(agents, a)
+		}
+		return err
+	})
 	upd := fs.Bool("update", false, "rewrite the < lines from what the agent sends")
 	acceptErrors := fs.Bool("accept-errors", false, "with --update: write a response that is an error where the file had none")
 	timeout := 10 * time.Second
@@ -114,49 +125,132 @@ func runCommand(args []string, self string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, "acpbridge scenario run: name at least one scenario file\n"+usage)
 		return 2
 	}
-	command := []string{self}
-	if *agent != "" {
-		command = strings.Fields(*agent)
+	if len(agents) == 0 {
+		agents = []agentSpec{{name: "acpbridge", command: []string{self}, acpbridge: true}}
 	}
-	opt := Options{Start: Exec(command), Timeout: timeout, Update: *upd, AcceptErrors: *acceptErrors}
-	failed := 0
+	if *upd && len(agents) > 1 {
+		fmt.Fprint(stderr, "acpbridge scenario run: --update rewrites a file from one agent: name one --agent\n")
+		return 2
+	}
+	names := uniqueNames(agents)
+	failed, runs := 0, 0
 	for _, path := range files {
-		if !runFile(path, opt, stdout) {
-			failed++
+		var results []Result
+		for i, a := range agents {
+			opt := Options{Start: Exec(a.command), Flags: a.flags, Timeout: timeout, Update: *upd, AcceptErrors: *acceptErrors}
+			label := ""
+			if len(agents) > 1 {
+				label = " [" + names[i] + "]"
+			}
+			res, ok := runFile(path, opt, label, stdout)
+			runs++
+			if !ok {
+				failed++
+			}
+			results = append(results, res)
+		}
+		if len(agents) > 1 && len(results) == len(agents) && results[0].Received != nil {
+			fmt.Fprintf(stdout, "  %s, side by side:\n%s%s", path, figuresTable(names, results), compareRuns(names, results))
 		}
 	}
-	fmt.Fprintf(stdout, "%d passed, %d failed\n", len(files)-failed, failed)
+	fmt.Fprintf(stdout, "%d passed, %d failed\n", runs-failed, failed)
 	if failed > 0 {
 		return 1
 	}
 	return 0
 }
 
+// agentSpec is an agent to run: its name, its command line, and whether
+// it is acpbridge (which takes the file's -- flags --).
+type agentSpec struct {
+	name      string
+	command   []string
+	acpbridge bool
+}
+
+// parseAgent reads --agent's [NAME=]CMD: the command split as a shell
+// would split it (quotes and escapes; no expansion), its name the word
+// before = or its program's base name.
+func parseAgent(v, self string) (agentSpec, error) {
+	var a agentSpec
+	if name, rest, ok := strings.Cut(v, "="); ok && agentName.MatchString(name) {
+		a.name, v = name, rest
+	}
+	words, err := shellwords.Parse(v)
+	if err != nil {
+		return a, fmt.Errorf("%q: %v", v, err)
+	}
+	if len(words) == 0 {
+		return a, fmt.Errorf("%q names no command", v)
+	}
+	a.command = words
+	a.acpbridge = isAcpbridge(words[0], self)
+	if a.name == "" {
+		a.name = strings.TrimSuffix(filepath.Base(words[0]), ".exe")
+	}
+	return a, nil
+}
+
+var agentName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+// flags are the agent's flags from a scenario: a flags/NAME section's when
+// the file has one for the agent, else the file's -- flags -- for acpbridge
+// or for a command that asks for them with the word $FLAGS, else none.
+func (a agentSpec) flags(sc *Scenario) []string {
+	if own, ok := sc.AgentFlags(a.name); ok {
+		return own
+	}
+	if a.acpbridge || slices.Contains(a.command, flagsWord) {
+		return sc.Flags
+	}
+	return nil
+}
+
+// flagsWord, as a word of --agent's command, is where the agent's flags go
+// (by default, after its words).
+const flagsWord = "$FLAGS"
+
+// uniqueNames is the agents' names, a second of a name numbered.
+func uniqueNames(agents []agentSpec) []string {
+	seen := map[string]int{}
+	var out []string
+	for _, a := range agents {
+		seen[a.name]++
+		name := a.name
+		if n := seen[a.name]; n > 1 {
+			name = fmt.Sprintf("%s#%d", a.name, n)
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
 // runFile runs (or updates) the scenario at path, writes its line of the
 // summary and reports whether it passed.
-func runFile(path string, opt Options, stdout io.Writer) bool {
+func runFile(path string, opt Options, label string, stdout io.Writer) (Result, bool) {
 	sc, err := Load(path)
 	if err != nil {
-		fmt.Fprintf(stdout, "FAIL %s\n  %v\n", path, err)
-		return false
+		fmt.Fprintf(stdout, "FAIL %s%s\n  %v\n", path, label, err)
+		return Result{}, false
 	}
 	start := time.Now()
 	res := Run(sc, opt)
 	switch {
 	case res.Err != nil:
-		fmt.Fprintf(stdout, "FAIL %s\n  %v\n", path, res.Err)
-		return false
+		fmt.Fprintf(stdout, "FAIL %s%s\n  %v\n", path, label, res.Err)
+		return res, false
 	case opt.Update:
 		if err := os.WriteFile(path, res.Updated, 0o644); err != nil {
 			fmt.Fprintf(stdout, "FAIL %s\n  writing it: %v\n", path, err)
-			return false
+			return res, false
 		}
 		fmt.Fprintf(stdout, "updated %s (%d agent lines)\n", path, res.Lines)
 	default:
-		fmt.Fprintf(stdout, "ok   %s (%d agent lines, %.2fs)\n", path, res.Lines, time.Since(start).Seconds())
+		fmt.Fprintf(stdout, "ok   %s%s (%d agent lines, %.2fs)\n", path, label, res.Lines, time.Since(start).Seconds())
 	}
-	return true
+	return res, true
 }
+
 
 func recordCommand(ctx context.Context, args []string, self string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("scenario record", flag.ContinueOnError)
@@ -231,12 +325,26 @@ func (rec *Recorder) between(ctx context.Context, cmd *exec.Cmd, stdin io.Reader
 	return exitCode(cmd.Wait())
 }
 
+// withFlags is a command's arguments with flags in place of the word
+// $FLAGS, or after them when there is none.
+func withFlags(args, flags []string) []string {
+	i := slices.Index(args, flagsWord)
+	if i < 0 {
+		return append(slices.Clip(args), flags...)
+	}
+	return slices.Concat(args[:i], flags, args[i+1:])
+}
+
+// servedKey is the API key agents get for the served model endpoint, which
+// takes any.
+const servedKey = "sk-scenario-served-model"
+
 // Exec returns a starter that runs command as a process with the
 // scenario's flags after its words, in the run directory, in an
 // environment of its own (isolatedEnv).
 func Exec(command []string) func(flags []string, env Env) (*Agent, error) {
 	return func(flags []string, env Env) (*Agent, error) {
-		cmd := exec.Command(command[0], append(command[1:], flags...)...)
+		cmd := exec.Command(command[0], withFlags(command[1:], flags)...)
 		cmd.Dir = env.Dir
 		cmd.Env = isolatedEnv(os.Environ(), env)
 		errTail := &tail{max: 8 << 10}
@@ -246,17 +354,23 @@ func Exec(command []string) func(flags []string, env Env) (*Agent, error) {
 		if err := errors.Join(err1, err2, cmd.Start()); err != nil {
 			return nil, fmt.Errorf("%s: %w", command[0], err)
 		}
+		watch := startSampler(cmd.Process.Pid)
 		var once sync.Once
 		var code int
+		var stats Stats
 		wait := func() int {
-			once.Do(func() { code = exitCode(cmd.Wait()) })
+			once.Do(func() {
+				code = exitCode(cmd.Wait())
+				stats = watch.finish(cmd.ProcessState)
+			})
 			return code
 		}
 		kill := func() {
 			cmd.Process.Kill()
 			wait()
 		}
-		return &Agent{Stdin: stdin, Stdout: stdout, Wait: wait, Kill: kill, Stderr: errTail.String}, nil
+		return &Agent{Stdin: stdin, Stdout: stdout, Wait: wait, Kill: kill, Stderr: errTail.String,
+			Stats: func() Stats { wait(); return stats }}, nil
 	}
 }
 
@@ -264,19 +378,26 @@ func Exec(command []string) func(flags []string, env Env) (*Agent, error) {
 // change a scenario's result (acpbridge's own ACPBRIDGE_* settings, the
 // model endpoint), with HOME and the XDG state directory inside the run's
 // directory, and the run's directories named: SCENARIO_DIR, SCENARIO_CWD,
-// SCENARIO_STATE. A file's result does not depend on who runs it.
+// SCENARIO_STATE. When the run serves the scenario's model, OPENAI_BASE_URL
+// and MODEL_URL name that endpoint and OPENAI_API_KEY is a dummy key. A
+// file's result does not depend on who runs it.
 func isolatedEnv(user []string, env Env) []string {
 	var out []string
 	for _, kv := range user {
 		name, _, _ := strings.Cut(kv, "=")
 		switch {
-		case strings.HasPrefix(name, "ACPBRIDGE_"), name == "OPENAI_BASE_URL", name == "HOME", name == "XDG_STATE_HOME":
+		case strings.HasPrefix(name, "ACPBRIDGE_"), name == "OPENAI_BASE_URL", name == "HOME", name == "XDG_STATE_HOME",
+			name == "OPENAI_API_KEY" && env.ModelURL != "":
 			continue
 		}
 		out = append(out, kv)
 	}
-	return append(out, "HOME="+filepath.Join(env.Dir, "home"), "XDG_STATE_HOME="+filepath.Join(env.Dir, "home", ".local", "state"),
+	out = append(out, "HOME="+filepath.Join(env.Dir, "home"), "XDG_STATE_HOME="+filepath.Join(env.Dir, "home", ".local", "state"),
 		"SCENARIO_DIR="+env.Dir, "SCENARIO_CWD="+env.Cwd, "SCENARIO_STATE="+env.State)
+	if env.ModelURL != "" {
+		out = append(out, "OPENAI_BASE_URL="+env.ModelURL, "OPENAI_API_KEY="+servedKey, "MODEL_URL="+env.ModelURL)
+	}
+	return out
 }
 
 // exitCode is a process's exit status; -1 when it was killed by a signal.

@@ -27,16 +27,21 @@ type Agent struct {
 	Wait   func() int    // its exit status, once its output has ended
 	Kill   func()        // ends it at once
 	Stderr func() string // the last of what it wrote to stderr
+	Stats  func() Stats  // what it used, once it has exited; nil when not measured
 }
 
 // Env is where a run takes place: the run directory and, under it, the
-// workspace and the state directory.
-type Env struct{ Dir, Cwd, State string }
+// workspace and the state directory; and the model endpoint that serves
+// the scenario's model fixture ("" when it has none).
+type Env struct{ Dir, Cwd, State, ModelURL string }
 
 // Options say how to run scenarios.
 type Options struct {
 	// Start starts the agent with the scenario's flags (expanded) in env.
 	Start func(flags []string, env Env) (*Agent, error)
+	// Flags, when set, chooses the agent's flags from the scenario
+	// (unexpanded); by default its -- flags --, which are acpbridge's.
+	Flags func(sc *Scenario) []string
 	// Timeout bounds each wait for a line and for the agent's exit.
 	Timeout time.Duration
 	// Update rewrites the < lines instead of checking them.
@@ -57,6 +62,11 @@ type Result struct {
 	Err     error  // nil when it passed
 	Lines   int    // agent lines matched
 	Updated []byte // with Update: the rewritten file
+
+	Env      Env      // where it ran (gone by the time Run returns)
+	Received [][]byte // every line the agent sent
+	Turns    []Turn   // each prompt's times, in the order they were sent
+	Stats    Stats    // what the agent used (zero when not measured)
 }
 
 // Failure is a difference between the scenario and the agent.
@@ -80,10 +90,28 @@ type run struct {
 	env     Env
 	v       *vars
 	agent   *Agent
+	model   *servedModel // the fixture served to the agent, or nil
 	lines   chan []byte // the agent's stdout, a line at a time; closed at its end
 	n       int         // agent lines read
 	closed  bool        // stdin closed
 	pending map[string]bool
+	options map[string][]permissionOption // the options of the agent's permission requests, by request id
+	got     [][]byte                      // every line the agent sent
+	turns   []Turn
+	prompts map[string]*promptClock // prompts sent and not yet answered, by id
+}
+
+// promptClock times one prompt.
+type promptClock struct {
+	sent  time.Time
+	turn  int // its index in run.turns
+	first bool
+}
+
+// permissionOption is one option of a permission request.
+type permissionOption struct {
+	OptionID string `json:"optionId"`
+	Kind     string `json:"kind"`
 }
 
 // Run runs one scenario.
@@ -91,11 +119,15 @@ func Run(sc *Scenario, opt Options) Result {
 	if opt.Timeout == 0 {
 		opt.Timeout = 10 * time.Second
 	}
-	r := &run{sc: sc, opt: opt, v: newVars(), pending: map[string]bool{}}
+	r := &run{sc: sc, opt: opt, v: newVars(), pending: map[string]bool{}, options: map[string][]permissionOption{},
+		prompts: map[string]*promptClock{}}
 	res := Result{Path: sc.Path}
 	dir, err := r.prepare()
 	if dir != "" {
 		defer os.RemoveAll(dir)
+	}
+	if r.model != nil {
+		defer r.model.Close()
 	}
 	if err == nil {
 		if opt.Update {
@@ -107,7 +139,11 @@ func Run(sc *Scenario, opt Options) Result {
 	if r.agent != nil && err != nil {
 		r.agent.Kill()
 	}
-	res.Err, res.Lines = err, r.n
+	res.Err, res.Lines, res.Received, res.Turns, res.Env = err, r.n, r.got, r.turns, r.env
+	if r.agent != nil && r.agent.Stats != nil {
+		r.agent.Wait()
+		res.Stats = r.agent.Stats()
+	}
 	return res
 }
 
@@ -123,9 +159,26 @@ func (r *run) prepare() (string, error) {
 	if err := r.makeEnv(dir); err != nil {
 		return dir, err
 	}
-	var flags []string
+	var own, flags []string
 	for _, f := range r.sc.Flags {
-		flags = append(flags, r.expandPaths(f, true))
+		own = append(own, r.expandPaths(f, true))
+	}
+	flags = own
+	if r.opt.Flags != nil {
+		flags = nil
+		for _, f := range r.opt.Flags(r.sc) {
+			flags = append(flags, r.expandPaths(f, true))
+		}
+	}
+	if path := fixtureOf(own, dir); path != "" {
+		if r.model, err = serveModel(path); err != nil {
+			return dir, &Error{r.sc.Path, 0, err.Error()}
+		}
+		r.env.ModelURL = r.model.URL
+		r.v.set("MODEL_URL", r.model.URL)
+		for i, f := range flags {
+			flags[i] = strings.ReplaceAll(f, "$MODEL_URL", r.model.URL)
+		}
 	}
 	r.agent, err = r.opt.Start(flags, r.env)
 	if err != nil {
@@ -159,7 +212,7 @@ func (r *run) writeFiles() error {
 		top, name, nested := strings.Cut(s.Name, "/")
 		var path string
 		switch {
-		case s.Name == "flags" || s.Name == "transcript" || top == "check" && nested:
+		case s.Name == "flags" || s.Name == "transcript" || (top == "check" || top == "flags") && nested:
 			continue
 		case top == "cwd" && nested:
 			path = filepath.Join(r.env.Cwd, name)
@@ -236,9 +289,36 @@ func (r *run) runSteps(steps []Step) error {
 			if err := r.compare(st, line); err != nil {
 				return err
 			}
+		case ExpectAny:
+			if err := r.skipUntil(st, steps[i+1]); err != nil {
+				return err
+			}
+			i++ // skipUntil matched the < line after it
 		}
 	}
 	return nil
+}
+
+// skipUntil takes agent lines that match the <* step any until one
+// matches the < step until (Parse makes sure one follows).
+func (r *run) skipUntil(any, until Step) error {
+	for {
+		line, err := r.next(until)
+		if err != nil {
+			return err
+		}
+		got, _ := decode(line)
+		if r.v.match("", until.want, got) == nil {
+			r.v.commit()
+			return nil
+		}
+		r.v.drop()
+		if r.v.match("", any.want, got) != nil {
+			r.v.drop()
+			return r.compare(until, line) // neither: say how it differs from the < line
+		}
+		r.v.drop() // a <* line binds nothing
+	}
 }
 
 // send writes a group of client lines in one write.
@@ -282,6 +362,9 @@ func (r *run) sendText(st Step) (string, error) {
 	if err != nil {
 		return "", &Error{r.sc.Path, st.Line, err.Error()}
 	}
+	if text, err = r.byKind(text); err != nil {
+		return "", r.fail(st.Line, err.Error())
+	}
 	if msg := r.vet(false, []byte(text)); msg != "" {
 		return "", &Error{r.sc.Path, st.Line, "the client line is not a valid ACP message: " + msg}
 	}
@@ -291,6 +374,10 @@ func (r *run) sendText(st Step) (string, error) {
 	}
 	if json.Unmarshal([]byte(text), &m) == nil && m.Method != "" && len(m.ID) > 0 {
 		r.pending[string(m.ID)] = true
+		if m.Method == "session/prompt" {
+			r.prompts[string(m.ID)] = &promptClock{sent: time.Now(), turn: len(r.turns)}
+			r.turns = append(r.turns, Turn{FirstUpdate: -1, Answer: -1})
+		}
 	}
 	return text, nil
 }
@@ -335,6 +422,7 @@ func (r *run) read(at int, waiting string) (line []byte, ok bool, err error) {
 			return nil, false, nil
 		}
 		r.n++
+		r.got = append(r.got, line)
 		if _, err := decode(line); err != nil {
 			return nil, false, r.fail(at, fmt.Sprintf("the agent's line %d is not JSON (%v): %s", r.n, err, clip.Marked(string(line), 300)))
 		}
@@ -348,15 +436,73 @@ func (r *run) read(at int, waiting string) (line []byte, ok bool, err error) {
 	}
 }
 
-// answered notes a response to one of the client's requests.
+// answered notes a response to one of the client's requests, the options
+// of a permission request, and the times of the prompts.
 func (r *run) answered(line []byte) {
 	var m struct {
 		ID     json.RawMessage `json:"id"`
 		Method *string         `json:"method"`
+		Params struct {
+			Options []permissionOption `json:"options"`
+		} `json:"params"`
 	}
-	if json.Unmarshal(line, &m) == nil && m.Method == nil && len(m.ID) > 0 {
+	if json.Unmarshal(line, &m) != nil {
+		return
+	}
+	now := time.Now()
+	switch {
+	case m.Method != nil && *m.Method == "session/update":
+		for _, p := range r.prompts {
+			if !p.first {
+				p.first = true
+				r.turns[p.turn].FirstUpdate = now.Sub(p.sent)
+			}
+		}
+	case len(m.ID) == 0:
+	case m.Method == nil:
 		delete(r.pending, string(m.ID))
+		if p := r.prompts[string(m.ID)]; p != nil {
+			r.turns[p.turn].Answer = now.Sub(p.sent)
+			delete(r.prompts, string(m.ID))
+		}
+	case *m.Method == "session/request_permission":
+		r.options[string(m.ID)] = m.Params.Options
 	}
+}
+
+// byKind answers a permission request by the kind of option: a > line
+// whose outcome names "optionKind" (allow_once, allow_always, reject_once,
+// reject_always) instead of "optionId" is sent with the id of the option of
+// that kind the agent offered in the request it answers, so that one file
+// answers any agent.
+func (r *run) byKind(text string) (string, error) {
+	if !strings.Contains(text, `"optionKind"`) {
+		return text, nil
+	}
+	var m map[string]any
+	if json.Unmarshal([]byte(text), &m) != nil {
+		return text, nil
+	}
+	res, _ := m["result"].(map[string]any)
+	outcome, _ := res["outcome"].(map[string]any)
+	kind, ok := outcome["optionKind"].(string)
+	if !ok {
+		return text, nil
+	}
+	id, _ := json.Marshal(m["id"])
+	opts, asked := r.options[string(id)]
+	if !asked {
+		return "", fmt.Errorf("this line answers by optionKind %q, but the agent sent no permission request with id %s", kind, id)
+	}
+	for _, o := range opts {
+		if o.Kind == kind {
+			delete(outcome, "optionKind")
+			outcome["optionId"] = o.OptionID
+			b, err := json.Marshal(m)
+			return string(b), err
+		}
+	}
+	return "", fmt.Errorf("the agent's permission request %s offers no option of kind %q (it offers %v)", id, kind, opts)
 }
 
 // compare matches an agent line against an expect step.

@@ -4,13 +4,19 @@
 //
 // A scenario file is a comment (what it tests) and these sections:
 //
-//	-- flags --       the agent's command-line flags, the model included;
-//	                  $DIR, $CWD and $STATE stand for the run's directories
+//	-- flags --       acpbridge's command-line flags, the model included;
+//	                  $DIR, $CWD and $STATE stand for the run's directories,
+//	                  $MODEL_URL for the endpoint serving the model fixture
+//	-- flags/NAME --  the flags of another agent, run as --agent NAME=CMD
 //	-- transcript --  the conversation in order, one step a line:
 //	                    > JSON   a line the client sends; consecutive > lines
 //	                             go out in one write
 //	                    >! TEXT  a line sent as it is (malformed input)
 //	                    < JSON   a line the agent must send next
+//	                    <* JSON  any number of agent lines matching JSON
+//	                             (session/update notifications, say), up
+//	                             to the line that matches the < line
+//	                             after it; its variables bind nothing
 //	                    include FILE  the transcript of the scenario file
 //	                             FILE (relative to this one), here
 //	                    close    the client closes the agent's stdin; the <
@@ -54,6 +60,7 @@ const (
 	SendRaw        // >! TEXT
 	Expect         // < JSON
 	Close          // close
+	ExpectAny      // <* JSON
 )
 
 // Step is one line of the transcript.
@@ -147,8 +154,23 @@ func Parse(path string, data []byte) (*Scenario, error) {
 	if err != nil {
 		return nil, err
 	}
+	for i, st := range steps {
+		if st.Kind == ExpectAny && (i+1 == len(steps) || steps[i+1].Kind != Expect) {
+			return nil, &Error{path, st.Line, "a <* line must be followed by a < line: the line its run of agent lines ends at"}
+		}
+	}
 	sc.Steps = steps
 	return sc, nil
+}
+
+// AgentFlags is the flags the file gives the agent called name: a
+// flags/NAME section's, when it has one.
+func (sc *Scenario) AgentFlags(name string) ([]string, bool) {
+	s := sc.section("flags/" + name)
+	if s == nil {
+		return nil, false
+	}
+	return strings.Fields(s.Data), true
 }
 
 // checkSection refuses a section whose name is not a file inside the run.
@@ -156,6 +178,7 @@ func checkSection(path string, s Section) error {
 	dir, name, nested := strings.Cut(s.Name, "/")
 	switch {
 	case s.Name == "flags" || s.Name == "transcript":
+	case dir == "flags" && nested && name != "":
 	case s.Name == "" || strings.HasPrefix(s.Name, "/") || strings.Contains("/"+s.Name+"/", "/../"):
 		return &Error{path, s.Line, fmt.Sprintf("the section %q does not name a file inside the run", s.Name)}
 	case nested && (dir == "cwd" || dir == "state" || dir == "check") && name == "":
@@ -212,10 +235,14 @@ func lineStep(path string, n int, t string) (Step, error) {
 	switch {
 	case strings.HasPrefix(t, ">!"):
 		return Step{Kind: SendRaw, Line: n, Text: strings.TrimPrefix(strings.TrimPrefix(t, ">!"), " ")}, nil
+	case strings.HasPrefix(t, "<*"):
+		st, err := messageStep(path, n, "<"+t[2:])
+		st.Kind = ExpectAny
+		return st, err
 	case strings.HasPrefix(t, ">"), strings.HasPrefix(t, "<"):
 		return messageStep(path, n, t)
 	}
-	return Step{}, &Error{path, n, fmt.Sprintf("a transcript line starts with > (send), < (expect), >! (send as it is), close or #, not %q", clip.Marked(t, 40))}
+	return Step{}, &Error{path, n, fmt.Sprintf("a transcript line starts with > (send), < (expect), <* (expect any number), >! (send as it is), close or #, not %q", clip.Marked(t, 40))}
 }
 
 // messageStep is the step of a > or < line t (line n of path): its JSON

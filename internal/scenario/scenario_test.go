@@ -25,11 +25,13 @@ func TestParse_faults(t *testing.T) {
 		{"-- flags --\n", "s.txtar: no -- transcript -- section"},
 		{"-- flags --\n-- transcript --\n> {}\n< {not json}\n", "s.txtar:4: the < line is not one JSON value"},
 		{"-- flags --\n-- transcript --\n> {} {}\n", "s.txtar:3: the > line is not one JSON value: more than one value"},
-		{"-- flags --\n-- transcript --\nsend {}\n", `s.txtar:3: a transcript line starts with > (send), < (expect), >! (send as it is), close or #, not "send {}"`},
+		{"-- flags --\n-- transcript --\nsend {}\n", `s.txtar:3: a transcript line starts with > (send), < (expect), <* (expect any number), >! (send as it is), close or #, not "send {}"`},
 		{"-- flags --\n-- transcript --\n< {\"text\":\"costs $5\"}\n", "s.txtar:3: \"costs $5\": a $ starts a variable"},
 		{"-- flags --\n-- flags --\n-- transcript --\n", `s.txtar:2: the section "flags" appears twice`},
 		{"-- flags --\n-- ../x --\n-- transcript --\n", `s.txtar:2: the section "../x" does not name a file inside the run`},
 		{"-- flags --\n-- cwd/ --\n-- transcript --\n", `s.txtar:2: the section "cwd/" names no file`},
+		{"-- flags --\n-- transcript --\n<* {}\n> {}\n", "s.txtar:3: a <* line must be followed by a < line"},
+		{"-- flags --\n-- transcript --\n<* {}\n", "s.txtar:3: a <* line must be followed by a < line"},
 	} {
 		_, err := Parse("s.txtar", []byte(c.file))
 		if assert.Error(t, err, c.file) {

@@ -7,6 +7,7 @@
 // the old line of its kind at that place where their values still match;
 // ids the old file did not name get new variables, and the run's paths are
 // written $CWD, $STATE and $DIR. Comments among the < lines are dropped.
+// A <* line and the < line after it are kept as written, and checked.
 
 package scenario
 
@@ -62,9 +63,12 @@ func (r *run) advance(steps []Step, j int) (int, error) {
 	case steps[j].Kind == Close:
 		r.close()
 		return j + 1, nil
+	case steps[j].Kind == ExpectAny:
+		// A <* line and its < line are kept as written: checked, not rewritten.
+		return j + 2, r.runSteps(steps[j : j+2])
 	}
 	k := j
-	for k+1 < len(steps) && steps[k+1].Kind != Expect && steps[k+1].Kind != Close {
+	for k+1 < len(steps) && (steps[k+1].Kind == Send || steps[k+1].Kind == SendRaw) {
 		k++
 	}
 	return k + 1, r.send(steps[j : k+1])

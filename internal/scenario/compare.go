@@ -1,0 +1,186 @@
+// compare.go says where two agents' runs of one scenario differ: each
+// run's lines as a client sees them (ids and times as variables, a
+// session's streamed chunks joined), compared as JSON values.
+
+package scenario
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"acpbridge/internal/clip"
+)
+
+// view is a run's lines as the comparison sees them: each line
+// generalized with the run's directories as variables (so that ids and
+// times read the same in both runs), and consecutive message or thought
+// chunks of one session joined into one line, so that how an agent splits
+// its stream does not count.
+func view(lines [][]byte, env Env) []any {
+	v := newVars()
+	v.set("CWD", env.Cwd)
+	v.set("STATE", env.State)
+	v.set("DIR", env.Dir)
+	var out []any
+	var joining any // the last chunk line, while chunks of its kind follow
+	for _, line := range lines {
+		text, err := v.generalize(line, nil, true)
+		if err != nil {
+			out = append(out, string(line))
+			joining = nil
+			continue
+		}
+		x, _ := decode([]byte(text))
+		if kind, content := chunkOf(x); kind != "" {
+			if prevKind, prev := chunkOf(joining); prevKind == kind && sameSession(joining, x) {
+				prev["text"] = prev["text"].(string) + content["text"].(string)
+				continue
+			}
+			joining = x
+			out = append(out, x)
+			continue
+		}
+		joining = nil
+		out = append(out, x)
+	}
+	return out
+}
+
+// chunkOf returns the kind of a message or thought chunk line and its
+// content (text), or "" for any other line.
+func chunkOf(x any) (string, map[string]any) {
+	m, _ := x.(map[string]any)
+	if m["method"] != "session/update" {
+		return "", nil
+	}
+	params, _ := m["params"].(map[string]any)
+	update, _ := params["update"].(map[string]any)
+	kind, _ := update["sessionUpdate"].(string)
+	content, _ := update["content"].(map[string]any)
+	if _, isText := content["text"].(string); !isText || (kind != "agent_message_chunk" && kind != "agent_thought_chunk") {
+		return "", nil
+	}
+	return kind, content
+}
+
+func sameSession(a, b any) bool {
+	sid := func(x any) any {
+		m, _ := x.(map[string]any)
+		p, _ := m["params"].(map[string]any)
+		return p["sessionId"]
+	}
+	return sid(a) == sid(b)
+}
+
+// differences lists, at most max, where the views a and b differ: line by
+// line, as JSON paths with each side's value.
+func differences(nameA string, a []any, nameB string, b []any, max int) []string {
+	var out []string
+	for i := 0; i < len(a) || i < len(b); i++ {
+		if len(out) >= max {
+			out = append(out, "(more differences not shown)")
+			break
+		}
+		switch {
+		case i >= len(a):
+			out = append(out, fmt.Sprintf("line %d: only %s sent %s", i+1, nameB, show(b[i])))
+			continue
+		case i >= len(b):
+			out = append(out, fmt.Sprintf("line %d: only %s sent %s", i+1, nameA, show(a[i])))
+			continue
+		}
+		var paths []string
+		diffValues("", a[i], b[i], &paths)
+		for _, p := range paths {
+			out = append(out, fmt.Sprintf("line %d (%s) at %s", i+1, what(a[i]), p))
+		}
+	}
+	return out
+}
+
+// diffValues appends, for each place where x and y differ, its path and
+// the two values.
+func diffValues(path string, x, y any, out *[]string) {
+	xm, xObj := x.(map[string]any)
+	ym, yObj := y.(map[string]any)
+	if xObj && yObj {
+		keys := map[string]bool{}
+		for k := range xm {
+			keys[k] = true
+		}
+		for k := range ym {
+			keys[k] = true
+		}
+		names := make([]string, 0, len(keys))
+		for k := range keys {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			xv, inX := xm[k]
+			yv, inY := ym[k]
+			switch {
+			case !inX:
+				*out = append(*out, fmt.Sprintf("%s.%s: absent / %s", path, k, show(yv)))
+			case !inY:
+				*out = append(*out, fmt.Sprintf("%s.%s: %s / absent", path, k, show(xv)))
+			default:
+				diffValues(path+"."+k, xv, yv, out)
+			}
+		}
+		return
+	}
+	xa, xArr := x.([]any)
+	ya, yArr := y.([]any)
+	if xArr && yArr && len(xa) == len(ya) {
+		for i := range xa {
+			diffValues(fmt.Sprintf("%s[%d]", path, i), xa[i], ya[i], out)
+		}
+		return
+	}
+	if !equal(x, y) {
+		if path == "" {
+			path = "the top"
+		}
+		*out = append(*out, fmt.Sprintf("%s: %s / %s", path, show(x), show(y)))
+	}
+}
+
+// what names a line: its method, or the response it is.
+func what(x any) string {
+	m, _ := x.(map[string]any)
+	if method, ok := m["method"].(string); ok {
+		return method
+	}
+	if _, isErr := m["error"]; isErr {
+		return fmt.Sprintf("the error response %v", m["id"])
+	}
+	return fmt.Sprintf("the response %v", m["id"])
+}
+
+func show(x any) string {
+	b, _ := json.Marshal(x)
+	return clip.Marked(string(b), 160)
+}
+
+// compareRuns is the report of where each agent after the first differs
+// from the first, or "" when none does.
+func compareRuns(names []string, results []Result) string {
+	var sb strings.Builder
+	base := view(results[0].Received, results[0].Env)
+	for i := 1; i < len(results); i++ {
+		diffs := differences(names[0], base, names[i], view(results[i].Received, results[i].Env), 20)
+		if len(diffs) == 0 {
+			fmt.Fprintf(&sb, "  %s and %s sent the same lines (chunks joined; ids and times as variables)\n", names[0], names[i])
+			continue
+		}
+		fmt.Fprintf(&sb, "  where %s and %s differ (values: %s / %s):\n", names[0], names[i], names[0], names[i])
+		for _, d := range slices.Compact(diffs) {
+			sb.WriteString("    " + d + "\n")
+		}
+	}
+	return sb.String()
+}

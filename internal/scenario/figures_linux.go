@@ -1,0 +1,58 @@
+// figures_linux.go measures a process tree from /proc.
+
+package scenario
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"strconv"
+	"syscall"
+
+	"acpbridge/internal/proc"
+)
+
+// treeMemory sums the RSS and PSS of pid and every process below it.
+func treeMemory(pid int) (rss, pss int64, n int, ok bool) {
+	for _, p := range append([]int{pid}, proc.Descendants(pid)...) {
+		r, okR := kbField("/proc/"+strconv.Itoa(p)+"/status", "VmRSS:")
+		ps, okP := kbField("/proc/"+strconv.Itoa(p)+"/smaps_rollup", "Pss:")
+		if !okR {
+			continue
+		}
+		rss += r
+		if okP {
+			pss += ps
+		}
+		n++
+	}
+	return rss, pss, n, n > 0
+}
+
+// kbField reads a "Name:  N kB" line of a /proc file, in bytes.
+func kbField(path, name string) (int64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if v, ok := bytes.CutPrefix(sc.Bytes(), []byte(name)); ok {
+			f := bytes.Fields(v)
+			if len(f) == 0 {
+				return 0, false
+			}
+			kb, err := strconv.ParseInt(string(f[0]), 10, 64)
+			return kb << 10, err == nil
+		}
+	}
+	return 0, false
+}
+
+// maxRSS is the largest RSS of the process (or of a child it waited for).
+func maxRSS(ps *os.ProcessState) int64 {
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+		return ru.Maxrss << 10 // kB on Linux
+	}
+	return -1
+}
