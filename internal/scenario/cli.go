@@ -251,7 +251,6 @@ func runFile(path string, opt Options, label string, stdout io.Writer) (Result, 
 	return res, true
 }
 
-
 func recordCommand(ctx context.Context, args []string, self string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("scenario record", flag.ContinueOnError)
 	fs.SetOutput(stderr)

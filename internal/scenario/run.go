@@ -91,9 +91,9 @@ type run struct {
 	v       *vars
 	agent   *Agent
 	model   *servedModel // the fixture served to the agent, or nil
-	lines   chan []byte // the agent's stdout, a line at a time; closed at its end
-	n       int         // agent lines read
-	closed  bool        // stdin closed
+	lines   chan []byte  // the agent's stdout, a line at a time; closed at its end
+	n       int          // agent lines read
+	closed  bool         // stdin closed
 	pending map[string]bool
 	options map[string][]permissionOption // the options of the agent's permission requests, by request id
 	got     [][]byte                      // every line the agent sent

@@ -56,11 +56,11 @@ import (
 
 // Step kinds.
 const (
-	Send    = iota // > JSON
-	SendRaw        // >! TEXT
-	Expect         // < JSON
-	Close          // close
-	ExpectAny      // <* JSON
+	Send      = iota // > JSON
+	SendRaw          // >! TEXT
+	Expect           // < JSON
+	Close            // close
+	ExpectAny        // <* JSON
 )
 
 // Step is one line of the transcript.
