@@ -315,3 +315,33 @@ func recordOneTurn(t *testing.T, cmd *exec.Cmd, cwd, text string) string {
 	require.NoError(t, cmd.Wait())
 	return sid
 }
+
+// Verify the comparison the project exists for: acpbridge and a
+// multi-session agent (testdata/multiagent), each started with its own
+// command line, get the same model answers from the fixture the run serves
+// as an OpenAI-compatible endpoint (acpbridge through its OpenAI client);
+// both pass the one file; the report names each agent, gives its figures,
+// and says where their lines differ, chunks joined and ids as variables.
+func TestScenario_compareTwoAgents(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	other := filepath.Join(t.TempDir(), "multi agent") // a space, quoted below
+	out, err := exec.Command("go", "build", "-o", other, "./testdata/multiagent").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	cmd := exec.Command(bin, "scenario", "run", "--agent", bin, "--agent", fmt.Sprintf("multi=%q", other),
+		"testdata/scenarios/compare_text.txtar", "testdata/scenarios/permission_by_kind.txtar")
+	cmd.Env = append(os.Environ(), "OPENAI_API_KEY=sk-users-own-key", "OPENAI_BASE_URL=http://127.0.0.1:9/v1")
+	res, _ := cmd.CombinedOutput()
+	report := string(res)
+	assert.Contains(t, report, "ok   testdata/scenarios/compare_text.txtar [acpbridge]")
+	assert.Contains(t, report, "ok   testdata/scenarios/compare_text.txtar [multi]")
+	assert.Contains(t, report, "ok   testdata/scenarios/permission_by_kind.txtar [acpbridge]")
+	assert.Contains(t, report, "FAIL testdata/scenarios/permission_by_kind.txtar [multi]", "multi offers no write_file tool")
+	assert.Contains(t, report, "3 passed, 1 failed")
+	assert.Regexp(t, `\| acpbridge \| ok \| [0-9.]+ / [0-9.]+, [0-9.]+ / [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \| 1 \|`, report, "acpbridge's figures: two turns")
+	assert.Regexp(t, `\| multi \| ok \| [0-9.]+ / [0-9.]+, [0-9.]+ / [0-9.]+ \|`, report)
+	assert.Contains(t, report, `at .result.agentInfo.name: "acpbridge" / "multiagent"`)
+	assert.Contains(t, report, `only acpbridge sent {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"$SESSION","update":{"sessionUpdate":"session_info_update"`)
+	assert.NotContains(t, report, ".params.update.content", "the same answer from the same model, however each split it")
+	assert.NotContains(t, report, "sk-users-own-key")
+}

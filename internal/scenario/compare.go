@@ -75,28 +75,101 @@ func sameSession(a, b any) bool {
 	return sid(a) == sid(b)
 }
 
-// differences lists, at most max, where the views a and b differ: line by
-// line, as JSON paths with each side's value.
+// differences lists, at most max, where the views a and b differ. The
+// lines are first aligned by kind (a response to an id, a method and its
+// update kind), so that a line one agent sends and the other does not
+// shows as that, not as a shift of every line after it; aligned lines are
+// compared as JSON values, path by path.
 func differences(nameA string, a []any, nameB string, b []any, max int) []string {
 	var out []string
-	for i := 0; i < len(a) || i < len(b); i++ {
+	for _, p := range align(a, b) {
 		if len(out) >= max {
 			out = append(out, "(more differences not shown)")
 			break
 		}
 		switch {
-		case i >= len(a):
-			out = append(out, fmt.Sprintf("line %d: only %s sent %s", i+1, nameB, show(b[i])))
-			continue
-		case i >= len(b):
-			out = append(out, fmt.Sprintf("line %d: only %s sent %s", i+1, nameA, show(a[i])))
+		case p.i < 0:
+			out = append(out, fmt.Sprintf("%s's line %d: only %s sent %s", nameB, p.j+1, nameB, show(b[p.j])))
+		case p.j < 0:
+			out = append(out, fmt.Sprintf("%s's line %d: only %s sent %s", nameA, p.i+1, nameA, show(a[p.i])))
+		default:
+			var paths []string
+			diffValues("", a[p.i], b[p.j], &paths)
+			for _, d := range paths {
+				out = append(out, fmt.Sprintf("line %d / %d (%s) at %s", p.i+1, p.j+1, what(a[p.i]), d))
+			}
+		}
+	}
+	return out
+}
+
+// pair is a line of a (i) and of b (j) aligned; -1 where a side has none.
+type pair struct{ i, j int }
+
+// align pairs the lines of a and b of the same kind, keeping their order,
+// as many as can be (a longest common subsequence of their kinds).
+func align(a, b []any) []pair {
+	ka, kb := kinds(a), kinds(b)
+	n, m := len(ka), len(kb)
+	if n*m > 4_000_000 { // too long to align: line by line
+		var out []pair
+		for i := 0; i < n || i < m; i++ {
+			p := pair{i, i}
+			if i >= n {
+				p.i = -1
+			}
+			if i >= m {
+				p.j = -1
+			}
+			out = append(out, p)
+		}
+		return out
+	}
+	lcs := make([][]int, n+1)
+	for i := range lcs {
+		lcs[i] = make([]int, m+1)
+	}
+	for i := n - 1; i >= 0; i-- {
+		for j := m - 1; j >= 0; j-- {
+			if ka[i] == kb[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	var out []pair
+	i, j := 0, 0
+	for i < n || j < m {
+		switch {
+		case i < n && j < m && ka[i] == kb[j]:
+			out = append(out, pair{i, j})
+			i, j = i+1, j+1
+		case j >= m || (i < n && lcs[i+1][j] >= lcs[i][j+1]):
+			out = append(out, pair{i, -1})
+			i++
+		default:
+			out = append(out, pair{-1, j})
+			j++
+		}
+	}
+	return out
+}
+
+// kinds names each line's kind: "response ID", or its method and, for a
+// session/update, the update's kind.
+func kinds(lines []any) []string {
+	out := make([]string, len(lines))
+	for i, x := range lines {
+		m, _ := x.(map[string]any)
+		method, isCall := m["method"].(string)
+		if !isCall {
+			out[i] = fmt.Sprintf("response %v", m["id"])
 			continue
 		}
-		var paths []string
-		diffValues("", a[i], b[i], &paths)
-		for _, p := range paths {
-			out = append(out, fmt.Sprintf("line %d (%s) at %s", i+1, what(a[i]), p))
-		}
+		params, _ := m["params"].(map[string]any)
+		update, _ := params["update"].(map[string]any)
+		out[i] = fmt.Sprintf("%s %v", method, update["sessionUpdate"])
 	}
 	return out
 }

@@ -502,7 +502,11 @@ func (r *run) byKind(text string) (string, error) {
 			return string(b), err
 		}
 	}
-	return "", fmt.Errorf("the agent's permission request %s offers no option of kind %q (it offers %v)", id, kind, opts)
+	var offered []string
+	for _, o := range opts {
+		offered = append(offered, fmt.Sprintf("%s (kind %s)", o.OptionID, o.Kind))
+	}
+	return "", fmt.Errorf("the agent's permission request %s offers no option of kind %q; it offers %s", id, kind, strings.Join(offered, ", "))
 }
 
 // compare matches an agent line against an expect step.
