@@ -345,3 +345,81 @@ func TestScenario_compareTwoAgents(t *testing.T) {
 	assert.NotContains(t, report, ".params.update.content", "the same answer from the same model, however each split it")
 	assert.NotContains(t, report, "sk-users-own-key")
 }
+
+// serveClient plays an editor against `acpbridge scenario serve FILE`: it
+// sends initialize, session/new and a prompt with ids of its own (10, 11,
+// 12), answers the permission request with answer, and returns the
+// agent's lines, the exit status and stderr.
+func serveClient(t *testing.T, file, cwd, answer string, args ...string) ([]string, int, string) {
+	t.Helper()
+	cmd := exec.Command(binary(t), append(append([]string{"scenario", "serve"}, args...), file)...)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	br := bufio.NewReader(stdout)
+	var got []string
+	send := func(s string) { fmt.Fprintln(stdin, s) }
+	until := func(pred func(map[string]any) bool) map[string]any {
+		for {
+			line, err := br.ReadString('\n')
+			require.NoError(t, err, "the agent's output ended; stderr:\n%s", stderr.String())
+			got = append(got, line)
+			var m map[string]any
+			require.NoError(t, json.Unmarshal([]byte(line), &m))
+			if pred(m) {
+				return m
+			}
+		}
+	}
+	isID := func(id float64) func(map[string]any) bool {
+		return func(m map[string]any) bool { return m["id"] == id && m["method"] == nil }
+	}
+	send(`{"jsonrpc":"2.0","id":10,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+	until(isID(10))
+	send(fmt.Sprintf(`{"jsonrpc":"2.0","id":11,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, cwd))
+	sid := until(isID(11))["result"].(map[string]any)["sessionId"].(string)
+	send(fmt.Sprintf(`{"jsonrpc":"2.0","id":12,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"write hello.txt"}]}}`, sid))
+	ask := until(func(m map[string]any) bool { return m["method"] == "session/request_permission" || m["error"] != nil })
+	if ask["method"] != nil {
+		send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%v,"result":{"outcome":{"outcome":"selected","optionId":%q}}}`, ask["id"], answer))
+		until(func(m map[string]any) bool { return m["id"] == 12.0 && m["method"] == nil || m["error"] != nil })
+	}
+	stdin.Close()
+	io.Copy(io.Discard, br)
+	cmd.Wait()
+	return got, cmd.ProcessState.ExitCode(), stderr.String()
+}
+
+// Verify `scenario serve`, the agent's side of a file for testing an
+// editor: a client that numbers its requests its own way and does as the
+// file says gets the file's lines (its ids in the responses, the paths in
+// its own workspace) and status 0; one that answers the permission
+// otherwise gets an error answer, status 1, and the difference on stderr
+// and in the report file.
+func TestScenario_serve(t *testing.T) {
+	t.Parallel()
+	cwd := t.TempDir()
+	got, code, stderr := serveClient(t, "fixtures/readme_example.txtar", cwd, "allow_once")
+	require.Equal(t, 0, code, "stderr:\n%s", stderr)
+	require.Len(t, got, 10, "%s", got)
+	assert.JSONEq(t, `{"jsonrpc":"2.0","id":11,"result":{"sessionId":"session-1"}}`, got[1], "the file's response with the client's id")
+	assert.Contains(t, got[6], `"path":"`+cwd+`/hello.txt"`, "$CWD is the client's workspace")
+	assert.JSONEq(t, `{"jsonrpc":"2.0","id":12,"result":{"stopReason":"end_turn"}}`, got[9])
+
+	dir := t.TempDir()
+	file := filepath.Join(dir, "example.txtar")
+	b, err := os.ReadFile("fixtures/readme_example.txtar")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(file, b, 0o644))
+	got, code, stderr = serveClient(t, file, cwd, "reject_once")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, got[len(got)-1], `"error":{"code":-32603,"message":"acpbridge scenario serve: the client's line differs at .result.outcome.optionId`)
+	assert.Contains(t, stderr, "example.txtar:21: the client's line differs at .result.outcome.optionId")
+	report, err := os.ReadFile(filepath.Join(dir, "example.serve-report.txt"))
+	require.NoError(t, err, "the report file")
+	assert.Contains(t, string(report), `want: "allow_once"`)
+}

@@ -25,6 +25,7 @@ import (
 
 const usage = `Usage:
   acpbridge scenario run [--agent CMD] [--update [--accept-errors]] [--timeout D] FILE...  (flags may follow the files)
+  acpbridge scenario serve [--report FILE] [--timeout D] FILE
   acpbridge scenario record --out FILE -- CMD [ARG...]
 
 run starts the agent for each scenario file (by default this acpbridge with
@@ -34,6 +35,13 @@ words), plays the client's side and checks every line the agent sends.
 runs in the scenario's directory with HOME inside it and without the
 user's ACPBRIDGE_* settings or OPENAI_BASE_URL, so that a file's result does
 not depend on who runs it.
+
+serve is an ACP agent on stdin/stdout that plays the agent's side of FILE,
+to test an editor or client: it writes the < lines and checks each line
+the client sends against the > line in its place (a literal request id in
+the file stands for whatever id the client gives). It exits 0 when the
+client did as the file says, else 1 with the differences on stderr and in
+the report file (by default FILE's name with .serve-report.txt).
 
 record sits between an editor and the agent command CMD, passes every
 message through unchanged and writes the conversation to FILE as a scenario.
@@ -51,6 +59,8 @@ func Main(ctx context.Context, args []string, self string, stdin io.Reader, stdo
 		return runCommand(args[1:], self, stdout, stderr)
 	case "record":
 		return recordCommand(ctx, args[1:], self, stdin, stdout, stderr)
+	case "serve":
+		return serveCommand(args[1:], stdin, stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -158,6 +168,42 @@ func runCommand(args []string, self string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("scenario serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	report := fs.String("report", "", "where to write the differences (default: FILE's name with .serve-report.txt)")
+	timeout := 30 * time.Second
+	fs.Var(durationFlag{&timeout}, "timeout", "how long to wait for each client line, with a unit (default 30s)")
+	files, err := parseInterspersed(fs, args)
+	if err != nil {
+		return 2
+	}
+	if len(files) != 1 {
+		fmt.Fprint(stderr, "acpbridge scenario serve: name one scenario file\n"+usage)
+		return 2
+	}
+	sc, err := Load(files[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "acpbridge scenario serve: %v\n", err)
+		return 2
+	}
+	diffs := Serve(sc, stdin, stdout, timeout)
+	if len(diffs) == 0 {
+		return 0
+	}
+	if *report == "" {
+		*report = strings.TrimSuffix(files[0], filepath.Ext(files[0])) + ".serve-report.txt"
+	}
+	text := strings.Join(diffs, "\n") + "\n"
+	fmt.Fprint(stderr, "acpbridge scenario serve: the client differs from "+files[0]+":\n"+text)
+	if err := os.WriteFile(*report, []byte(text), 0o644); err != nil {
+		fmt.Fprintf(stderr, "acpbridge scenario serve: writing the report: %v\n", err)
+	} else {
+		fmt.Fprintf(stderr, "acpbridge scenario serve: the report is in %s\n", *report)
+	}
+	return 1
 }
 
 // agentSpec is an agent to run: its name, its command line, and whether
