@@ -25,7 +25,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/creachadair/jrpc2"
@@ -193,6 +195,14 @@ func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, in
 	a.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: utcTime}))
 	a.stderr = stderr
 	a.childEnv = proc.ChildEnv(cfg.passEnv)
+	if v := os.Getenv("ACPBRIDGE_DETERMINISTIC"); v != "" {
+		part, err := strconv.Atoi(v)
+		if err != nil || part < 1 {
+			fmt.Fprintf(stderr, "acpbridge: ACPBRIDGE_DETERMINISTIC=%q: give a part number, 1 or more (scenario record --deterministic sets it)\n", v)
+			return nil, nil, 2
+		}
+		a.newID, a.now = deterministic(part)
+	}
 	a.store = &store.Store{Dir: filepath.Join(cfg.stateDir, "sessions"), Log: a.log}
 	if cfg.modelSpec != "" {
 		// A model it cannot use can wait: the process serves, and the first
@@ -399,6 +409,31 @@ func defaultStateDir() string {
 		return filepath.Join(os.TempDir(), "acpbridge")
 	}
 	return filepath.Join(home, ".local", "state", "acpbridge")
+}
+
+// deterministic makes ids and a clock that are the same on every run, for
+// byte-stable recordings (ACPBRIDGE_DETERMINISTIC=PART, which scenario
+// record --deterministic sets): ids PREFIX_PART_N, and a clock that starts
+// at 2026-01-01 plus PART hours and moves one second a reading. PART, the
+// recording's process number, keeps the ids of a client that starts a
+// process per prompt apart.
+func deterministic(part int) (func(string) string, func() time.Time) {
+	var mu sync.Mutex
+	n := map[string]int{}
+	t := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(part) * time.Hour)
+	newID := func(prefix string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		n[prefix]++
+		return fmt.Sprintf("%s_%d_%d", prefix, part, n[prefix])
+	}
+	now := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		t = t.Add(time.Second)
+		return t
+	}
+	return newID, now
 }
 
 // randomID makes an unguessable id: prefix_ and 32 hex digits.

@@ -128,7 +128,11 @@ func TestScenario_recordThenRun(t *testing.T) {
 	out := filepath.Join(dir, "session.txtar")
 	cmd := exec.Command(bin, "scenario", "record", "--out", out, "--",
 		bin, "--model", "replay:"+fixture, "--state-dir", filepath.Join(dir, "state"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	sid := recordOneTurn(t, cmd, cwd, "what do my notes say?")
+	assert.Contains(t, stderr.String(), "not captured: the workspace files the tool calls named ("+filepath.Join(cwd, "notes.txt")+")",
+		"the recorder says what the scenario lacks")
 
 	b, err := os.ReadFile(out)
 	require.NoError(t, err)
@@ -286,6 +290,14 @@ func TestScenario_realModelRecordingReplays(t *testing.T) {
 // recorder. It returns the session's id.
 func recordOneTurn(t *testing.T, cmd *exec.Cmd, cwd, text string) string {
 	t.Helper()
+	return processTurn(t, cmd, cwd, "", text)
+}
+
+// processTurn is one process of a client that starts a process per prompt
+// (as acpx does): initialize, session/new (or session/load of load), one
+// prompt, stdin closed. It returns the session's id.
+func processTurn(t *testing.T, cmd *exec.Cmd, cwd, load, text string) string {
+	t.Helper()
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
@@ -304,10 +316,16 @@ func recordOneTurn(t *testing.T, cmd *exec.Cmd, cwd, text string) string {
 			}
 		}
 	}
-	fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`+"\n"+
-		`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`+"\n", cwd)
+	open := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, cwd)
+	if load != "" {
+		open = fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":%q,"cwd":%q,"mcpServers":[]}}`, load, cwd)
+	}
+	fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`+"\n%s\n", open)
 	read(0)
-	sid := read(1)["result"].(map[string]any)["sessionId"].(string)
+	sid := load
+	if res := read(1)["result"].(map[string]any); load == "" {
+		sid = res["sessionId"].(string)
+	}
 	fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%q}]}}`+"\n", sid, text)
 	assert.Equal(t, "end_turn", read(2)["result"].(map[string]any)["stopReason"])
 	stdin.Close()
@@ -422,4 +440,59 @@ func TestScenario_serve(t *testing.T) {
 	report, err := os.ReadFile(filepath.Join(dir, "example.serve-report.txt"))
 	require.NoError(t, err, "the report file")
 	assert.Contains(t, string(report), `want: "allow_once"`)
+}
+
+// Verify recording a client that starts a process per prompt (acpx's
+// flow, emulated without Node): each process is added to one scenario as
+// its next part (--append), after a restart; the load of a session the
+// recording did not create embeds its log as a state/ file, and what the
+// recorder cannot capture it says; the scenario replays offline; and with
+// --deterministic the same conversation records byte for byte the same.
+func TestScenario_recordProcessPerPrompt(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	dir := t.TempDir()
+	fixture := filepath.Join(dir, "model.jsonl")
+	require.NoError(t, os.WriteFile(fixture, []byte(`{"chunks":[{"text":"First."}]}`+"\n"+`{"chunks":[{"text":"Second."}]}`+"\n"+`{"chunks":[{"text":"Third."}]}`+"\n"), 0o644))
+	cwd := filepath.Join(dir, "work")
+	require.NoError(t, os.Mkdir(cwd, 0o755))
+	state := filepath.Join(dir, "state")
+	agent := []string{bin, "--model", "replay:" + fixture, "--state-dir", state}
+	record := func(out string, args ...string) *exec.Cmd {
+		cmd := exec.Command(bin, append(append([]string{"scenario", "record", "--append", "--deterministic", "--out", out}, args...), append([]string{"--"}, agent...)...)...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		t.Cleanup(func() { t.Logf("recorder's stderr:\n%s", stderr.String()) })
+		return cmd
+	}
+	once := func(out string) string {
+		require.NoError(t, os.RemoveAll(state))
+		// A session made before the recording: the recording loads it.
+		made := exec.Command(agent[0], agent[1:]...)
+		made.Env = append(os.Environ(), "ACPBRIDGE_DETERMINISTIC=9")
+		before := processTurn(t, made, cwd, "", "made before")
+		processTurn(t, record(out), cwd, before, "one")
+		sid := processTurn(t, record(out), cwd, "", "two")
+		processTurn(t, record(out), cwd, sid, "three")
+		b, err := os.ReadFile(out)
+		require.NoError(t, err)
+		return string(b)
+	}
+	out := filepath.Join(dir, "acpx.txtar")
+	file := once(out)
+	assert.Equal(t, 2, strings.Count(file, "\nrestart\n"), "three processes, one scenario")
+	i := strings.Index(file, "-- state/sessions/sess_9_1.jsonl --\n")
+	require.True(t, i >= 0, "the log of the session loaded first is embedded:\n%s", file)
+	stateFile := file[i:strings.Index(file, "-- record/bindings --")]
+	assert.Contains(t, stateFile, `"cwd":"$CWD"`)
+	assert.Contains(t, stateFile, `"fixture":"$DIR/model.jsonl"`)
+	assert.NotContains(t, file[strings.Index(file, "-- transcript --"):], cwd, "the workspace is $CWD")
+	assert.NotContains(t, file, " on 20", "no date with --deterministic")
+	res, err := exec.Command(bin, "scenario", "run", out).CombinedOutput()
+	require.NoError(t, err, "%s\n%s", res, file)
+	assert.Contains(t, string(res), "1 passed, 0 failed")
+
+	again := filepath.Join(dir, "again.txtar")
+	require.NoError(t, os.Rename(out, again))
+	assert.Equal(t, file, once(out), "--deterministic: the same conversation, the same bytes")
 }

@@ -26,7 +26,7 @@ import (
 const usage = `Usage:
   acpbridge scenario run [--agent CMD] [--update [--accept-errors]] [--timeout D] FILE...  (flags may follow the files)
   acpbridge scenario serve [--report FILE] [--timeout D] FILE
-  acpbridge scenario record --out FILE -- CMD [ARG...]
+  acpbridge scenario record --out FILE [--append] [--deterministic] -- CMD [ARG...]
 
 run starts the agent for each scenario file (by default this acpbridge with
 the file's flags; --agent CMD runs CMD with the file's flags after its own
@@ -306,6 +306,8 @@ func recordCommand(ctx context.Context, args []string, self string, stdin io.Rea
 		fs.PrintDefaults()
 	}
 	out := fs.String("out", "", "the scenario `FILE` to write")
+	appendPart := fs.Bool("append", false, "add this process's conversation to FILE, after a restart, when FILE exists (a client that starts a process per prompt, such as acpx)")
+	det := fs.Bool("deterministic", false, "stable ids and clock in acpbridge (it sets ACPBRIDGE_DETERMINISTIC) and no date in FILE: the same conversation records byte for byte the same")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return 0
 	} else if err != nil {
@@ -316,25 +318,88 @@ func recordCommand(ctx context.Context, args []string, self string, stdin io.Rea
 		fmt.Fprint(stderr, "acpbridge scenario record: give --out FILE and the agent command after --\n"+usage)
 		return 2
 	}
-	cmd, toAgent, fromAgent, err := startAgent(command, stderr)
+	rec := &Recorder{Self: self, Deterministic: *det, Parts: *appendPart}
+	if isAcpbridge(command[0], self) {
+		rec.StateDir = stateDirOf(command[1:])
+	}
+	part := 1
+	if *appendPart {
+		prior, err := Load(*out)
+		switch {
+		case err == nil:
+			rec.Prior = prior
+			part = 2 + countSteps(prior, Restart)
+		case !errors.Is(err, os.ErrNotExist):
+			fmt.Fprintf(stderr, "acpbridge scenario record: --append to %s: %v\n", *out, err)
+			return 1
+		}
+	}
+	var env []string
+	if *det {
+		env = append(os.Environ(), fmt.Sprintf("ACPBRIDGE_DETERMINISTIC=%d", part))
+	}
+	cmd, toAgent, fromAgent, err := startAgent(command, env, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "acpbridge scenario record: starting %s: %v\n", command[0], err)
 		return 1
 	}
-	rec := &Recorder{Self: self}
 	code := rec.between(ctx, cmd, stdin, toAgent, fromAgent, stdout)
 	if err := os.WriteFile(*out, rec.Scenario(command), 0o644); err != nil {
 		fmt.Fprintf(stderr, "acpbridge scenario record: writing %s: %v\n", *out, err)
 		return 1
 	}
-	fmt.Fprintf(stderr, "acpbridge scenario record: wrote %s; run it with: acpbridge scenario run %s\n", *out, *out)
+	for _, n := range rec.Notes() {
+		fmt.Fprintf(stderr, "acpbridge scenario record: not captured: %s\n", n)
+	}
+	what := "wrote"
+	if rec.Prior != nil {
+		what = fmt.Sprintf("added part %d to", part)
+	}
+	fmt.Fprintf(stderr, "acpbridge scenario record: %s %s; run it with: acpbridge scenario run %s\n", what, *out, *out)
 	return code
+}
+
+// countSteps is how many steps of sc are of kind.
+func countSteps(sc *Scenario, kind int) int {
+	n := 0
+	for _, st := range sc.Steps {
+		if st.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// stateDirOf is the state directory of acpbridge run with args: its
+// --state-dir, else ACPBRIDGE_STATE_DIR, else $XDG_STATE_HOME/acpbridge or
+// ~/.local/state/acpbridge (as acpbridge chooses it).
+func stateDirOf(args []string) string {
+	for i, a := range args {
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if name == "state-dir" && strings.HasPrefix(a, "-") {
+			if !hasVal && i+1 < len(args) {
+				val = args[i+1]
+			}
+			return val
+		}
+	}
+	if d := os.Getenv("ACPBRIDGE_STATE_DIR"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "acpbridge")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "acpbridge")
+	}
+	return ""
 }
 
 // startAgent starts the agent command with pipes to its stdin and from its
 // stdout, its stderr going to stderr.
-func startAgent(command []string, stderr io.Writer) (*exec.Cmd, io.WriteCloser, io.Reader, error) {
+func startAgent(command, env []string, stderr io.Writer) (*exec.Cmd, io.WriteCloser, io.Reader, error) {
 	cmd := exec.Command(command[0], command[1:]...)
+	cmd.Env = env // nil: this process's
 	cmd.Stderr = stderr
 	toAgent, err1 := cmd.StdinPipe()
 	fromAgent, err2 := cmd.StdoutPipe()

@@ -4,11 +4,11 @@
 package scenario
 
 import (
-	"acpbridge/internal/jsonenc"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,13 +16,31 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"acpbridge/internal/jsonenc"
 )
 
 // Recorder collects both sides of a conversation in the order it sees them.
 type Recorder struct {
-	Self   string // this acpbridge's path: a command that runs it is acpbridge
-	mu     sync.Mutex
-	events []event
+	Self string // this acpbridge's path: a command that runs it is acpbridge
+	// StateDir is the agent's state directory when it is acpbridge: the
+	// log of a session the client loads or resumes is read from it and
+	// embedded. "" for another agent.
+	StateDir string
+	// Prior is the scenario this recording continues (--append): its
+	// transcript comes first, and this process's follows a restart.
+	Prior *Scenario
+	// Deterministic leaves the date out of the file's comment.
+	Deterministic bool
+	// Parts keeps the values of the variables in a record/bindings
+	// section, for the next part (--append) to write the same values as
+	// the same variables.
+	Parts bool
+
+	mu       sync.Mutex
+	events   []event
+	captured map[string]string // session id → its log as it was before the client opened it
+	notes    []string          // what the recording could not capture
 }
 
 type event struct {
@@ -80,12 +98,77 @@ func (rec *Recorder) note(e event) {
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
+	if !e.fromAgent && !e.close {
+		rec.captureOpened(e.line)
+	}
 	rec.events = append(rec.events, e)
+}
+
+// captureOpened keeps, for a session/load or session/resume of a session
+// the recording has not seen, the session's log as it is before the agent
+// reads the request: the scenario needs it as a state/ file to replay.
+func (rec *Recorder) captureOpened(line []byte) {
+	var m struct {
+		Method string `json:"method"`
+		Params struct {
+			SessionID string `json:"sessionId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(line, &m) != nil || (m.Method != "session/load" && m.Method != "session/resume") || m.Params.SessionID == "" {
+		return
+	}
+	id := m.Params.SessionID
+	if _, done := rec.captured[id]; done || rec.seenLocked(id) {
+		return
+	}
+	if rec.StateDir == "" {
+		rec.notes = append(rec.notes, fmt.Sprintf("the client opened session %s, which this recording did not create, and the agent is not acpbridge: add its state as state/ sections by hand", id))
+		return
+	}
+	b, err := os.ReadFile(filepath.Join(rec.StateDir, "sessions", id+".jsonl"))
+	if err != nil {
+		rec.notes = append(rec.notes, fmt.Sprintf("the client opened session %s, which this recording did not create, and its log could not be read (%v): the scenario lacks it", id, err))
+		return
+	}
+	if rec.captured == nil {
+		rec.captured = map[string]string{}
+	}
+	rec.captured[id] = string(b)
+}
+
+// seenLocked reports whether an id was already in the recording (this
+// process's lines or a prior part's bindings).
+func (rec *Recorder) seenLocked(id string) bool {
+	for _, e := range rec.events {
+		if bytes.Contains(e.line, []byte(`"`+id+`"`)) {
+			return true
+		}
+	}
+	if rec.Prior != nil {
+		if b := rec.Prior.section(recordBindings); b != nil && strings.Contains(b.Data, `"`+id+`"`) {
+			return true
+		}
+		if rec.Prior.section("state/sessions/"+id+".jsonl") != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Notes is what the recording could not capture, for the recorder to say
+// at its end.
+func (rec *Recorder) Notes() []string {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return slices.Clone(rec.notes)
 }
 
 // Scenario writes what was recorded from the agent command cmd. When cmd
 // is acpbridge, its model fixture (--model replay:F or --record F) is
-// embedded under its file name and its state directory becomes the run's.
+// embedded under its file name and its state directory becomes the run's;
+// the logs of sessions the client opened without creating them here are
+// embedded as state/ files. With a Prior, the file is that scenario with
+// this process's conversation appended after a restart.
 func (rec *Recorder) Scenario(cmd []string) []byte {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
@@ -99,16 +182,98 @@ func (rec *Recorder) Scenario(cmd []string) []byte {
 			}
 		}
 	}
-	sc := &Scenario{Comment: fmt.Sprintf("Recorded by acpbridge scenario record on %s from:\n  %s\nRun it with: acpbridge scenario run FILE\n",
-		time.Now().UTC().Format("2006-01-02"), strings.Join(cmd, " "))}
-	sc.Sections = append(sc.Sections, Section{Name: "flags", Data: strings.Join(flags, " ") + "\n"})
-	sc.Sections = append(sc.Sections, files...)
-	tr := rec.transcript(nil)
+	if !isAcpbridge(cmd[0], rec.Self) {
+		rec.notes = append(rec.notes, "the agent is not acpbridge: its model and its state are not in the scenario; the run serves a model fixture only when the file has a model.jsonl section")
+	} else if _, model, fixture := splitModelFlags(cmd[1:]); model != "" && fixture == "" {
+		rec.notes = append(rec.notes, fmt.Sprintf("the model's answers (--model %s): give acpbridge --record FILE.jsonl as well, so that the scenario replays offline", model))
+	}
+	rec.noteWorkspaceFiles()
+	sc := rec.Prior
+	if sc == nil {
+		date := " on " + time.Now().UTC().Format("2006-01-02")
+		if rec.Deterministic {
+			date = ""
+		}
+		sc = &Scenario{Comment: fmt.Sprintf("Recorded by acpbridge scenario record%s from:\n  %s\nRun it with: acpbridge scenario run FILE\n",
+			date, strings.Join(cmd, " "))}
+		sc.Sections = append(sc.Sections, Section{Name: "flags", Data: strings.Join(flags, " ") + "\n"})
+		sc.Sections = append(sc.Sections, files...)
+		sc.Sections = append(sc.Sections, Section{Name: "transcript"})
+	}
+	v := newVars()
+	sc.seedBindings(v)
+	tr := rec.transcriptWith(v)
 	if realModel {
 		tr = strings.ReplaceAll(tr, `"`+freeOption+`"`, `"$ANY"`)
 	}
-	sc.Sections = append(sc.Sections, Section{Name: "transcript", Data: tr})
+	if t := sc.section("transcript"); t.Data != "" {
+		t.Data += "restart\n" + tr
+	} else {
+		t.Data = tr
+	}
+	_, _, fixture := splitModelFlags(cmd[1:])
+	for _, id := range slices.Sorted(maps.Keys(rec.captured)) {
+		sc.setSection("state/sessions/"+id+".jsonl", asStateFile(rec.captured[id], v, rec.StateDir, fixture))
+	}
+	if rec.Parts {
+		sc.setSection(recordBindings, v.bindingsText())
+	}
 	return sc.Format()
+}
+
+// noteWorkspaceFiles notes the workspace files the agent's tool calls
+// named: the scenario does not hold them (the user adds the ones the turns
+// need as cwd/ sections).
+func (rec *Recorder) noteWorkspaceFiles() {
+	seen := map[string]bool{}
+	var paths []string
+	for _, e := range rec.events {
+		if !e.fromAgent || !bytes.Contains(e.line, []byte(`"locations"`)) {
+			continue
+		}
+		var m struct {
+			Params struct {
+				Update struct {
+					Locations []struct {
+						Path string `json:"path"`
+					} `json:"locations"`
+				} `json:"update"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(e.line, &m) != nil {
+			continue
+		}
+		for _, l := range m.Params.Update.Locations {
+			if !seen[l.Path] {
+				seen[l.Path] = true
+				paths = append(paths, l.Path)
+			}
+		}
+	}
+	if len(paths) > 0 {
+		rec.notes = append(rec.notes, fmt.Sprintf("the workspace files the tool calls named (%s): add those the turns read as cwd/NAME sections", strings.Join(paths, ", ")))
+	}
+}
+
+// asStateFile is a captured session log as a state/ file: the paths of the
+// recording (the workspace, the state directory, the model fixture, which
+// the scenario embeds in $DIR) written as the run's $CWD, $STATE and $DIR.
+func asStateFile(log string, v *vars, stateDir, fixture string) string {
+	var pairs []string
+	if fixture != "" {
+		if abs, err := filepath.Abs(fixture); err == nil {
+			pairs = append(pairs, abs, "$DIR/"+filepath.Base(fixture))
+		}
+	}
+	if cwd, ok := v.get("CWD"); ok {
+		if s, isStr := cwd.(string); isStr && s != "" {
+			pairs = append(pairs, s, "$CWD")
+		}
+	}
+	if stateDir != "" {
+		pairs = append(pairs, stateDir, "$STATE")
+	}
+	return strings.NewReplacer(pairs...).Replace(log)
 }
 
 // Note adds a line to the recording, as if it had passed.
@@ -131,6 +296,11 @@ func (rec *Recorder) transcript(bind []string) string {
 	for i := 0; i+1 < len(bind); i += 2 {
 		v.set(bind[i], bind[i+1])
 	}
+	return rec.transcriptWith(v)
+}
+
+// transcriptWith writes the recorded lines with v's variables.
+func (rec *Recorder) transcriptWith(v *vars) string {
 	if _, ok := v.vals["CWD"]; !ok {
 		for _, e := range rec.events {
 			if cwd := sessionCwd(e); cwd != "" {

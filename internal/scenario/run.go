@@ -91,6 +91,7 @@ type run struct {
 	v       *vars
 	agent   *Agent
 	model   *servedModel // the fixture served to the agent, or nil
+	flags   []string     // the agent's, expanded
 	lines   chan []byte  // the agent's stdout, a line at a time; closed at its end
 	n       int          // agent lines read
 	closed  bool         // stdin closed
@@ -180,13 +181,33 @@ func (r *run) prepare() (string, error) {
 			flags[i] = strings.ReplaceAll(f, "$MODEL_URL", r.model.URL)
 		}
 	}
-	r.agent, err = r.opt.Start(flags, r.env)
+	r.flags = flags
+	return dir, r.start()
+}
+
+// start starts the agent with the run's flags.
+func (r *run) start() error {
+	agent, err := r.opt.Start(r.flags, r.env)
 	if err != nil {
-		return dir, &Failure{r.sc.Path, 0, fmt.Sprintf("starting the agent: %v", err)}
+		return &Failure{r.sc.Path, 0, fmt.Sprintf("starting the agent: %v", err)}
 	}
+	r.agent, r.closed = agent, false
 	r.lines = make(chan []byte, 256)
 	go r.readLines()
-	return dir, nil
+	return nil
+}
+
+// restart ends the agent as a run's end does (stdin closed, nothing more
+// from it, exit status 0) and starts the next process with the same flags
+// in the same directories.
+func (r *run) restart(st Step) error {
+	if err := r.end(nil); err != nil {
+		return err
+	}
+	if err := r.start(); err != nil {
+		return &Failure{r.sc.Path, st.Line, err.Error()}
+	}
+	return nil
 }
 
 // makeEnv makes the run's directories below dir ($DIR: $CWD and $STATE),
@@ -212,7 +233,7 @@ func (r *run) writeFiles() error {
 		top, name, nested := strings.Cut(s.Name, "/")
 		var path string
 		switch {
-		case s.Name == "flags" || s.Name == "transcript" || (top == "check" || top == "flags") && nested:
+		case s.Name == "flags" || s.Name == "transcript" || s.Name == recordBindings || (top == "check" || top == "flags") && nested:
 			continue
 		case top == "cwd" && nested:
 			path = filepath.Join(r.env.Cwd, name)
@@ -281,6 +302,10 @@ func (r *run) runSteps(steps []Step) error {
 			i = j
 		case Close:
 			r.close()
+		case Restart:
+			if err := r.restart(st); err != nil {
+				return err
+			}
 		case Expect:
 			line, err := r.next(st)
 			if err != nil {
@@ -533,6 +558,15 @@ func (r *run) compare(st Step, line []byte) error {
 // exits with status 0 and that the workspace holds the files it should.
 // extra, when set, takes the lines that come after the transcript instead.
 func (r *run) finish(extra func([]byte) error) error {
+	if err := r.end(extra); err != nil {
+		return err
+	}
+	return r.checkFiles()
+}
+
+// end closes stdin, checks that nothing more comes (extra, when set, takes
+// what does) and that the agent exits with status 0.
+func (r *run) end(extra func([]byte) error) error {
 	r.close()
 	for {
 		line, ok, err := r.read(0, "the agent to end its output after stdin closed")
@@ -556,7 +590,7 @@ func (r *run) finish(extra func([]byte) error) error {
 	case code != 0:
 		return r.fail(0, fmt.Sprintf("the agent exited with status %d", code))
 	}
-	return r.checkFiles()
+	return nil
 }
 
 // checkFiles compares the workspace's files with the check/ sections.

@@ -22,6 +22,10 @@
 //	                    close    the client closes the agent's stdin; the <
 //	                             lines after it are what the agent writes as
 //	                             it ends
+//	                    restart  the agent (its stdin closed) must exit 0;
+//	                             a new process starts with the same flags in
+//	                             the same directories (a client that starts
+//	                             a process per prompt)
 //	                    # ...    a comment
 //	-- cwd/NAME --    a file created in the workspace ($CWD) before the run
 //	-- state/NAME --  a file created in the state directory ($STATE)
@@ -49,6 +53,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"acpbridge/internal/clip"
@@ -61,6 +66,7 @@ const (
 	Expect           // < JSON
 	Close            // close
 	ExpectAny        // <* JSON
+	Restart          // restart
 )
 
 // Step is one line of the transcript.
@@ -163,6 +169,42 @@ func Parse(path string, data []byte) (*Scenario, error) {
 	return sc, nil
 }
 
+// recordBindings is the section where scenario record keeps the values of
+// the variables it wrote, so that a later part (--append) writes the same
+// value as the same variable. Runs ignore it.
+const recordBindings = "record/bindings"
+
+// seedBindings binds in v the values a prior recording wrote as variables
+// (its record/bindings section: one NAME JSON a line).
+func (sc *Scenario) seedBindings(v *vars) {
+	s := sc.section(recordBindings)
+	if s == nil {
+		return
+	}
+	for _, line := range strings.Split(s.Data, "\n") {
+		name, raw, ok := strings.Cut(line, " ")
+		if x, err := decode([]byte(raw)); ok && err == nil {
+			v.set(name, x)
+		}
+	}
+}
+
+// setSection sets the section called name, adding it before the
+// transcript when there is none.
+func (sc *Scenario) setSection(name, data string) {
+	if s := sc.section(name); s != nil {
+		s.Data = data
+		return
+	}
+	i := len(sc.Sections)
+	for j, s := range sc.Sections {
+		if s.Name == "transcript" {
+			i = j
+		}
+	}
+	sc.Sections = slices.Insert(sc.Sections, i, Section{Name: name, Data: data})
+}
+
 // AgentFlags is the flags the file gives the agent called name: a
 // flags/NAME section's, when it has one.
 func (sc *Scenario) AgentFlags(name string) ([]string, bool) {
@@ -179,6 +221,7 @@ func checkSection(path string, s Section) error {
 	switch {
 	case s.Name == "flags" || s.Name == "transcript":
 	case dir == "flags" && nested && name != "":
+	case s.Name == recordBindings:
 	case s.Name == "" || strings.HasPrefix(s.Name, "/") || strings.Contains("/"+s.Name+"/", "/../"):
 		return &Error{path, s.Line, fmt.Sprintf("the section %q does not name a file inside the run", s.Name)}
 	case nested && (dir == "cwd" || dir == "state" || dir == "check") && name == "":
@@ -197,6 +240,8 @@ func parseSteps(path string, s *Section, depth int) ([]Step, error) {
 			continue
 		case t == "close":
 			steps = append(steps, Step{Kind: Close, Line: n})
+		case t == "restart":
+			steps = append(steps, Step{Kind: Restart, Line: n})
 		case strings.HasPrefix(t, "include "):
 			inc, err := includeSteps(path, n, strings.TrimSpace(strings.TrimPrefix(t, "include ")), depth)
 			if err != nil {

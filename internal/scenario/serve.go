@@ -92,10 +92,13 @@ func (s *server) play() bool {
 				s.refuse(line, msg)
 				return s.differ(st, string(line), msg)
 			}
-		case Close:
+		case Close, Restart:
 			if line, ok, err := s.next(); ok || err != nil {
 				s.refuse(line, "the scenario ends the conversation here")
 				return s.differ(st, string(line), "the scenario has the client close its output here")
+			}
+			if st.Kind == Restart {
+				return true // what follows is the next process's, another serve's
 			}
 		}
 	}

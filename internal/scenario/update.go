@@ -63,6 +63,8 @@ func (r *run) advance(steps []Step, j int) (int, error) {
 	case steps[j].Kind == Close:
 		r.close()
 		return j + 1, nil
+	case steps[j].Kind == Restart:
+		return j + 1, r.restart(steps[j])
 	case steps[j].Kind == ExpectAny:
 		// A <* line and its < line are kept as written: checked, not rewritten.
 		return j + 2, r.runSteps(steps[j : j+2])

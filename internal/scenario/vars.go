@@ -382,3 +382,13 @@ func equal(a, b any) bool {
 		return a == b
 	}
 }
+
+// bindingsText is v's bindings, one NAME JSON a line, for a recording's
+// record/bindings section.
+func (v *vars) bindingsText() string {
+	var sb strings.Builder
+	for _, name := range v.order {
+		fmt.Fprintf(&sb, "%s %s\n", name, encode(v.vals[name]))
+	}
+	return sb.String()
+}
