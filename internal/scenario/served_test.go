@@ -1,0 +1,55 @@
+// served_test.go tests the model fixture served as an OpenAI-compatible
+// endpoint: each call takes the next entry, streamed or whole.
+
+package scenario
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestServedModel(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "model.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(`# a comment line
+{"chunks":[{"thought":"Hm."},{"text":"Hi "},{"text":"there."},{"usage":{"inputTokens":3,"outputTokens":2}}]}
+{"chunks":[{"toolCall":{"id":"c1","name":"read_file","input":{"path":"a.txt"}}}]}
+{"error":"model overloaded"}
+`), 0o644))
+	m, err := serveModel(path)
+	require.NoError(t, err)
+	defer m.Close()
+	post := func(stream bool) (int, string) {
+		body := `{"model":"x","messages":[]}`
+		if stream {
+			body = `{"model":"x","stream":true,"messages":[]}`
+		}
+		resp, err := http.Post(m.URL+"/chat/completions", "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, text := post(true)
+	assert.Equal(t, 200, code)
+	for _, want := range []string{`"reasoning_content":"Hm."`, `"content":"Hi "`, `"content":"there."`, `"finish_reason":"stop"`,
+		`"usage":{"completion_tokens":2,"prompt_tokens":3,"total_tokens":5}`, "data: [DONE]\n\n"} {
+		assert.Contains(t, text, want)
+	}
+	code, text = post(false)
+	assert.Equal(t, 200, code)
+	assert.Contains(t, text, `"tool_calls":[{"function":{"arguments":"{\"path\":\"a.txt\"}","name":"read_file"},"id":"c1","index":0,"type":"function"}]`)
+	assert.Contains(t, text, `"finish_reason":"tool_calls"`)
+	code, text = post(true)
+	assert.Equal(t, 500, code)
+	assert.Contains(t, text, `"message":"model overloaded"`)
+	code, text = post(true)
+	assert.Equal(t, 500, code)
+	assert.Contains(t, text, "the scenario's model fixture has 3 entries and this is call 4")
+}
