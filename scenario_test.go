@@ -496,3 +496,15 @@ func TestScenario_recordProcessPerPrompt(t *testing.T) {
 	require.NoError(t, os.Rename(out, again))
 	assert.Equal(t, file, once(out), "--deterministic: the same conversation, the same bytes")
 }
+
+// Verify that the goldens' index in docs/scenarios.md names every golden.
+func TestScenario_goldensIndexed(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("docs/scenarios.md")
+	require.NoError(t, err)
+	files, err := filepath.Glob("fixtures/*.txtar")
+	require.NoError(t, err)
+	for _, f := range files {
+		assert.Contains(t, string(doc), "| `"+filepath.Base(f)+"` |", "docs/scenarios.md's index of the goldens")
+	}
+}

@@ -24,17 +24,22 @@ import (
 )
 
 const usage = `Usage:
-  acpbridge scenario run [--agent CMD] [--update [--accept-errors]] [--timeout D] FILE...  (flags may follow the files)
+  acpbridge scenario run [--agent [NAME=]CMD]... [--update [--accept-errors]] [--timeout D] FILE...  (flags may follow the files)
   acpbridge scenario serve [--report FILE] [--timeout D] FILE
   acpbridge scenario record --out FILE [--append] [--deterministic] -- CMD [ARG...]
 
-run starts the agent for each scenario file (by default this acpbridge with
-the file's flags; --agent CMD runs CMD with the file's flags after its own
-words), plays the client's side and checks every line the agent sends.
---update rewrites the < lines from what the agent sent instead. The agent
-runs in the scenario's directory with HOME inside it and without the
-user's ACPBRIDGE_* settings or OPENAI_BASE_URL, so that a file's result does
-not depend on who runs it.
+run starts the agent for each scenario file, plays the client's side and
+checks every line the agent sends. The agent is this acpbridge with the
+file's flags, or each --agent [NAME=]CMD in turn (CMD split as a shell
+would; acpbridge gets the file's flags, another agent its flags/NAME
+section's, or the file's where CMD has the word $FLAGS); with several, each
+gets its line, their figures side by side and where they differ. The file's
+model fixture is served as an OpenAI-compatible endpoint: every agent gets
+OPENAI_BASE_URL and MODEL_URL (and $MODEL_URL in its flags) naming it, and a
+dummy OPENAI_API_KEY. --update rewrites the < lines from what the agent sent
+instead. The agent runs in the scenario's directory with HOME inside it and
+without the user's ACPBRIDGE_* settings or OPENAI_BASE_URL, so that a file's
+result does not depend on who runs it.
 
 serve is an ACP agent on stdin/stdout that plays the agent's side of FILE,
 to test an editor or client: it writes the < lines and checks each line
@@ -45,6 +50,8 @@ the report file (by default FILE's name with .serve-report.txt).
 
 record sits between an editor and the agent command CMD, passes every
 message through unchanged and writes the conversation to FILE as a scenario.
+--append adds this process's conversation to FILE as its next part (a client
+that starts a process per prompt); --deterministic makes the file byte-stable.
 `
 
 // Main runs `acpbridge scenario ARGS`. self is this acpbridge's path, the
