@@ -340,12 +340,13 @@ func (w *walker) walk(ctx context.Context, dir string, fn func(rel string, e fs.
 	return nil
 }
 
-// openDir is a directory of the walk, open as a root of its own, so that
-// its files are opened by name (one openat each). Whoever holds it (the
-// walk while it lists the directory, a file queued in it) releases it once;
-// the last release closes it.
+// openDir is a directory of the walk, open as a root of its own and, on
+// Unix, as a descriptor its files are opened from by name (one openat
+// each). Whoever holds it (the walk while it lists the directory, a file
+// queued in it) releases it once; the last release closes it.
 type openDir struct {
 	root *os.Root
+	h    dirHandle // invalid for the walker's own root, whose files are opened by path
 	refs atomic.Int32
 }
 
@@ -353,8 +354,18 @@ func (d *openDir) hold() { d.refs.Add(1) }
 
 func (d *openDir) release() {
 	if d.refs.Add(-1) == 0 {
+		d.h.close()
 		d.root.Close()
 	}
+}
+
+// openFile opens rel, a file in the directory, for reading when it is a
+// regular file, and returns its size.
+func (d *openDir) openFile(rel string) (io.ReadCloser, int64, error) {
+	if d.h.valid() {
+		return d.h.open(rel)
+	}
+	return openRegularSize(d.root, rel)
 }
 
 // open opens dir and reads its entries, by name; nil when it cannot be.
@@ -363,19 +374,13 @@ func (w *walker) open(dir string) (*openDir, []fs.DirEntry) {
 	if err != nil {
 		return nil, nil
 	}
-	f, err := root.Open(".")
-	if err != nil {
-		root.Close()
-		return nil, nil
-	}
-	entries, err := f.ReadDir(-1)
-	f.Close()
+	h, entries, err := openDirHandle(root)
 	if err != nil {
 		root.Close()
 		return nil, nil
 	}
 	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	d := &openDir{root: root}
+	d := &openDir{root: root, h: h}
 	d.refs.Store(1)
 	return d, entries
 }
@@ -620,7 +625,7 @@ const searchWholeBytes = 4 << 20
 // file searches one file into f, reading it whole into buf when it fits;
 // it returns the buffer, maybe grown, for the next file.
 func (t *textSearch) file(f *fileSearch, buf []byte) []byte {
-	file, size, err := openRegularSize(f.in.root, f.rel)
+	file, size, err := f.in.openFile(f.rel)
 	if err != nil {
 		return buf
 	}
