@@ -375,8 +375,8 @@ func serveClient(t *testing.T, file, cwd, answer string, args ...string) ([]stri
 	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
 	require.NoError(t, cmd.Start())
 	br := bufio.NewReader(stdout)
 	var got []string
@@ -384,7 +384,9 @@ func serveClient(t *testing.T, file, cwd, answer string, args ...string) ([]stri
 	until := func(pred func(map[string]any) bool) map[string]any {
 		for {
 			line, err := br.ReadString('\n')
-			require.NoError(t, err, "the agent's output ended; stderr:\n%s", stderr.String())
+			if err != nil {
+				t.Fatalf("the agent's output ended (%v); stderr:\n%s", err, stderr.String())
+			}
 			got = append(got, line)
 			var m map[string]any
 			require.NoError(t, json.Unmarshal([]byte(line), &m))
