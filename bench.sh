@@ -136,7 +136,7 @@ echo "== --fanout: session/new and the stream through the router against direct 
   direct="$out/acpbridge --model replay:\$FIXTURE --state-dir \$STATE" \
   fanout="$out/acpbridge --fanout --model replay:\$FIXTURE --state-dir \$STATE" | grep -E '^\| (agent|direct|fanout)|÷'
 
-echo "== --fanout: summed PSS of the router and its children after 10 session/new (and one TS SDK agent holding 10, when ../shared/bench ran) (3 runs)"
+echo "== idle threads: summed PSS of the --fanout router and its children after N session/new, beside one multi-session agent holding N (the Go and TypeScript SDK agents, when ../shared/bench ran) (3 runs)"
 cat > "$out/pss.py" <<'PY'
 import json, os, subprocess, sys, tempfile, time
 def tree(pid):
@@ -165,19 +165,24 @@ def measure(cmd):
             if l.get("id") == i and "method" not in l:
                 return l
     call(0, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-    for i in range(10):
+    for i in range(n):
         assert "result" in call(1 + i, "session/new", {"cwd": cwd, "mcpServers": []})
     time.sleep(0.5)  # let the next warm child finish starting
     procs = tree(p.pid)
     total = sum(pss(x) for x in procs) / 1024
     p.stdin.close(); p.wait(timeout=5)
     return total, len(procs)
-name, cmd = sys.argv[1], sys.argv[2:]
+n, name, cmd = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
 v = sorted(measure(cmd) for _ in range(3))
-print(f"  {name}: {v[1][0]:.1f} MiB (runs {v[0][0]:.1f}-{v[2][0]:.1f}), {v[1][1]} processes")
+print(f"  {name}, {n} sessions: {v[1][0]:.1f} MiB (runs {v[0][0]:.1f}-{v[2][0]:.1f}), {v[1][1]} processes, {v[1][0] / n:.2f} MiB a session")
 PY
-python3 "$out/pss.py" "acpbridge --fanout, 10 sessions" "$out/acpbridge" --fanout --state-dir "$state"
 ts=$out/shared/ts-sdk   # installed by ../shared/bench's run.sh above
-if [ -d "$ts/node_modules" ]; then
-  python3 "$out/pss.py" "TS SDK agent, 10 sessions" node "$ts/agent.js"
-fi
+for n in 10 50; do
+  python3 "$out/pss.py" "$n" "acpbridge --fanout" "$out/acpbridge" --fanout --max-children 64 --state-dir "$state"
+  if [ -x "$out/shared/bin/go-sdk" ]; then
+    python3 "$out/pss.py" "$n" "Go SDK agent" "$out/shared/bin/go-sdk"
+  fi
+  if [ -d "$ts/node_modules" ]; then
+    python3 "$out/pss.py" "$n" "TS SDK agent" node "$ts/agent.js"
+  fi
+done

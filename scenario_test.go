@@ -334,9 +334,9 @@ func processTurn(t *testing.T, cmd *exec.Cmd, cwd, load, text string) string {
 	return sid
 }
 
-// Verify the comparison the project exists for: acpbridge and a
-// multi-session agent (testdata/multiagent), each started with its own
-// command line, get the same model answers from the fixture the run serves
+// Verify the comparison the project exists for: acpbridge, acpbridge
+// --fanout and a multi-session agent (testdata/multiagent), each started
+// with its own command line, get the same model answers from the fixture the run serves
 // as an OpenAI-compatible endpoint (acpbridge through its OpenAI client);
 // both pass the one file; the report names each agent, gives its figures,
 // and says where their lines differ, chunks joined and ids as variables.
@@ -346,7 +346,7 @@ func TestScenario_compareTwoAgents(t *testing.T) {
 	other := filepath.Join(t.TempDir(), "multi agent") // a space, quoted below
 	out, err := exec.Command("go", "build", "-o", other, "./testdata/multiagent").CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	cmd := exec.Command(bin, "scenario", "run", "--agent", bin, "--agent", fmt.Sprintf("multi=%q", other),
+	cmd := exec.Command(bin, "scenario", "run", "--agent", bin, "--agent", fmt.Sprintf("multi=%q", other), "--agent", "fanout="+bin+" --fanout",
 		"testdata/scenarios/compare_text.txtar", "testdata/scenarios/permission_by_kind.txtar")
 	cmd.Env = append(os.Environ(), "OPENAI_API_KEY=sk-users-own-key", "OPENAI_BASE_URL=http://127.0.0.1:9/v1")
 	res, _ := cmd.CombinedOutput()
@@ -355,7 +355,10 @@ func TestScenario_compareTwoAgents(t *testing.T) {
 	assert.Contains(t, report, "ok   testdata/scenarios/compare_text.txtar [multi]")
 	assert.Contains(t, report, "ok   testdata/scenarios/permission_by_kind.txtar [acpbridge]")
 	assert.Contains(t, report, "FAIL testdata/scenarios/permission_by_kind.txtar [multi]", "multi offers no write_file tool")
-	assert.Contains(t, report, "3 passed, 1 failed")
+	assert.Contains(t, report, "ok   testdata/scenarios/compare_text.txtar [fanout]", "acpbridge --fanout gets the file's flags too")
+	assert.Contains(t, report, "ok   testdata/scenarios/permission_by_kind.txtar [fanout]")
+	assert.Contains(t, report, "5 passed, 1 failed")
+	assert.Regexp(t, `\| fanout \| ok \| [0-9.]+ / [0-9.]+, [0-9.]+ / [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \| [0-9]+ \|`, report)
 	assert.Regexp(t, `\| acpbridge \| ok \| [0-9.]+ / [0-9.]+, [0-9.]+ / [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \| 1 \|`, report, "acpbridge's figures: two turns")
 	assert.Regexp(t, `\| multi \| ok \| [0-9.]+ / [0-9.]+, [0-9.]+ / [0-9.]+ \|`, report)
 	assert.Contains(t, report, `at .result.agentInfo.name: "acpbridge" / "multiagent"`)
