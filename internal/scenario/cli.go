@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -226,7 +225,7 @@ type agentSpec struct {
 // before = or its program's base name.
 func parseAgent(v, self string) (agentSpec, error) {
 	var a agentSpec
-	if name, rest, ok := strings.Cut(v, "="); ok && agentName.MatchString(name) {
+	if name, rest, ok := strings.Cut(v, "="); ok && isAgentName(name) {
 		a.name, v = name, rest
 	}
 	words, err := shellwords.Parse(v)
@@ -244,7 +243,14 @@ func parseAgent(v, self string) (agentSpec, error) {
 	return a, nil
 }
 
-var agentName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+// isAgentName reports whether s can name an agent: letters, digits, _ . -
+// (a regexp compiled at package init would cost every acpbridge process's
+// start-up).
+func isAgentName(s string) bool {
+	return s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-')
+	})
+}
 
 // flags are the agent's flags from a scenario: a flags/NAME section's when
 // the file has one for the agent, else the file's -- flags -- for acpbridge
