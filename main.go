@@ -201,7 +201,10 @@ func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, in
 			fmt.Fprintf(stderr, "acpbridge: ACPBRIDGE_DETERMINISTIC=%q: give a part number, 1 or more (scenario record --deterministic sets it)\n", v)
 			return nil, nil, 2
 		}
-		a.newID, a.now = deterministic(part)
+		a.newID, a.now = deterministic(part, func(id string) bool {
+			_, err := os.Lstat(filepath.Join(a.store.Dir, id+".jsonl"))
+			return err == nil
+		})
 	}
 	a.store = &store.Store{Dir: filepath.Join(cfg.stateDir, "sessions"), Log: a.log}
 	if cfg.modelSpec != "" {
@@ -416,16 +419,23 @@ func defaultStateDir() string {
 // record --deterministic sets): ids PREFIX_PART_N, and a clock that starts
 // at 2026-01-01 plus PART hours and moves one second a reading. PART, the
 // recording's process number, keeps the ids of a client that starts a
-// process per prompt apart.
-func deterministic(part int) (func(string) string, func() time.Time) {
+// process per prompt apart; a session id already stored (stored reports
+// it) is skipped, so that a second process with the same PART and state
+// directory does not collide.
+func deterministic(part int, stored func(id string) bool) (func(string) string, func() time.Time) {
 	var mu sync.Mutex
 	n := map[string]int{}
 	t := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(part) * time.Hour)
 	newID := func(prefix string) string {
 		mu.Lock()
 		defer mu.Unlock()
-		n[prefix]++
-		return fmt.Sprintf("%s_%d_%d", prefix, part, n[prefix])
+		for {
+			n[prefix]++
+			id := fmt.Sprintf("%s_%d_%d", prefix, part, n[prefix])
+			if prefix != "sess" || !stored(id) {
+				return id
+			}
+		}
 	}
 	now := func() time.Time {
 		mu.Lock()

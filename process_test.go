@@ -9,6 +9,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -166,4 +167,26 @@ func TestProcess_replayContinuesAfterReopen(t *testing.T) {
 	require.Nil(t, r.Error, "the prompt after the reopen")
 	require.NotEmpty(t, ups)
 	assert.Contains(t, ups[0], `"text":"Second."`)
+}
+
+// Verify ACPBRIDGE_DETERMINISTIC (scenario record --deterministic): ids
+// and the clock are the same on every run, and a second process with the
+// same part in the same state directory skips the session id already
+// stored instead of failing on it.
+func TestProcess_deterministicIDs(t *testing.T) {
+	t.Setenv("ACPBRIDGE_DETERMINISTIC", "1") // not parallel: the children inherit it
+	p1 := startProcess(t, nil)
+	assert.Equal(t, "sess_1_1", p1.newSession())
+	p1.close()
+	p2 := startProcess(t, p1.testAgent)
+	assert.Equal(t, "sess_1_2", p2.newSession(), "the stored sess_1_1 is skipped")
+	p2.close()
+	b, err := os.ReadFile(filepath.Join(p1.state, "sessions", "sess_1_1.jsonl"))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"createdAt":"2026-01-01T01:00:01Z"`, "the clock starts at 2026-01-01 plus the part's hours")
+
+	t.Setenv("ACPBRIDGE_DETERMINISTIC", "first")
+	out, err := exec.Command(binary(t), "--state-dir", t.TempDir()).CombinedOutput()
+	assert.Error(t, err)
+	assert.Contains(t, string(out), `ACPBRIDGE_DETERMINISTIC="first": give a part number, 1 or more`)
 }
