@@ -46,17 +46,36 @@ func Serve(sc *Scenario, in io.Reader, out io.Writer, timeout time.Duration) []s
 	return s.diffs
 }
 
+// maxServedLine bounds a client line serve reads, as acpbridge's
+// --max-line-bytes does by default; a longer one is cut there (and so
+// differs).
+const maxServedLine = 64 << 20
+
 // read hands the client's non-blank lines to s.lines.
 func (s *server) read(in io.Reader) {
 	br := bufio.NewReaderSize(in, 1<<20)
 	for {
-		line, err := br.ReadBytes('\n')
+		line, err := readLine(br, maxServedLine)
 		if t := bytes.TrimSpace(line); len(t) > 0 {
 			s.lines <- t
 		}
 		if err != nil {
 			close(s.lines)
 			return
+		}
+	}
+}
+
+// readLine reads a line, keeping at most max bytes of it.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(line) < max {
+			line = append(line, frag[:min(len(frag), max-len(line))]...)
+		}
+		if err != bufio.ErrBufferFull {
+			return line, err
 		}
 	}
 }

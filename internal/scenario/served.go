@@ -22,6 +22,9 @@ import (
 	"acpbridge/internal/model"
 )
 
+// maxServedRequest bounds a chat completion request the endpoint reads.
+const maxServedRequest = 64 << 20
+
 // servedModelName is the model the endpoint says it serves.
 const servedModelName = "scenario-model"
 
@@ -108,7 +111,7 @@ func (m *servedModel) complete(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Stream bool `json:"stream"`
 	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxServedRequest)).Decode(&req); err != nil {
 		httpError(w, http.StatusBadRequest, "the request body is not JSON: "+err.Error())
 		return
 	}
