@@ -185,7 +185,7 @@ func TestFault_fullDisk(t *testing.T) {
 // Verify that a client that stops reading stdout (the pipe fills, acpbridge
 // blocks in write) and then closes stdin, or sends SIGTERM, does not keep
 // the process: it exits with status 0 (a write deadline at shutdown), with
-// the prompt and the turn's end persisted.
+// the prompt and the turn's end persisted; through --fanout too.
 func TestFault_stalledReaderStillExits(t *testing.T) {
 	t.Parallel()
 	chunks := make([]string, 20000)
@@ -193,10 +193,15 @@ func TestFault_stalledReaderStillExits(t *testing.T) {
 		chunks[i] = `{"text":"` + strings.Repeat("y", 200) + `"}`
 	}
 	fixture := writeFixture(t, `{"chunks":[`+strings.Join(chunks, ",")+`]}`)
-	for _, end := range []string{"EOF", "SIGTERM"} {
-		t.Run(end, func(t *testing.T) {
+	for _, c := range []struct{ name, end string }{{"EOF", "EOF"}, {"SIGTERM", "SIGTERM"}, {"fanout/EOF", "EOF"}, {"fanout/SIGTERM", "SIGTERM"}} {
+		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			b := startStreaming(t, fixture, "yyyy") // streaming; from here on nobody reads
+			end := c.end
+			var args []string
+			if strings.HasPrefix(c.name, "fanout") {
+				args = []string{"--fanout"}
+			}
+			b := startStreaming(t, fixture, "yyyy", args...) // streaming; from here on nobody reads
 			cmd, state, sid := b.cmd, b.state, b.sid
 			if end == "EOF" {
 				b.stdin.Close()
@@ -223,9 +228,9 @@ type streaming struct {
 
 // startStreaming starts the binary on fixture, opens a session, prompts,
 // and reads until a line containing want.
-func startStreaming(t *testing.T, fixture, want string) streaming {
+func startStreaming(t *testing.T, fixture, want string, args ...string) streaming {
 	b := streaming{state: t.TempDir()}
-	b.cmd = exec.Command(binary(t), "--model", "replay:"+fixture, "--state-dir", b.state)
+	b.cmd = exec.Command(binary(t), append([]string{"--model", "replay:" + fixture, "--state-dir", b.state}, args...)...)
 	var err error
 	b.stdin, err = b.cmd.StdinPipe()
 	require.NoError(t, err)

@@ -129,6 +129,7 @@ func (r *router) serve(ctx context.Context) {
 			r.route(m)
 		case <-ctx.Done():
 			r.log.Info("ending as at stdin EOF", "why", context.Cause(ctx))
+			r.out.LimitWrites() // a client that stopped reading cannot hold the end
 			r.out.CloseCalls()
 			return
 		}
