@@ -248,17 +248,20 @@ func TestFiles_readBounds(t *testing.T) {
 }
 
 // vmHWM is a process's peak resident memory in KiB.
-func vmHWM(t *testing.T, pid int) int {
+func vmHWM(t *testing.T, pid int) int { return procStatusKB(t, pid, "VmHWM:") }
+
+// procStatusKB reads a field of /proc/PID/status, in KiB.
+func procStatusKB(t *testing.T, pid int, field string) int {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	require.NoError(t, err)
 	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(l, field); ok {
 			n, err := strconv.Atoi(strings.Fields(v)[0])
 			require.NoError(t, err)
 			return n
 		}
 	}
-	t.Fatal("no VmHWM")
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }
 
@@ -300,6 +303,30 @@ func TestFiles_hugeInputsMemory(t *testing.T) {
 	fi, err := os.Stat(filepath.Join(p.state, "sessions", sid+".jsonl"))
 	require.NoError(t, err)
 	assert.Less(t, fi.Size(), int64(2<<20), "the session log holds the file")
+}
+
+// Verify on the built binary that the memory a huge prompt costs is given
+// back once it is answered: after a 30 MB prompt the process holds about
+// its conversation (the text once), not every copy made on the way in
+// (240 MiB before: the line, the decoded params, the log's buffer and the
+// step were all kept).
+func TestFiles_bigPromptMemoryGivenBack(t *testing.T) {
+	t.Parallel()
+	p := startProcess(t, nil, "--model", "replay:"+writeFixture(t, `{"chunks":[{"text":"ok"}]}`, `{"chunks":[{"text":"again"}]}`))
+	sid := p.newSession()
+	text, err := json.Marshal(strings.Repeat("z", 30<<20))
+	require.NoError(t, err)
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%s}]}}`, sid, text))
+	_, r := p.updatesUntil(2)
+	require.Nil(t, r.Error)
+	// The next step runs once the loop has given the first one's memory back.
+	p.send(prompt(3, sid, "small"))
+	_, r = p.updatesUntil(3)
+	require.Nil(t, r.Error)
+	rss := procStatusKB(t, p.cmd.Process.Pid, "VmRSS:")
+	t.Logf("after a 30 MB prompt: RSS %d KiB, peak %d KiB", rss, vmHWM(t, p.cmd.Process.Pid))
+	assert.Less(t, rss, 120<<10, "the prompt's copies were kept after its turn")
+	p.close()
 }
 
 // Verify that run_command's timeout_ms is bounded: a huge or negative one

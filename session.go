@@ -213,7 +213,13 @@ type step struct {
 	reqID  string // the request's id, or "" for shutdown
 	run    func() (any, error)
 	answer chan answer // to the request's handler; buffered
+	big    bool        // its params were over bigRequest bytes
 }
+
+// bigRequest is the size of params past which a step's memory is given
+// back to the system once its answer is written: the copies a huge prompt
+// made on its way in would otherwise stay with the process for its life.
+const bigRequest = 4 << 20
 
 type answer struct {
 	result any
@@ -268,6 +274,7 @@ func (l *agentLoop) pop() *step {
 		l.mu.Lock()
 		if len(l.queue) > 0 {
 			st := l.queue[0]
+			l.queue[0] = nil // a step (a prompt's blocks, say) is not kept past its run
 			l.queue = l.queue[1:]
 			l.mu.Unlock()
 			return st
@@ -320,6 +327,10 @@ func (a *agent) runLoop() {
 		case <-written:
 		case <-a.out.Ended:
 		case <-a.out.Broken:
+		}
+		if st.big {
+			st, res = nil, nil
+			debug.FreeOSMemory()
 		}
 	}
 }
@@ -402,7 +413,7 @@ func (a *agent) arrive(method, id string, params json.RawMessage) []byte {
 	if adm.run == nil {
 		return encodeResponse(id, adm.result, adm.err)
 	}
-	a.steps.push(&step{reqID: id, run: adm.run, answer: make(chan answer, 1)})
+	a.steps.push(&step{reqID: id, run: adm.run, answer: make(chan answer, 1), big: len(params) > bigRequest})
 	return nil
 }
 
@@ -965,28 +976,10 @@ func (a *agent) prompt(id string, b *box, t *turn, blocks []acp.ContentBlock, ra
 			WithData(map[string]string{"sessionId": id})
 	}
 	stop, err := a.runTurn(t.ctx, s, blocks, raw)
-	if promptBytes(raw) > bigPrompt {
-		// The copies a huge prompt made on its way in are garbage now: give
-		// their memory back rather than keep it for the session's life.
-		defer debug.FreeOSMemory()
-	}
 	if err != nil {
 		return nil, err
 	}
 	return acp.PromptResult{StopReason: stop}, nil
-}
-
-// bigPrompt is the size past which a prompt's memory is given back to the
-// system after its turn.
-const bigPrompt = 4 << 20
-
-// promptBytes is the size of a prompt's blocks as they came.
-func promptBytes(raw []json.RawMessage) int {
-	n := 0
-	for _, b := range raw {
-		n += len(b)
-	}
-	return n
 }
 
 // admitCancel cancels the session's turn, admitted or running. It is a

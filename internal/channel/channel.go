@@ -486,6 +486,7 @@ func (c *Wire) next() (inbound, error) {
 		}
 	}
 	in := c.ahead[0]
+	c.ahead[0] = inbound{} // a line (a huge prompt, say) is not kept past its turn
 	c.ahead = c.ahead[1:]
 	return in, nil
 }

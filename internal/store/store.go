@@ -534,6 +534,9 @@ func (f *File) flushLocked() error {
 	}
 	n, err := f.log.Write(f.buf)
 	f.buf = f.buf[:copy(f.buf, f.buf[n:])]
+	if len(f.buf) == 0 && cap(f.buf) > 4*flushBytes {
+		f.buf = nil // a huge record's buffer is not kept for the session's life
+	}
 	if err != nil {
 		err = storeError("writing session "+f.id, err)
 		if f.failed == nil {
