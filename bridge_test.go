@@ -648,8 +648,12 @@ func decodeResponse(t testing.TB, line []byte) response {
 }
 
 func TestMain(m *testing.M) {
-	if os.Getenv("ACPBRIDGE_TEST_MCP") == "stdio" {
+	switch os.Getenv("ACPBRIDGE_TEST_MCP") {
+	case "stdio":
 		runTestMCPServer() // the test binary as an MCP server (mcp_test.go)
+		return
+	case "flood":
+		runFloodMCPServer() // a hostile one (mcp_test.go)
 		return
 	}
 	code := m.Run()

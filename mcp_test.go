@@ -5,6 +5,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -73,6 +74,51 @@ func runTestMCPServer() {
 		os.WriteFile(f, []byte(strconv.Itoa(os.Getpid())), 0o644)
 	}
 	newTestMCPServer().Run(context.Background(), &mcp.StdioTransport{})
+}
+
+// floodNotifications is how many notifications/tools/list_changed the
+// flooding server sends after its first tools/list.
+const floodNotifications = 50_000
+
+// runFloodMCPServer is a hostile stdio MCP server: after the first
+// tools/list it sends floodNotifications notifications/tools/list_changed
+// as fast as it can, and from then on lists two tools (so that the client
+// shows, by listing two, that it read past the flood).
+func runFloodMCPServer() {
+	out := bufio.NewWriterSize(os.Stdout, 1<<20)
+	sc := bufio.NewScanner(os.Stdin)
+	flooded := false
+	for sc.Scan() {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				ProtocolVersion string `json:"protocolVersion"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(sc.Bytes(), &m) != nil || len(m.ID) == 0 {
+			continue
+		}
+		switch m.Method {
+		case "initialize":
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":%q,"capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"flood","version":"1"}}}`+"\n", m.ID, m.Params.ProtocolVersion)
+		case "tools/list":
+			tools := `{"name":"one","inputSchema":{"type":"object"}}`
+			if flooded {
+				tools += `,{"name":"two","inputSchema":{"type":"object"}}`
+			}
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[%s]}}`+"\n", m.ID, tools)
+			if !flooded {
+				flooded = true
+				for range floodNotifications {
+					out.WriteString(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}` + "\n")
+				}
+			}
+		default:
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{}}`+"\n", m.ID)
+		}
+		out.Flush()
+	}
 }
 
 // stdioSpec is the mcpServers entry that runs this test binary as a server.
@@ -265,4 +311,23 @@ func TestMCP_http(t *testing.T) {
 	assert.Contains(t, ups[0], "MCP server `locked` is unavailable", "the server without its header")
 	assert.Contains(t, joined, `"text":"echo: over http"`)
 	assert.Contains(t, joined, `"text":"echo: over sse"`)
+}
+
+// Verify on the built binary that an MCP server flooding
+// notifications/tools/list_changed costs a decode each and nothing more:
+// memory stays flat (each used to cost a goroutine in the SDK: about 90 MiB
+// for 50,000, and on one P seconds before stdin's end was seen), the tools
+// are listed again once the flood is read, and stdin's end still ends the
+// process.
+func TestMCP_listChangedFloodBounded(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	p := startProcess(t, nil, "--model", "replay:"+writeFixture(t, `{"chunks":[{"text":"ok"}]}`))
+	p.newSessionWith(fmt.Sprintf(`{"name":"flood","command":%q,"args":[],"env":[{"name":"ACPBRIDGE_TEST_MCP","value":"flood"}]}`, exe))
+	p.stderr.waitFor(t, `msg="MCP server's tools changed" server=flood tools=2`)
+	peak := vmHWM(t, p.cmd.Process.Pid)
+	t.Logf("peak RSS after %d notifications/tools/list_changed: %d KiB", floodNotifications, peak)
+	assert.Less(t, peak, 48<<10, "memory followed the flood")
+	p.close() // asserts exit status 0
 }

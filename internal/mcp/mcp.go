@@ -27,11 +27,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"acpbridge/internal/acp"
@@ -220,11 +222,8 @@ func (h *Hub) connect(ctx context.Context, srv *mcpServer) error {
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "acpbridge", Version: h.version}, &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{}, // no roots, no sampling
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			h.refreshSoon(srv)
-		},
 	})
-	session, err := client.Connect(ctx, transport, nil)
+	session, err := client.Connect(ctx, coalescing{transport, func() { h.refreshSoon(srv) }}, nil)
 	if err != nil {
 		h.killGroup(srv)
 		return fmt.Errorf("connecting failed: %w", err)
@@ -284,6 +283,44 @@ func (t *groupTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		}
 	}
 	return conn, err
+}
+
+// coalescing is a transport whose connection takes the server's
+// notifications/tools/list_changed off the stream before the SDK
+// dispatches them (a goroutine each): each one asks for a refresh, which
+// refreshSoon coalesces. A server flooding them costs a decode each, and
+// nothing queues behind them (100,000 used to hold the end of the process
+// for seconds).
+type coalescing struct {
+	mcp.Transport
+	changed func()
+}
+
+func (t coalescing) Connect(ctx context.Context) (mcp.Connection, error) {
+	conn, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return coalescingConn{conn, t.changed}, nil
+}
+
+type coalescingConn struct {
+	mcp.Connection
+	changed func()
+}
+
+func (c coalescingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if req, ok := msg.(*jsonrpc.Request); ok && err == nil && !req.ID.IsValid() && req.Method == "notifications/tools/list_changed" {
+			c.changed()
+			// A flood never blocks this loop: let the process's other
+			// goroutines run (on one P, stdin's end waited seconds).
+			runtime.Gosched()
+			continue
+		}
+		return msg, err
+	}
 }
 
 // killGroup ends whatever is left of a stdio server's process group: the
