@@ -19,7 +19,7 @@ type Turn struct{ FirstUpdate, Answer time.Duration }
 // Stats is what an agent's processes used over a run. A figure the
 // platform cannot give is -1.
 type Stats struct {
-	PeakRSS   int64         // bytes: the largest sum over the process tree seen, or its largest process's
+	PeakRSS   int64         // bytes: the largest sum over the process tree seen (sampled)
 	PeakPSS   int64         // bytes: the largest sum of proportional set sizes over the tree seen
 	CPU       time.Duration // user and system time of the agent and the children it waited for
 	Processes int           // the most processes seen in its tree at once
@@ -83,8 +83,11 @@ func (s *sampler) finish(ps *os.ProcessState) Stats {
 	defer s.mu.Unlock()
 	if ps != nil {
 		s.stats.CPU = ps.UserTime() + ps.SystemTime()
-		if rss := maxRSS(ps); rss > s.stats.PeakRSS {
-			s.stats.PeakRSS = rss
+		if s.stats.PeakRSS < 0 {
+			// Never sampled (it ended within the first interval): the
+			// kernel's figure, which for a child started with vfork also
+			// counts the parent's pages it shared before exec.
+			s.stats.PeakRSS = maxRSS(ps)
 		}
 	}
 	if s.stats.Processes == 0 {
