@@ -492,7 +492,7 @@ func Exec(command []string) func(flags []string, env Env) (*Agent, error) {
 			cmd.Process.Kill()
 			wait()
 		}
-		return &Agent{Stdin: stdin, Stdout: stdout, Wait: wait, Kill: kill, Stderr: errTail.String,
+		return &Agent{Stdin: closingStdin{stdin, watch}, Stdout: stdout, Wait: wait, Kill: kill, Stderr: errTail.String,
 			Stats: func() Stats { wait(); return stats }}, nil
 	}
 }

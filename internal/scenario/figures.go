@@ -6,6 +6,7 @@ package scenario
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -19,7 +20,7 @@ type Turn struct{ FirstUpdate, Answer time.Duration }
 // Stats is what an agent's processes used over a run. A figure the
 // platform cannot give is -1.
 type Stats struct {
-	PeakRSS   int64         // bytes: the largest sum over the process tree seen (sampled)
+	PeakRSS   int64         // bytes: the largest sum over the process tree of each process's peak RSS so far (sampled)
 	PeakPSS   int64         // bytes: the largest sum of proportional set sizes over the tree seen
 	CPU       time.Duration // user and system time of the agent and the children it waited for
 	Processes int           // the most processes seen in its tree at once
@@ -68,6 +69,18 @@ func (s *sampler) sample() {
 	s.stats.PeakRSS = max(s.stats.PeakRSS, rss)
 	s.stats.PeakPSS = max(s.stats.PeakPSS, pss)
 	s.stats.Processes = max(s.stats.Processes, n)
+}
+
+// closingStdin is the agent's stdin that takes a sample as the run closes
+// it: the agent has done its work and not yet exited.
+type closingStdin struct {
+	io.WriteCloser
+	s *sampler
+}
+
+func (c closingStdin) Close() error {
+	c.s.sample()
+	return c.WriteCloser.Close()
 }
 
 // finish stops sampling and adds what the process's end tells: its CPU

@@ -12,10 +12,12 @@ import (
 	"acpbridge/internal/proc"
 )
 
-// treeMemory sums the RSS and PSS of pid and every process below it.
+// treeMemory sums, over pid and every process below it, each one's peak
+// RSS so far (VmHWM: a sample between two peaks misses nothing) and its
+// PSS now.
 func treeMemory(pid int) (rss, pss int64, n int, ok bool) {
 	for _, p := range append([]int{pid}, proc.Descendants(pid)...) {
-		r, okR := kbField("/proc/"+strconv.Itoa(p)+"/status", "VmRSS:")
+		r, okR := kbField("/proc/"+strconv.Itoa(p)+"/status", "VmHWM:")
 		ps, okP := kbField("/proc/"+strconv.Itoa(p)+"/smaps_rollup", "Pss:")
 		if !okR {
 			continue
