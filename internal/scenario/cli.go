@@ -141,7 +141,8 @@ func runCommand(args []string, self string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, "acpbridge scenario run: name at least one scenario file\n"+usage)
 		return 2
 	}
-	if len(agents) == 0 {
+	named := len(agents) > 0 // each result line then says which agent ran
+	if !named {
 		agents = []agentSpec{{name: "acpbridge", command: []string{self}, acpbridge: true}}
 	}
 	if *upd && len(agents) > 1 {
@@ -155,7 +156,7 @@ func runCommand(args []string, self string, stdout, stderr io.Writer) int {
 		for i, a := range agents {
 			opt := Options{Start: Exec(a.command), Flags: a.flags, Timeout: timeout, Update: *upd, AcceptErrors: *acceptErrors}
 			label := ""
-			if len(agents) > 1 {
+			if named {
 				label = " [" + names[i] + "]"
 			}
 			res, ok := runFile(path, opt, label, stdout)
