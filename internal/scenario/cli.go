@@ -1,5 +1,5 @@
-// cli.go holds the `scenario run` and `scenario record` commands and the
-// starter that runs an agent as a process.
+// cli.go holds the `scenario run`, `scenario serve` and `scenario record`
+// commands.
 
 package scenario
 
@@ -12,12 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/mattn/go-shellwords"
 
 	"acpbridge/internal/proc"
 )
@@ -213,78 +209,6 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	return 1
 }
 
-// agentSpec is an agent to run: its name, its command line, and whether
-// it is acpbridge (which takes the file's -- flags --).
-type agentSpec struct {
-	name      string
-	command   []string
-	acpbridge bool
-}
-
-// parseAgent reads --agent's [NAME=]CMD: the command split as a shell
-// would split it (quotes and escapes; no expansion), its name the word
-// before = or its program's base name.
-func parseAgent(v, self string) (agentSpec, error) {
-	var a agentSpec
-	if name, rest, ok := strings.Cut(v, "="); ok && isAgentName(name) {
-		a.name, v = name, rest
-	}
-	words, err := shellwords.Parse(v)
-	if err != nil {
-		return a, fmt.Errorf("%q: %v", v, err)
-	}
-	if len(words) == 0 {
-		return a, fmt.Errorf("%q names no command", v)
-	}
-	a.command = words
-	a.acpbridge = isAcpbridge(words[0], self)
-	if a.name == "" {
-		a.name = strings.TrimSuffix(filepath.Base(words[0]), ".exe")
-	}
-	return a, nil
-}
-
-// isAgentName reports whether s can name an agent: letters, digits, _ . -
-// (a regexp compiled at package init would cost every acpbridge process's
-// start-up).
-func isAgentName(s string) bool {
-	return s != "" && !strings.ContainsFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-')
-	})
-}
-
-// flags are the agent's flags from a scenario: a flags/NAME section's when
-// the file has one for the agent, else the file's -- flags -- for acpbridge
-// or for a command that asks for them with the word $FLAGS, else none.
-func (a agentSpec) flags(sc *Scenario) []string {
-	if own, ok := sc.AgentFlags(a.name); ok {
-		return own
-	}
-	if a.acpbridge || slices.Contains(a.command, flagsWord) {
-		return sc.Flags
-	}
-	return nil
-}
-
-// flagsWord, as a word of --agent's command, is where the agent's flags go
-// (by default, after its words).
-const flagsWord = "$FLAGS"
-
-// uniqueNames is the agents' names, a second of a name numbered.
-func uniqueNames(agents []agentSpec) []string {
-	seen := map[string]int{}
-	var out []string
-	for _, a := range agents {
-		seen[a.name]++
-		name := a.name
-		if n := seen[a.name]; n > 1 {
-			name = fmt.Sprintf("%s#%d", a.name, n)
-		}
-		out = append(out, name)
-	}
-	return out
-}
-
 // runFile runs (or updates) the scenario at path, writes its line of the
 // summary and reports whether it passed.
 func runFile(path string, opt Options, label string, stdout io.Writer) (Result, bool) {
@@ -447,81 +371,6 @@ func (rec *Recorder) between(ctx context.Context, cmd *exec.Cmd, stdin io.Reader
 		<-done
 	}
 	return exitCode(cmd.Wait())
-}
-
-// withFlags is a command's arguments with flags in place of the word
-// $FLAGS, or after them when there is none.
-func withFlags(args, flags []string) []string {
-	i := slices.Index(args, flagsWord)
-	if i < 0 {
-		return append(slices.Clip(args), flags...)
-	}
-	return slices.Concat(args[:i], flags, args[i+1:])
-}
-
-// servedKey is the API key agents get for the served model endpoint, which
-// takes any.
-const servedKey = "sk-scenario-served-model"
-
-// Exec returns a starter that runs command as a process with the
-// scenario's flags after its words, in the run directory, in an
-// environment of its own (isolatedEnv).
-func Exec(command []string) func(flags []string, env Env) (*Agent, error) {
-	return func(flags []string, env Env) (*Agent, error) {
-		cmd := exec.Command(command[0], withFlags(command[1:], flags)...)
-		cmd.Dir = env.Dir
-		cmd.Env = isolatedEnv(os.Environ(), env)
-		errTail := &tail{max: 8 << 10}
-		cmd.Stderr = errTail
-		stdin, err1 := cmd.StdinPipe()
-		stdout, err2 := cmd.StdoutPipe()
-		if err := errors.Join(err1, err2, cmd.Start()); err != nil {
-			return nil, fmt.Errorf("%s: %w", command[0], err)
-		}
-		watch := startSampler(cmd.Process.Pid)
-		var once sync.Once
-		var code int
-		var stats Stats
-		wait := func() int {
-			once.Do(func() {
-				code = exitCode(cmd.Wait())
-				stats = watch.finish(cmd.ProcessState)
-			})
-			return code
-		}
-		kill := func() {
-			cmd.Process.Kill()
-			wait()
-		}
-		return &Agent{Stdin: closingStdin{stdin, watch}, Stdout: stdout, Wait: wait, Kill: kill, Stderr: errTail.String,
-			Stats: func() Stats { wait(); return stats }}, nil
-	}
-}
-
-// isolatedEnv is the agent's environment: the user's, less what would
-// change a scenario's result (acpbridge's own ACPBRIDGE_* settings, the
-// model endpoint), with HOME and the XDG state directory inside the run's
-// directory, and the run's directories named: SCENARIO_DIR, SCENARIO_CWD,
-// SCENARIO_STATE. When the run serves the scenario's model, OPENAI_BASE_URL
-// and MODEL_URL name that endpoint and OPENAI_API_KEY is a dummy key. A
-// file's result does not depend on who runs it.
-func isolatedEnv(user []string, env Env) []string {
-	var out []string
-	for _, kv := range user {
-		name, _, _ := strings.Cut(kv, "=")
-		switch {
-		case strings.HasPrefix(name, "ACPBRIDGE_"), name == "OPENAI_BASE_URL", name == "HOME", name == "XDG_STATE_HOME",
-			name == "OPENAI_API_KEY" && env.ModelURL != "":
-			continue
-		}
-		out = append(out, kv)
-	}
-	out = append(out, "HOME="+filepath.Join(env.Dir, "home"), "XDG_STATE_HOME="+filepath.Join(env.Dir, "home", ".local", "state"),
-		"SCENARIO_DIR="+env.Dir, "SCENARIO_CWD="+env.Cwd, "SCENARIO_STATE="+env.State)
-	if env.ModelURL != "" {
-		out = append(out, "OPENAI_BASE_URL="+env.ModelURL, "OPENAI_API_KEY="+servedKey, "MODEL_URL="+env.ModelURL)
-	}
-	return out
 }
 
 // exitCode is a process's exit status; -1 when it was killed by a signal.
