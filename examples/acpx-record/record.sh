@@ -18,7 +18,9 @@ agent="$bin scenario record --append --deterministic --out $work/acpx.txtar -- $
 # Each acpx call ends its agent process once it has been idle a second
 # (--ttl 1); the next call starts a new one. Wait for the recorder of the
 # last call to have exited, so that the next one appends after it.
-recorders() { pgrep -f -- "--out $work/acpx.txtar" >/dev/null; }
+# (Linux: a process whose command line names this run's recording; the
+# pattern's [.] keeps grep from finding its own command line.)
+recorders() { grep -qsa "$(basename "$work")/acpx[.]txtar" /proc/[0-9]*/cmdline; }
 settle() { for _ in $(seq 100); do recorders || return 0; sleep 0.1; done; echo "a recorder did not exit" >&2; exit 1; }
 # record: a new session, then two prompts, each in a process of its own.
 record() {
