@@ -172,7 +172,7 @@ func (r *run) prepare() (string, error) {
 		}
 	}
 	if path := fixtureOf(own, dir); path != "" {
-		if r.model, err = serveModel(path); err != nil {
+		if r.model, err = serveModel(path, []string{r.env.Cwd}); err != nil {
 			return dir, &Error{r.sc.Path, 0, err.Error()}
 		}
 		r.env.ModelURL = r.model.URL

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -20,15 +21,21 @@ func TestServedModel(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte(`# a comment line
 {"chunks":[{"thought":"Hm."},{"text":"Hi "},{"text":"there."},{"usage":{"inputTokens":3,"outputTokens":2}}]}
 {"chunks":[{"toolCall":{"id":"c1","name":"read_file","input":{"path":"a.txt"}}}]}
+{"expect":"file text","chunks":[{"text":"Read."}]}
+{"expect":"file text","chunks":[{"text":"Read."}]}
 {"error":"model overloaded"}
 `), 0o644))
-	m, err := serveModel(path)
+	m, err := serveModel(path, nil)
 	require.NoError(t, err)
 	defer m.Close()
-	post := func(stream bool) (int, string) {
-		body := `{"model":"x","messages":[]}`
+	post := func(stream bool, newest ...string) (int, string) {
+		messages := `[]`
+		if len(newest) > 0 {
+			messages = `[{"role":"user","content":"read a.txt"},{"role":"tool","content":` + strconv.Quote(newest[0]) + `}]`
+		}
+		body := `{"model":"x","messages":` + messages + `}`
 		if stream {
-			body = `{"model":"x","stream":true,"messages":[]}`
+			body = `{"model":"x","stream":true,"messages":` + messages + `}`
 		}
 		resp, err := http.Post(m.URL+"/chat/completions", "application/json", strings.NewReader(body))
 		require.NoError(t, err)
@@ -46,10 +53,18 @@ func TestServedModel(t *testing.T) {
 	assert.Equal(t, 200, code)
 	assert.Contains(t, text, `"tool_calls":[{"function":{"arguments":"{\"path\":\"a.txt\"}","name":"read_file"},"id":"c1","index":0,"type":"function"}]`)
 	assert.Contains(t, text, `"finish_reason":"tool_calls"`)
+	// An entry's expect is checked against the request's newest message,
+	// as acpbridge's replay checks it.
+	code, text = post(true, "the file text")
+	assert.Equal(t, 200, code)
+	assert.Contains(t, text, `"content":"Read."`)
+	code, text = post(true, "something else")
+	assert.Equal(t, 500, code)
+	assert.Contains(t, text, `expected the newest message to contain \"file text\", but it was \"something else\"; the conversation has diverged from the recording`)
 	code, text = post(true)
 	assert.Equal(t, 500, code)
-	assert.Contains(t, text, `"message":"model overloaded"`)
+	assert.Contains(t, text, "model overloaded")
 	code, text = post(true)
 	assert.Equal(t, 500, code)
-	assert.Contains(t, text, "the scenario's model fixture has 3 entries and this is call 4")
+	assert.Contains(t, text, "has 5 entries, and this model call asked for entry 6")
 }
