@@ -112,7 +112,10 @@ func (s *server) play() bool {
 				return s.differ(st, string(line), msg)
 			}
 		case Close, Restart:
-			if line, ok, err := s.next(); ok || err != nil {
+			switch line, ok, err := s.next(); {
+			case err != nil:
+				return s.differ(st, "", err.Error()+" and did not close its output, as the scenario has it do here")
+			case ok:
 				s.refuse(line, "the scenario ends the conversation here")
 				return s.differ(st, string(line), "the scenario has the client close its output here")
 			}
@@ -127,19 +130,14 @@ func (s *server) play() bool {
 // rest waits for the client's EOF after the last line: whatever it sends
 // meanwhile is a difference.
 func (s *server) rest() {
-	for {
-		line, ok, err := s.next()
-		switch {
-		case err != nil:
-			s.diffs = append(s.diffs, fmt.Sprintf("%s: after the scenario's last line: %v and did not close its output", s.sc.Path, err))
-			return
-		case !ok:
-			return
-		}
+	line, ok, err := s.next()
+	switch {
+	case err != nil:
+		s.diffs = append(s.diffs, fmt.Sprintf("%s: after the scenario's last line: %v and did not close its output", s.sc.Path, err))
+	case ok:
 		s.diffs = append(s.diffs, fmt.Sprintf("%s: after the scenario's last line the client sent: %s", s.sc.Path, clip.Marked(string(line), 400)))
 		s.refuse(line, "the scenario has no more lines")
 		s.drain()
-		return
 	}
 }
 
@@ -180,6 +178,8 @@ func stepText(st Step) string {
 		return ">! " + st.Text
 	case Close:
 		return "close"
+	case Restart:
+		return "restart"
 	}
 	return "< " + st.Text
 }
