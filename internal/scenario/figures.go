@@ -23,7 +23,7 @@ type Stats struct {
 	PeakRSS   int64         // bytes: the largest sum over the process tree of each process's peak RSS so far (sampled)
 	PeakPSS   int64         // bytes: the largest sum of proportional set sizes over the tree seen
 	CPU       time.Duration // user and system time of the agent and the children it waited for
-	Processes int           // the most processes seen in its tree at once
+	Processes int           // the most processes seen in its tree at once (-1: never seen)
 }
 
 // sampler watches a process tree until stopped, keeping the peaks.
@@ -40,7 +40,7 @@ type sampler struct {
 const sampleInterval = 20 * time.Millisecond
 
 func startSampler(pid int) *sampler {
-	s := &sampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{}), stats: Stats{PeakRSS: -1, PeakPSS: -1}}
+	s := &sampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{}), stats: Stats{PeakRSS: -1, PeakPSS: -1, Processes: -1}}
 	go s.loop()
 	return s
 }
@@ -103,9 +103,6 @@ func (s *sampler) finish(ps *os.ProcessState) Stats {
 			s.stats.PeakRSS = maxRSS(ps)
 		}
 	}
-	if s.stats.Processes == 0 {
-		s.stats.Processes = 1
-	}
 	return s.stats
 }
 
@@ -127,8 +124,12 @@ func figuresTable(names []string, results []Result) string {
 			turns = []string{"–"}
 		}
 		st := res.Stats
-		fmt.Fprintf(&sb, "  | %s | %s | %s | %s | %s | %.0f | %d |\n", names[i], verdict, strings.Join(turns, ", "),
-			mib(st.PeakRSS), mib(st.PeakPSS), float64(st.CPU.Microseconds())/1000, st.Processes)
+		procs := "n/a"
+		if st.Processes > 0 {
+			procs = fmt.Sprint(st.Processes)
+		}
+		fmt.Fprintf(&sb, "  | %s | %s | %s | %s | %s | %.0f | %s |\n", names[i], verdict, strings.Join(turns, ", "),
+			mib(st.PeakRSS), mib(st.PeakPSS), float64(st.CPU.Microseconds())/1000, procs)
 	}
 	return sb.String()
 }
