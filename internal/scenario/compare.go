@@ -7,8 +7,8 @@ package scenario
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"acpbridge/internal/clip"
@@ -180,19 +180,7 @@ func diffValues(path string, x, y any, out *[]string) {
 	xm, xObj := x.(map[string]any)
 	ym, yObj := y.(map[string]any)
 	if xObj && yObj {
-		keys := map[string]bool{}
-		for k := range xm {
-			keys[k] = true
-		}
-		for k := range ym {
-			keys[k] = true
-		}
-		names := make([]string, 0, len(keys))
-		for k := range keys {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		for _, k := range names {
+		for _, k := range slices.Sorted(maps.Keys(merged(xm, ym))) {
 			xv, inX := xm[k]
 			yv, inY := ym[k]
 			switch {
@@ -222,6 +210,13 @@ func diffValues(path string, x, y any, out *[]string) {
 	}
 }
 
+// merged is a map with the keys of both a and b (its values unused).
+func merged(a, b map[string]any) map[string]any {
+	m := maps.Clone(a)
+	maps.Copy(m, b)
+	return m
+}
+
 // what names a line: its method, or the response it is.
 func what(x any) string {
 	m, _ := x.(map[string]any)
@@ -240,7 +235,7 @@ func show(x any) string {
 }
 
 // compareRuns is the report of where each agent after the first differs
-// from the first, or "" when none does.
+// from the first.
 func compareRuns(names []string, results []Result) string {
 	var sb strings.Builder
 	base := view(results[0].Received, results[0].Env)
@@ -251,7 +246,7 @@ func compareRuns(names []string, results []Result) string {
 			continue
 		}
 		fmt.Fprintf(&sb, "  where %s and %s differ (values: %s / %s):\n", names[0], names[i], names[0], names[i])
-		for _, d := range slices.Compact(diffs) {
+		for _, d := range diffs {
 			sb.WriteString("    " + d + "\n")
 		}
 	}
