@@ -180,7 +180,9 @@ func diffValues(path string, x, y any, out *[]string) {
 	xm, xObj := x.(map[string]any)
 	ym, yObj := y.(map[string]any)
 	if xObj && yObj {
-		for _, k := range slices.Sorted(maps.Keys(merged(xm, ym))) {
+		both := maps.Clone(xm) // for its keys: those of x and y
+		maps.Copy(both, ym)
+		for _, k := range slices.Sorted(maps.Keys(both)) {
 			xv, inX := xm[k]
 			yv, inY := ym[k]
 			switch {
@@ -208,13 +210,6 @@ func diffValues(path string, x, y any, out *[]string) {
 		}
 		*out = append(*out, fmt.Sprintf("%s: %s / %s", path, show(x), show(y)))
 	}
-}
-
-// merged is a map with the keys of both a and b (its values unused).
-func merged(a, b map[string]any) map[string]any {
-	m := maps.Clone(a)
-	maps.Copy(m, b)
-	return m
 }
 
 // what names a line: its method, or the response it is.
