@@ -160,16 +160,9 @@ func (r *run) prepare() (string, error) {
 	if err := r.makeEnv(dir); err != nil {
 		return dir, err
 	}
-	var own, flags []string
+	var own []string // acpbridge's flags, which name the fixture to serve
 	for _, f := range r.sc.Flags {
 		own = append(own, r.expandPaths(f, true))
-	}
-	flags = own
-	if r.opt.Flags != nil {
-		flags = nil
-		for _, f := range r.opt.Flags(r.sc) {
-			flags = append(flags, r.expandPaths(f, true))
-		}
 	}
 	if path := fixtureOf(own, dir); path != "" {
 		if r.model, err = serveModel(path, []string{r.env.Cwd}); err != nil {
@@ -177,11 +170,14 @@ func (r *run) prepare() (string, error) {
 		}
 		r.env.ModelURL = r.model.URL
 		r.v.set("MODEL_URL", r.model.URL)
-		for i, f := range flags {
-			flags[i] = strings.ReplaceAll(f, "$MODEL_URL", r.model.URL)
-		}
 	}
-	r.flags = flags
+	flags := r.sc.Flags
+	if r.opt.Flags != nil {
+		flags = r.opt.Flags(r.sc)
+	}
+	for _, f := range flags {
+		r.flags = append(r.flags, r.expandPaths(f, true))
+	}
 	return dir, r.start()
 }
 
@@ -268,13 +264,18 @@ func (r *run) readLines() {
 	}
 }
 
-// expandPaths replaces $CWD, $STATE and $DIR in flags and in the files put
+// expandPaths replaces $CWD, $STATE, $DIR (and $MODEL_URL once the model is
+// served) in flags and in the files put
 // in the workspace and the state directory.
 func (r *run) expandPaths(s string, expand bool) string {
 	if !expand {
 		return s
 	}
-	return strings.NewReplacer("$CWD", r.env.Cwd, "$STATE", r.env.State, "$DIR", r.env.Dir).Replace(s)
+	pairs := []string{"$CWD", r.env.Cwd, "$STATE", r.env.State, "$DIR", r.env.Dir}
+	if r.env.ModelURL != "" {
+		pairs = append(pairs, "$MODEL_URL", r.env.ModelURL)
+	}
+	return strings.NewReplacer(pairs...).Replace(s)
 }
 
 // check runs the transcript and compares.
