@@ -265,8 +265,8 @@ func (r *run) readLines() {
 }
 
 // expandPaths replaces $CWD, $STATE, $DIR (and $MODEL_URL once the model is
-// served) in flags and in the files put
-// in the workspace and the state directory.
+// served) in flags and in the files put in the workspace and the state
+// directory.
 func (r *run) expandPaths(s string, expand bool) string {
 	if !expand {
 		return s
