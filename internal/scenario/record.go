@@ -125,7 +125,7 @@ func (rec *Recorder) captureOpened(line []byte) {
 		rec.notes = append(rec.notes, fmt.Sprintf("the client opened session %s, which this recording did not create, and the agent is not acpbridge: add its state as state/ sections by hand", id))
 		return
 	}
-	b, err := os.ReadFile(filepath.Join(rec.StateDir, "sessions", id+".jsonl"))
+	b, err := readSessionLog(rec.StateDir, id)
 	if err != nil {
 		rec.notes = append(rec.notes, fmt.Sprintf("the client opened session %s, which this recording did not create, and its log could not be read (%v): the scenario lacks it", id, err))
 		return
@@ -134,6 +134,23 @@ func (rec *Recorder) captureOpened(line []byte) {
 		rec.captured = map[string]string{}
 	}
 	rec.captured[id] = string(b)
+}
+
+// readSessionLog reads session id's log in the state directory as acpbridge
+// would let it be read: an id that is not a plain file name, or a log that
+// is a symbolic link, is refused (the client names the id, and the file
+// goes into a scenario a user may share).
+func readSessionLog(stateDir, id string) ([]byte, error) {
+	if !filepath.IsLocal(id) || strings.ContainsAny(id, `/\`) {
+		return nil, fmt.Errorf("%q is not a session id acpbridge would store", id)
+	}
+	path := filepath.Join(stateDir, "sessions", id+".jsonl")
+	if fi, err := os.Lstat(path); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	return os.ReadFile(path)
 }
 
 // seenLocked reports whether an id was already in the recording (this

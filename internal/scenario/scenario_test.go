@@ -350,3 +350,22 @@ func FuzzParse(f *testing.F) {
 		assert.Equal(t, len(sc.Steps), len(again.Steps))
 	})
 }
+
+// Verify that the recorder reads a loaded session's log only as a plain
+// file named by a plain id: a client's "../" id or a log that is a link
+// does not put another file into the scenario.
+func TestReadSessionLog_refusesPathsAndLinks(t *testing.T) {
+	state := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(state, "sessions"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(state, "sessions", "s1.jsonl"), []byte("log\n"), 0o600))
+	secret := filepath.Join(t.TempDir(), "secret.jsonl")
+	require.NoError(t, os.WriteFile(secret, []byte("secret\n"), 0o600))
+	b, err := readSessionLog(state, "s1")
+	require.NoError(t, err)
+	assert.Equal(t, "log\n", string(b))
+	_, err = readSessionLog(state, "../../"+strings.TrimSuffix(secret, ".jsonl"))
+	assert.ErrorContains(t, err, "is not a session id acpbridge would store")
+	require.NoError(t, os.Symlink(secret, filepath.Join(state, "sessions", "s2.jsonl")))
+	_, err = readSessionLog(state, "s2")
+	assert.ErrorContains(t, err, "is not a regular file")
+}
