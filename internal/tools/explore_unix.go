@@ -32,11 +32,12 @@ func openDirHandle(root *os.Root) (dirHandle, []fs.DirEntry, error) {
 		return dirHandle{}, nil, err
 	}
 	defer d.Close()
-	fd, err := unix.Dup(int(d.Fd()))
+	// Duplicated close-on-exec at once: a command started meanwhile must
+	// not inherit it.
+	fd, err := unix.FcntlInt(d.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return dirHandle{}, nil, err
 	}
-	unix.CloseOnExec(fd)
 	h := dirHandle{f: os.NewFile(uintptr(fd), d.Name()), fd: fd}
 	entries, err := h.f.ReadDir(-1) // types from getdents; fstatat on the descriptor only where it gives none
 	if err != nil {
