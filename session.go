@@ -329,7 +329,7 @@ func (a *agent) runLoop() {
 		case <-a.out.Broken:
 		}
 		if st.big {
-			st, res = nil, nil
+			st = nil // the step holds the request (its params, its blocks)
 			debug.FreeOSMemory()
 		}
 	}
