@@ -122,7 +122,7 @@ PY
 echo "== search_text against ripgrep on the same tree (the binary through ACP; rg from the distribution's package when present)"
 python3 bench/search/search.py "$out/acpbridge" "$RUNS"
 
-echo "== --fanout: initialize and 20 threads one after another through the router against direct; idle PSS for 10 and 50 threads"
+echo "== --fanout: initialize and 20 threads one after another through the router against direct"
 python3 bench/fanout/threads.py "$out/acpbridge" "$RUNS"
 
 echo "== --fanout: stdin's EOF with N sessions each running a command (sleep), answered and persisted"
@@ -138,52 +138,13 @@ echo "== --fanout: session/new and the stream through the router against direct 
   fanout="$out/acpbridge --fanout --model replay:\$FIXTURE --state-dir \$STATE" | grep -E '^\| (agent|direct|fanout)|÷'
 
 echo "== idle threads: summed PSS of the --fanout router and its children after N session/new, beside one multi-session agent holding N (the Go and TypeScript SDK agents, when ../shared/bench ran) (3 runs)"
-cat > "$out/pss.py" <<'PY'
-import json, os, subprocess, sys, tempfile, time
-def tree(pid):
-    kids = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                s = open(f"/proc/{d}/stat").read()
-                kids.setdefault(int(s[s.rindex(")") + 2:].split()[1]), []).append(int(d))
-            except OSError:
-                pass
-    out, q = [pid], [pid]
-    while q:
-        for c in kids.get(q.pop(), []):
-            out.append(c); q.append(c)
-    return out
-def pss(pid):
-    return next(int(l.split()[1]) for l in open(f"/proc/{pid}/smaps_rollup") if l.startswith("Pss:"))
-def measure(cmd):
-    cwd = tempfile.mkdtemp()
-    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    def call(i, m, params):
-        p.stdin.write((json.dumps({"jsonrpc": "2.0", "id": i, "method": m, "params": params}) + "\n").encode()); p.stdin.flush()
-        while True:
-            l = json.loads(p.stdout.readline())
-            if l.get("id") == i and "method" not in l:
-                return l
-    call(0, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-    for i in range(n):
-        assert "result" in call(1 + i, "session/new", {"cwd": cwd, "mcpServers": []})
-    time.sleep(0.5)  # let the next warm child finish starting
-    procs = tree(p.pid)
-    total = sum(pss(x) for x in procs) / 1024
-    p.stdin.close(); p.wait(timeout=5)
-    return total, len(procs)
-n, name, cmd = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
-v = sorted(measure(cmd) for _ in range(3))
-print(f"  {name}, {n} sessions: {v[1][0]:.1f} MiB (runs {v[0][0]:.1f}-{v[2][0]:.1f}), {v[1][1]} processes, {v[1][0] / n:.2f} MiB a session")
-PY
 ts=$out/shared/ts-sdk   # installed by ../shared/bench's run.sh above
 for n in 10 50; do
-  python3 "$out/pss.py" "$n" "acpbridge --fanout" "$out/acpbridge" --fanout --max-children 64 --state-dir "$state"
+  python3 bench/fanout/idle_pss.py "$n" "acpbridge --fanout" "$out/acpbridge" --fanout --max-children 64 --state-dir "$state"
   if [ -x "$out/shared/bin/go-sdk" ]; then
-    python3 "$out/pss.py" "$n" "Go SDK agent" "$out/shared/bin/go-sdk"
+    python3 bench/fanout/idle_pss.py "$n" "Go SDK agent" "$out/shared/bin/go-sdk"
   fi
   if [ -d "$ts/node_modules" ]; then
-    python3 "$out/pss.py" "$n" "TS SDK agent" node "$ts/agent.js"
+    python3 bench/fanout/idle_pss.py "$n" "TS SDK agent" node "$ts/agent.js"
   fi
 done

@@ -6,8 +6,7 @@
 Times, interleaved over ROUNDS rounds: spawn to the initialize answer,
 direct and through the router; 20 session/new one after another, through
 the router (each a thread of its own) and on a direct process (new, then
-close, 20 times); and reports the summed PSS of the router and its children
-with 10 and 50 idle threads (Linux: /proc/PID/smaps_rollup).
+close, 20 times). Idle PSS is idle_pss.py's.
 """
 import json, os, statistics, subprocess, sys, tempfile, time
 
@@ -31,27 +30,6 @@ class Agent:
                 return l
     def close(self):
         self.p.stdin.close(); self.p.wait(timeout=10)
-
-def tree(pid):
-    kids = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                s = open(f"/proc/{d}/stat").read()
-                kids.setdefault(int(s[s.rindex(")") + 2:].split()[1]), []).append(int(d))
-            except OSError:
-                pass
-    out, q = [pid], [pid]
-    while q:
-        for c in kids.get(q.pop(), []):
-            out.append(c); q.append(c)
-    return out
-
-def pss(pid):
-    try:
-        return next(int(l.split()[1]) for l in open(f"/proc/{pid}/smaps_rollup") if l.startswith("Pss:"))
-    except OSError:
-        return 0
 
 init = {"protocolVersion": 1, "clientCapabilities": {}}
 new = {"cwd": work, "mcpServers": []}
@@ -82,13 +60,3 @@ m = {k: statistics.median(v) for k, v in r.items()}
 print("\ninitialize, router ÷ direct: %.2f× (target ≤ 1.2×); session/new, router ÷ direct: %.2f× (target ≤ 2×)"
       % (m["initialize, router"] / m["initialize, direct"], m["20 × session/new, router"] / m["20 × session/new, direct"]))
 
-for threads in (10, 50):
-    a = Agent("--fanout")
-    a.call("initialize", init)
-    for _ in range(threads):
-        a.call("session/new", new)
-    time.sleep(1)  # the spares finish starting
-    procs = tree(a.p.pid)
-    total = sum(pss(p) for p in procs) / 1024
-    print(f"\n{threads} idle threads: summed PSS {total:.1f} MiB in {len(procs)} processes ({total / threads:.2f} MiB a thread, router and spares included)")
-    a.close()
