@@ -9,7 +9,10 @@ spares a --fanout router starts, and sums the PSS of the process and every
 process below it (Linux: /proc/PID/smaps_rollup); three runs, the median
 with the range.
 """
-import json, os, subprocess, sys, tempfile, time
+import os, sys, tempfile, time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from acpclient import Agent
+
 def tree(pid):
     kids = {}
     for d in os.listdir("/proc"):
@@ -28,21 +31,16 @@ def pss(pid):
     return next(int(l.split()[1]) for l in open(f"/proc/{pid}/smaps_rollup") if l.startswith("Pss:"))
 def measure(cmd):
     cwd = tempfile.mkdtemp()
-    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    def call(i, m, params):
-        p.stdin.write((json.dumps({"jsonrpc": "2.0", "id": i, "method": m, "params": params}) + "\n").encode()); p.stdin.flush()
-        while True:
-            l = json.loads(p.stdout.readline())
-            if l.get("id") == i and "method" not in l:
-                return l
-    call(0, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-    for i in range(n):
-        assert "result" in call(1 + i, "session/new", {"cwd": cwd, "mcpServers": []})
+    a = Agent(cmd)
+    a.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    for _ in range(n):
+        assert "result" in a.call("session/new", {"cwd": cwd, "mcpServers": []})
     time.sleep(0.5)  # let the next warm child finish starting
-    procs = tree(p.pid)
+    procs = tree(a.pid)
     total = sum(pss(x) for x in procs) / 1024
-    p.stdin.close(); p.wait(timeout=5)
+    a.close(timeout=5)
     return total, len(procs)
+
 n, name, cmd = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
 v = sorted(measure(cmd) for _ in range(3))
 print(f"  {name}, {n} sessions: {v[1][0]:.1f} MiB (runs {v[0][0]:.1f}-{v[2][0]:.1f}), {v[1][1]} processes, {v[1][0] / n:.2f} MiB a session")

@@ -8,37 +8,26 @@ direct and through the router; 20 session/new one after another, through
 the router (each a thread of its own) and on a direct process (new, then
 close, 20 times). Idle PSS is idle_pss.py's.
 """
-import json, os, statistics, subprocess, sys, tempfile, time
+import os, statistics, sys, tempfile, time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from acpclient import Agent
 
 binary = sys.argv[1]
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
 work = tempfile.mkdtemp()
 
-class Agent:
-    def __init__(self, *args):
-        self.t0 = time.perf_counter()
-        self.p = subprocess.Popen([binary, "--state-dir", os.path.join(work, "state"), "--max-children", "64", *args],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        self.n = 0
-    def call(self, method, params):
-        self.n += 1
-        self.p.stdin.write((json.dumps({"jsonrpc": "2.0", "id": self.n, "method": method, "params": params}) + "\n").encode())
-        self.p.stdin.flush()
-        while True:
-            l = json.loads(self.p.stdout.readline())
-            if l.get("id") == self.n and "method" not in l:
-                return l
-    def close(self):
-        self.p.stdin.close(); self.p.wait(timeout=10)
+def start(*args):
+    """acpbridge with args, and the time it was started."""
+    return time.perf_counter(), Agent([binary, "--state-dir", os.path.join(work, "state"), "--max-children", "64", *args])
 
 init = {"protocolVersion": 1, "clientCapabilities": {}}
 new = {"cwd": work, "mcpServers": []}
 r = {"initialize, direct": [], "initialize, router": [], "20 × session/new, direct": [], "20 × session/new, router": []}
 for _ in range(rounds):
     for name, args in (("direct", []), ("router", ["--fanout"])):
-        a = Agent(*args)
+        t0, a = start(*args)
         a.call("initialize", init)
-        r["initialize, " + name].append((time.perf_counter() - a.t0) * 1000)
+        r["initialize, " + name].append((time.perf_counter() - t0) * 1000)
         time.sleep(0.3)  # the router's spares start in the background, as between an editor's start and its first thread
         times = []
         for _ in range(20):

@@ -9,7 +9,9 @@ answers the handshake and tools/list, then writes N notifications as fast as
 it can; after 6 s the binary's peak RSS (VmHWM) is read and its stdin closed,
 and the time to its exit is taken.
 """
-import json, os, subprocess, sys, tempfile, time
+import json, os, sys, tempfile, time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from acpclient import Agent
 
 N = int(os.environ.get("FLOOD", "100000"))
 
@@ -34,23 +36,15 @@ def serve():
 
 def measure(binary):
     work = tempfile.mkdtemp()
-    p = subprocess.Popen([binary, "--state-dir", work + "/s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    def send(m):
-        p.stdin.write((json.dumps(m) + "\n").encode()); p.stdin.flush()
-    def until(pred):
-        while True:
-            l = json.loads(p.stdout.readline())
-            if pred(l):
-                return l
-    send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}})
-    until(lambda l: l.get("id") == 0)
+    a = Agent([binary, "--state-dir", work + "/s"])
+    a.call("initialize", {"protocolVersion": 1})
     server = {"name": "flood", "command": sys.executable, "args": [os.path.abspath(__file__), "--serve"], "env": [{"name": "FLOOD", "value": str(N)}]}
-    send({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": work, "mcpServers": [server]}})
-    until(lambda l: l.get("id") == 1)
+    a.call("session/new", {"cwd": work, "mcpServers": [server]})
     time.sleep(6)
-    peak = int([l for l in open(f"/proc/{p.pid}/status") if l.startswith("VmHWM")][0].split()[1]) / 1024
-    t0 = time.perf_counter(); p.stdin.close(); p.wait()
-    print(f"| {os.path.basename(binary)} | {N:,} | {peak:.0f} MiB | {(time.perf_counter() - t0) * 1000:.0f} ms, status {p.returncode} |", flush=True)
+    peak = int([l for l in open(f"/proc/{a.pid}/status") if l.startswith("VmHWM")][0].split()[1]) / 1024
+    t0 = time.perf_counter()
+    status = a.close(timeout=None)
+    print(f"| {os.path.basename(binary)} | {N:,} | {peak:.0f} MiB | {(time.perf_counter() - t0) * 1000:.0f} ms, status {status} |", flush=True)
 
 if len(sys.argv) > 1 and sys.argv[1] == "--serve":
     serve()

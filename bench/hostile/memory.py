@@ -14,7 +14,9 @@ Cases, each in a fresh process, its peak RSS read from /proc/PID/status
           30 MB prompt; the router's peak RSS and B's longest pause between
           two lines
 """
-import http.server, json, os, socketserver, subprocess, sys, tempfile, threading, time
+import http.server, json, os, socketserver, sys, tempfile, threading, time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from acpclient import Agent
 
 KB = "x" * 1024
 
@@ -60,48 +62,34 @@ def hwm(pid):
         return 0.0
 
 def start(binary, args, env=None):
+    """acpbridge with args in a state directory of its own, with a session
+    open in a fresh directory: the agent and the session's id."""
     work = tempfile.mkdtemp()
-    p = subprocess.Popen([binary, "--state-dir", os.path.join(work, "state"), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, env=env)
-    return p, work
+    a = Agent([binary, "--state-dir", os.path.join(work, "state"), *args], env)
+    a.call("initialize", {"protocolVersion": 1})
+    return a, work
 
-def send(p, m):
-    p.stdin.write((json.dumps(m) + "\n").encode()); p.stdin.flush()
-
-def until(p, pred):
-    while True:
-        line = p.stdout.readline()
-        if not line:
-            return None
-        try:
-            m = json.loads(line)
-        except ValueError:
-            return None  # the process was killed mid-line
-        if pred(m):
-            return m
+def open_session(a, work):
+    return a.call("session/new", {"cwd": work, "mcpServers": []})["result"]["sessionId"]
 
 def model_case(binary, kind):
     srv = Server(("127.0.0.1", 0), Endless); srv.kind = kind
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     env = dict(os.environ, OPENAI_API_KEY="sk-bench")
-    p, work = start(binary, ["--model", "openai:m", "--base-url", f"http://127.0.0.1:{srv.server_address[1]}/v1"], env)
-    send(p, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}})
-    until(p, lambda m: m.get("id") == 0)
-    send(p, {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": work, "mcpServers": []}})
-    sid = until(p, lambda m: m.get("id") == 1)["result"]["sessionId"]
-    send(p, {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}})
+    a, work = start(binary, ["--model", "openai:m", "--base-url", f"http://127.0.0.1:{srv.server_address[1]}/v1"], env)
+    sid = open_session(a, work)
     done, peak, t0 = threading.Event(), 0.0, time.time()
     answer = {}
-    def read():
-        answer["m"] = until(p, lambda m: m.get("id") == 2 and "method" not in m); done.set()
-    threading.Thread(target=read, daemon=True).start()
+    def prompt():
+        answer["m"] = a.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}); done.set()
+    threading.Thread(target=prompt, daemon=True).start()
     while not done.wait(0.05) and time.time() - t0 < 8:
-        peak = max(peak, hwm(p.pid))
-    peak = max(peak, hwm(p.pid))
+        peak = max(peak, hwm(a.pid))
+    peak = max(peak, hwm(a.pid))
     how = "answered" if done.is_set() else "still reading after 8 s"
     if done.is_set() and answer.get("m") and "error" in answer["m"]:
         how = "ended with an error" + (" naming the 16 MiB cap" if "16 MiB" in answer["m"]["error"]["message"] else "")
-    p.kill(); p.wait(); srv.shutdown()
+    a.p.kill(); a.p.wait(); srv.shutdown()
     return f"{peak:.0f} MiB ({how})"
 
 def fanout_case(binary):
@@ -109,35 +97,29 @@ def fanout_case(binary):
     fixture = os.path.join(work, "m.jsonl")
     with open(fixture, "w") as f:
         f.write(json.dumps({"chunks": [{"text": "y" * 64}] * 200000}) + "\n")
-    p, _ = start(binary, ["--fanout", "--model", "replay:" + fixture])
-    send(p, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}})
-    until(p, lambda m: m.get("id") == 0)
-    sids = []
-    for i in (1, 2):
-        send(p, {"jsonrpc": "2.0", "id": i, "method": "session/new", "params": {"cwd": work, "mcpServers": []}})
-        sids.append(until(p, lambda m: m.get("id") == i)["result"]["sessionId"])
-    big = json.dumps({"jsonrpc": "2.0", "id": 4, "method": "session/prompt", "params": {"sessionId": sids[0], "prompt": [{"type": "text", "text": "z" * 30_000_000}]}}) + "\n"
-    send(p, {"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {"sessionId": sids[1], "prompt": [{"type": "text", "text": "stream"}]}})
-    gaps, last, n = [], None, 0
+    a, _ = start(binary, ["--fanout", "--model", "replay:" + fixture])
+    sids = [open_session(a, work), open_session(a, work)]
+    # Encoded before B streams: encoding 30 MB would stall this client's
+    # reading of B's stream (one interpreter lock), not the router.
+    big = (json.dumps({"jsonrpc": "2.0", "id": 1004, "method": "session/prompt", "params": {"sessionId": sids[0], "prompt": [{"type": "text", "text": "z" * 30_000_000}]}}) + "\n").encode()
+    a.send({"jsonrpc": "2.0", "id": 1003, "method": "session/prompt", "params": {"sessionId": sids[1], "prompt": [{"type": "text", "text": "stream"}]}})
     def writer():
         time.sleep(0.3)  # B is streaming by then
-        p.stdin.write(big.encode()); p.stdin.flush()
+        a.p.stdin.write(big); a.p.stdin.flush()
     threading.Thread(target=writer, daemon=True).start()
-    peak = 0.0
-    while True:
-        line = p.stdout.readline()
+    gaps, last, n, peak = [], None, 0, 0.0
+    def timed(m):  # every line of B's stream, timed, until its answer
+        nonlocal last, n, peak
         now = time.perf_counter()
         if last is not None:
             gaps.append(now - last)
-        last = now
-        n += 1
+        last, n = now, n + 1
         if n % 2000 == 0:
-            peak = max(peak, hwm(p.pid))
-        m = json.loads(line)
-        if m.get("id") == 3 and "method" not in m:
-            break
-    peak = max(peak, hwm(p.pid))
-    p.stdin.close(); p.wait(timeout=10)
+            peak = max(peak, hwm(a.pid))
+        return m.get("id") == 1003 and "method" not in m
+    a.until(timed)
+    peak = max(peak, hwm(a.pid))
+    a.close()
     return f"router peak {peak:.0f} MiB, B's longest pause {max(gaps) * 1000:.0f} ms"
 
 print("| binary | endless tool-call arguments | endless text | one endless line | --fanout: 30 MB prompt beside a stream |")

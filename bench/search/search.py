@@ -12,6 +12,8 @@ Prints a Markdown table of medians (min-max) and the ratios.
   search.py ACPBRIDGE [ROUNDS]
 """
 import json, os, shutil, statistics, subprocess, sys, tempfile, time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from acpclient import Agent
 
 binary = sys.argv[1]
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
@@ -41,25 +43,16 @@ def agent_search(one_core):
     if one_core:
         env["GOMAXPROCS"] = "1"
         cmd = ["taskset", "-c", "0"] + cmd
-    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    def send(m):
-        p.stdin.write((json.dumps(m) + "\n").encode()); p.stdin.flush()
-    def until(pred):
-        while True:
-            l = json.loads(p.stdout.readline())
-            if pred(l):
-                return l
-    send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}})
-    until(lambda l: l.get("id") == 0)
-    send({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": tree, "mcpServers": []}})
-    sid = until(lambda l: l.get("id") == 1)["result"]["sessionId"]
+    a = Agent(cmd, env)
+    a.call("initialize", {"protocolVersion": 1})
+    sid = a.call("session/new", {"cwd": tree, "mcpServers": []})["result"]["sessionId"]
     t0 = time.perf_counter()
-    send({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "find it"}]}})
-    done = until(lambda l: l.get("params", {}).get("update", {}).get("status") in ("completed", "failed"))
+    a.send({"jsonrpc": "2.0", "id": 100, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "find it"}]}})
+    done = a.until(lambda l: l.get("params", {}).get("update", {}).get("status") in ("completed", "failed"))
     ms = (time.perf_counter() - t0) * 1000
     assert "d0999/f099.txt:3:the needle" in json.dumps(done), done
-    until(lambda l: l.get("id") == 2)
-    p.stdin.close(); p.wait()
+    a.until(lambda l: l.get("id") == 100)
+    a.close()
     return ms
 
 def rg_search(one_core):
