@@ -3,12 +3,14 @@
 // fanout_test.go tests --fanout on the built binary with real child
 // processes: concurrent sessions with interleaved streams, permission
 // requests of two sessions in flight at once, close ending a child, load in
-// a new child, a child killed, EOF with live turns, kill -9 of the router.
+// a new child, a child killed, EOF with live turns, kill -9 of the router,
+// the spares refilled once threads open.
 // Every line the router writes is validated against the schema.
 
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -18,6 +20,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -374,6 +377,102 @@ func TestFanout_maxChildren(t *testing.T) {
 	p.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":13,"method":"session/close","params":{"sessionId":%q}}`, a))
 	p.openSession(14)
 	p.close()
+}
+
+// Verify that the spares are refilled once threads have opened: three
+// session/new in one write are each served by a process of their own, two
+// new spares then start and answer their initialize, and the next thread
+// opens in one of them. The trace (a FIFO the router and its children all
+// write) tells when a spare is ready without a wait on the clock.
+func TestFanout_sparesRefilled(t *testing.T) {
+	t.Parallel()
+	trace := filepath.Join(t.TempDir(), "trace")
+	mkfifo(t, trace)
+	f, err := os.OpenFile(trace, os.O_RDWR, 0) // a reader that never blocks the writers' open
+	require.NoError(t, err)
+	t.Cleanup(func() { f.Close() })
+	ready := readyChildren(t, f)
+	p := startProcess(t, nil, "--fanout", "--trace", trace, "--model", "replay:"+writeFixture(t, `{"chunks":[{"text":"x"}]}`))
+	p.call(initLine)
+	router := p.cmd.Process.Pid
+	first := map[int]bool{}
+	for len(first) < 2 {
+		if pid := nextReady(t, ready); pid != router {
+			first[pid] = true
+		}
+	}
+	p.sendTogether(newLine(10), newLine(11), newLine(12))
+	_, rs, _ := p.collect(10, 11, 12)
+	holders := map[int]bool{}
+	for id := 10; id <= 12; id++ {
+		require.Nil(t, rs[id].Error, "session/new %d", id)
+		var res struct{ SessionID string }
+		require.NoError(t, json.Unmarshal(rs[id].Result, &res))
+		holders[holder(t, p.state, res.SessionID)] = true
+	}
+	assert.Len(t, holders, 3, "each thread in a process of its own")
+	assert.NotContains(t, holders, router)
+	refilled := map[int]bool{}
+	for len(refilled) < 2 {
+		if pid := nextReady(t, ready); pid != router && !holders[pid] && !first[pid] {
+			refilled[pid] = true
+		}
+	}
+	sid := p.openSession(13)
+	assert.Contains(t, refilled, holder(t, p.state, sid), "the next thread opens in a refilled spare")
+	p.close()
+}
+
+// newLine is a session/new request with id.
+func newLine(id int) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`, id)
+}
+
+// nextReady is the next process readyChildren saw answer initialize; the
+// test fails when none does within 30 s (a spare that never starts).
+func nextReady(t *testing.T, ready <-chan int) int {
+	t.Helper()
+	select {
+	case pid := <-ready:
+		return pid
+	case <-time.After(30 * time.Second):
+		t.Fatal("no spare answered its initialize within 30 s")
+		return 0
+	}
+}
+
+// readyChildren reads a --trace FIFO and sends the pid of every process
+// that answers an initialize sent to it (the router's spares; the router
+// answers the client's from its own process too, which the caller tells
+// apart).
+func readyChildren(t *testing.T, trace *os.File) <-chan int {
+	ready := make(chan int, 64)
+	go func() {
+		sc := bufio.NewScanner(trace)
+		sc.Buffer(nil, 1<<20)
+		asked := map[int]bool{}
+		for sc.Scan() {
+			var l struct {
+				Pid int
+				Dir string
+				Msg struct {
+					ID     json.RawMessage
+					Method string
+				}
+			}
+			if json.Unmarshal(sc.Bytes(), &l) != nil {
+				continue
+			}
+			switch {
+			case l.Dir == "in" && l.Msg.Method == acp.MethodInitialize:
+				asked[l.Pid] = true
+			case l.Dir == "out" && l.Msg.Method == "" && asked[l.Pid]:
+				delete(asked, l.Pid)
+				ready <- l.Pid
+			}
+		}
+	}()
+	return ready
 }
 
 // Verify that when a child dies with a permission request of its on the

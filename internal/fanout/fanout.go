@@ -10,7 +10,8 @@
 //
 //   - A warm child (started and initialized with the client's initialize
 //     params) waits for the next session/new, load or resume, so opening a
-//     thread costs no process start; the next warm child starts at once.
+//     thread costs no process start; the next warm child starts once the
+//     thread's answer is written.
 //     The warm child also serves what names no session (session/list,
 //     session/delete, authenticate, unknown methods) against the same
 //     state directory.
@@ -271,10 +272,11 @@ func (r *router) countLocked() int {
 	return n
 }
 
-// takeWarm hands a spare child over to a session (or, when none waits,
-// one started now) and has the spares refilled in the background.
+// takeWarm hands a spare child over to a session, or, when none waits,
+// one started now. The spares are refilled once the child has answered
+// (answered): a start shares the CPU with whatever runs beside it, and a
+// thread opened while a spare waits should not wait on the next one's.
 func (r *router) takeWarm() (*child, error) {
-	defer func() { go r.warmUp() }() // the next thread opens as fast
 	r.mu.Lock()
 	var c *child
 	if len(r.spares) > 0 {
@@ -607,6 +609,15 @@ func (r *router) answered(c *child, f forwarded, e envelope) {
 	}
 	b, _ := jsonenc.AppendTrusted(nil, resp)
 	r.respond(string(f.clientID), b)
+	if opening(f.method) {
+		r.out.Flush() // the thread is open before its successor's process starts
+		go r.warmUp()
+	}
+}
+
+// opening is whether method opens a session, in a child taken from the spares.
+func opening(method string) bool {
+	return method == acp.MethodSessionNew || method == acp.MethodSessionLoad || method == acp.MethodSessionResume
 }
 
 // track follows the child c's answer e to method: the session it now
@@ -614,8 +625,8 @@ func (r *router) answered(c *child, f forwarded, e envelope) {
 // closed.
 func (r *router) track(c *child, method, session string, e envelope) {
 	failed := len(e.Error) > 0
-	opening := method == acp.MethodSessionNew || method == acp.MethodSessionLoad || method == acp.MethodSessionResume
-	ends := (opening && failed) || (method == acp.MethodSessionClose && !failed)
+	opens := opening(method)
+	ends := (opens && failed) || (method == acp.MethodSessionClose && !failed)
 	r.mu.Lock()
 	switch {
 	case method == acp.MethodSessionNew && !failed:
@@ -625,7 +636,7 @@ func (r *router) track(c *child, method, session string, e envelope) {
 		json.Unmarshal(e.Result, &res)
 		r.sessions[res.SessionID] = c
 		c.session = res.SessionID
-	case opening && failed: // the child serves nothing and goes
+	case opens && failed: // the child serves nothing and goes
 		if session != "" && r.sessions[session] == c {
 			delete(r.sessions, session)
 		}
@@ -695,6 +706,12 @@ func (c *child) died() {
 		}
 	}
 	c.answerUnanswered(session, pending)
+	for _, f := range pending {
+		if opening(f.method) {
+			go r.warmUp() // as answered would have
+			break
+		}
+	}
 }
 
 // answerUnanswered answers the client's requests that the dead child c
