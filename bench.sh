@@ -119,9 +119,6 @@ for _ in range(5):
 print("  exit after stdin EOF: " + ", ".join(f"{t:.0f}" for t in times) + " ms")
 PY
 
-echo "== search_text against ripgrep on the same tree (the binary through ACP; rg from the distribution's package when present)"
-python3 bench/search/search.py "$out/acpbridge" "$RUNS"
-
 echo "== --fanout: initialize and 20 threads one after another through the router against direct"
 python3 bench/fanout/threads.py "$out/acpbridge" "$RUNS"
 
@@ -148,3 +145,10 @@ for n in 10 50; do
     python3 bench/fanout/idle_pss.py "$n" "TS SDK agent" node "$ts/agent.js"
   fi
 done
+
+# Last: the search tree's 100,000 files, written and removed, keep the
+# disk's journal busy for a while after, and every fsync measured then (a
+# session's creation and close) waits on it: run before the threads above,
+# it tripled a direct session/new.
+echo "== search_text against ripgrep on the same tree (the binary through ACP; rg from the distribution's package when present)"
+python3 bench/search/search.py "$out/acpbridge" "$RUNS"
