@@ -4,7 +4,7 @@
 // processes: concurrent sessions with interleaved streams, permission
 // requests of two sessions in flight at once, close ending a child, load in
 // a new child, a child killed, EOF with live turns, kill -9 of the router,
-// the spares refilled once threads open.
+// the spares refilled once threads open, sixty failing openings in one write.
 // Every line the router writes is validated against the schema.
 
 package main
@@ -341,6 +341,42 @@ func TestFanout_badInput(t *testing.T) {
 	}
 	assert.Equal(t, 1, errs, "the reused id")
 	assert.Equal(t, 1, results, "the first request")
+	p.close()
+}
+
+// Verify that sixty openings that fail (a relative cwd, an unknown session
+// to load) in one write are each answered with an error, those over
+// --max-children naming the flag, and that the router serves on: the next
+// thread opens and the router exits 0.
+func TestFanout_failingOpeningsInOneWrite(t *testing.T) {
+	t.Parallel()
+	p := startProcess(t, nil, "--fanout", "--max-children", "4", "--model", "replay:"+writeFixture(t, `{"chunks":[{"text":"x"}]}`))
+	p.call(initLine)
+	var lines []string
+	var ids []int
+	for i := range 60 {
+		id := 100 + i
+		ids = append(ids, id)
+		if i%2 == 0 {
+			lines = append(lines, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/new","params":{"cwd":"relative/dir","mcpServers":[]}}`, id))
+		} else {
+			lines = append(lines, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/load","params":{"sessionId":"sess_nope%d","cwd":"$CWD","mcpServers":[]}}`, id, i))
+		}
+	}
+	p.sendTogether(lines...)
+	_, rs, _ := p.collect(ids...)
+	for _, id := range ids {
+		r := rs[id]
+		require.NotNil(t, r.Error, "opening %d", id)
+		switch {
+		case strings.Contains(r.Error.Message, "--max-children 4"):
+		case id%2 == 0:
+			assert.Equal(t, -32602, r.Error.Code, "a relative cwd: %s", r.Error.Message)
+		default:
+			assert.Contains(t, r.Error.Message, "not found", "an unknown session")
+		}
+	}
+	p.openSession(10)
 	p.close()
 }
 

@@ -291,7 +291,7 @@ func (r *router) takeWarm() (*child, error) {
 		return c, nil
 	}
 	if n >= r.maxChildren {
-		return nil, fmt.Errorf("this acpbridge --fanout already runs %d sessions' processes, its limit (--max-children %d): close a thread, or start acpbridge with a higher --max-children", n, r.maxChildren)
+		return nil, fmt.Errorf("this acpbridge --fanout already runs %d processes (its sessions, those being opened, its spares), its limit (--max-children %d): close a thread, or start acpbridge with a higher --max-children", n, r.maxChildren)
 	}
 	c, err := r.start()
 	if err != nil {
