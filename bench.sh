@@ -149,6 +149,6 @@ done
 # Last: the search tree's 100,000 files, written and removed, keep the
 # disk's journal busy for a while after, and every fsync measured then (a
 # session's creation and close) waits on it: run before the threads above,
-# it tripled a direct session/new.
+# it more than tripled a direct session/new.
 echo "== search_text against ripgrep on the same tree (the binary through ACP; rg from the distribution's package when present)"
 python3 bench/search/search.py "$out/acpbridge" "$RUNS"

@@ -195,6 +195,7 @@ func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, in
 	a.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: utcTime}))
 	a.stderr = stderr
 	a.childEnv = proc.ChildEnv(cfg.passEnv)
+	a.store = &store.Store{Dir: filepath.Join(cfg.stateDir, "sessions"), Log: a.log}
 	if v := os.Getenv("ACPBRIDGE_DETERMINISTIC"); v != "" {
 		part, err := strconv.Atoi(v)
 		if err != nil || part < 1 {
@@ -202,11 +203,10 @@ func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, in
 			return nil, nil, 2
 		}
 		a.newID, a.now = deterministic(part, func(id string) bool {
-			_, err := os.Lstat(filepath.Join(a.store.Dir, id+".jsonl"))
+			_, err := os.Lstat(a.store.Path(id, ".jsonl"))
 			return err == nil
 		})
 	}
-	a.store = &store.Store{Dir: filepath.Join(cfg.stateDir, "sessions"), Log: a.log}
 	if cfg.modelSpec != "" {
 		// A model it cannot use can wait: the process serves, and the first
 		// prompt is answered with why (a client shows errors of requests,

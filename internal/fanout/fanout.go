@@ -217,7 +217,8 @@ func (c *child) initialize(params json.RawMessage) {
 }
 
 // spares is how many started children wait for the next threads: two, so
-// that threads opened one after another each find one ready.
+// that threads opened at an editor's pace each find one ready (a burst
+// faster than a process starts drains them; docs/performance.md).
 const spares = 2
 
 // warmUp starts children until spares of them wait (within --max-children).

@@ -123,7 +123,6 @@ type Tool struct {
 	tool   *mcp.Tool
 }
 
-// Start connects every server, concurrently, within mcpStartTimeout.
 // Options is what the servers of a session are started with.
 type Options struct {
 	Version string      // acpbridge's, told to the servers
@@ -133,7 +132,8 @@ type Options struct {
 	Stderr  io.Writer // where stdio servers' stderr goes
 }
 
-// Start connects the servers of specs (see the package comment).
+// Start connects the servers of specs, concurrently, within
+// mcpStartTimeout (see the package comment).
 func Start(specs []ServerSpec, o Options) *Hub {
 	h := &Hub{version: o.Version, procs: o.Procs, env: o.Env, log: o.Log, stderr: o.Stderr}
 	if len(specs) == 0 {
@@ -373,7 +373,6 @@ func (h *Hub) watch(srv *mcpServer) {
 	h.notices = append(h.notices, fmt.Sprintf("MCP server `%s` stopped (%v). acpbridge goes on without its tools.", srv.spec.Name, err))
 }
 
-// refresh lists a server's tools again.
 // refreshSoon refreshes srv's tools on a goroutine of its own (not the
 // connection's), unless a refresh is running: then one more runs after it,
 // however many notifications came meanwhile.
@@ -400,6 +399,7 @@ func (h *Hub) refreshSoon(srv *mcpServer) {
 	})
 }
 
+// refresh lists a server's tools again.
 func (h *Hub) refresh(srv *mcpServer) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
