@@ -241,7 +241,6 @@ func serve(ctx context.Context, a *agent, stdin io.Reader, stdout io.Writer, tra
 	a.steps.init()
 	a.out.Arrive = a.arrive
 	a.out.Arrived = a.steps.release
-	a.out.Answered = a.steps.answered
 	a.out.OnHangUp = a.hangUp
 	if a.newID == nil {
 		a.newID = randomID
@@ -250,7 +249,7 @@ func serve(ctx context.Context, a *agent, stdin io.Reader, stdout io.Writer, tra
 		a.now = time.Now
 	}
 	srv := jrpc2.NewServer(a.handlers(), &jrpc2.ServerOptions{
-		Concurrency:    256, // a blocked prompt must never starve session/cancel
+		Concurrency:    256, // only list, authenticate and unknown methods reach jrpc2; none waits on the loop
 		DisableBuiltin: true,
 		Logger:         func(text string) { a.log.Debug(text, "from", "jrpc2") },
 	}).Start(a.out)

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -276,4 +277,71 @@ func TestOrder_promptBehindLoad(t *testing.T) {
 		}
 	}
 	assert.Equal(t, "one one two", strings.Join(texts, " "))
+}
+
+// Verify that no number of steps queued in one write wedges the agent:
+// thousands of session/new and session/close pairs, then a storm of every
+// kind of step, each answered once and in arrival order, the process
+// serving after them. (Steps once each held a jrpc2 handler slot while
+// they waited for their turn, and the running step's handler found none.)
+func TestOrder_thousandsInOneWrite(t *testing.T) {
+	t.Parallel()
+	ta := startAgent(t, "--model", "replay:"+writeFixture(t, `{"chunks":[{"text":"x"}]}`))
+	ta.call(initLine)
+	const pairs = 800
+	var lines []string
+	for i := 1; i <= pairs; i++ {
+		lines = append(lines,
+			fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`, 2*i),
+			fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/close","params":{"sessionId":"sess_%d"}}`, 2*i+1, i))
+	}
+	ta.sendTogether(lines...)
+	for i := 1; i <= pairs; i++ {
+		for _, id := range []int{2 * i, 2*i + 1} {
+			r := decodeResponse(t, ta.await(`{"jsonrpc":"2.0"}`))
+			require.Equal(t, strconv.Itoa(id), string(r.ID), "answers in arrival order")
+			require.Nil(t, r.Error, "request %d", id)
+		}
+	}
+	// A storm of every step kind, each round against a session of its own;
+	// each load is ended by the close written behind it.
+	lines = nil
+	const rounds = 300
+	want := 0
+	for i := 1; i <= rounds; i++ {
+		sid := fmt.Sprintf("sess_%d", pairs+i)
+		base := 10000 + 10*i
+		lines = append(lines,
+			fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`, base),
+			fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/set_mode","params":{"sessionId":%q,"modeId":"read_only"}}`, base+1, sid),
+			fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"hi"}]}}`, base+2, sid),
+			fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, sid),
+			fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/list","params":{}}`, base+3),
+			fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/close","params":{"sessionId":%q}}`, base+4, sid),
+			fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/load","params":{"sessionId":%q,"cwd":"$CWD","mcpServers":[]}}`, base+5, sid),
+			fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/close","params":{"sessionId":%q}}`, base+6, sid))
+		want += 7
+	}
+	ta.sendTogether(lines...)
+	seen := map[string]bool{}
+	for len(seen) < want {
+		r := decodeResponse(t, ta.await(`{"jsonrpc":"2.0"}`))
+		if r.ID == nil {
+			continue // a session/update of a load's replay
+		}
+		require.False(t, seen[string(r.ID)], "request %s answered twice", r.ID)
+		seen[string(r.ID)] = true
+		switch n, _ := strconv.Atoi(string(r.ID)); n % 10 {
+		case 2:
+			require.Nil(t, r.Error, "prompt %d", n)
+			assert.JSONEq(t, `{"stopReason":"cancelled"}`, string(r.Result), "prompt %d", n)
+		case 5: // the close behind it ends the load
+			require.NotNil(t, r.Error, "load %d", n)
+			assert.Equal(t, -32800, r.Error.Code, "load %d", n)
+		default:
+			require.Nil(t, r.Error, "request %d", n)
+		}
+	}
+	r := decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`))
+	assert.Nil(t, r.Error, "session/new after the storm")
 }

@@ -208,12 +208,13 @@ var (
 
 // --- the agent loop ---
 
-// step is one request the loop runs, and where its answer goes.
+// step is one request the loop runs and answers.
 type step struct {
-	reqID  string // the request's id, or "" for shutdown
-	run    func() (any, error)
-	answer chan answer // to the request's handler; buffered
-	big    bool        // its params were over bigRequest bytes
+	reqID     string // the request's id, or "" for shutdown
+	run       func() (any, error)
+	big       bool                // its params were over bigRequest bytes
+	last      bool                // the loop ends after it (shutdown)
+	withdrawn func() (any, error) // set by $/cancel_request: run instead of run
 }
 
 // bigRequest is the size of params past which a step's memory is given
@@ -221,25 +222,22 @@ type step struct {
 // made on its way in would otherwise stay with the process for its life.
 const bigRequest = 4 << 20
 
-type answer struct {
-	result any
-	err    error
-}
-
-// agentLoop is the queue of steps, and the signal that the answer the
-// loop waits for has been written.
+// agentLoop is the queue of steps in arrival order.
+//
+// The loop writes each step's answer itself (Wire.Send returns once it is
+// written), so a queued step holds nothing but its place in the queue: no
+// goroutine, no jrpc2 handler slot. However many steps one write brings,
+// the running one needs nothing a queued one holds.
 type agentLoop struct {
-	mu      sync.Mutex
-	held    []*step          // queued by the read still arriving
-	queue   []*step          // ready to run
-	handed  map[string]*step // queued steps whose handler has not taken them, by request id
-	wake    chan struct{}    // a step was queued
-	waitFor string           // the request whose answer the loop waits for
-	written chan struct{}    // closed when it has been written
+	mu     sync.Mutex
+	held   []*step          // queued by the read still arriving
+	queue  []*step          // ready to run
+	queued map[string]*step // steps not yet run, by request id ($/cancel_request)
+	wake   chan struct{}    // a step was queued
 }
 
 func (l *agentLoop) init() {
-	l.handed = map[string]*step{}
+	l.queued = map[string]*step{}
 	l.wake = make(chan struct{}, 1)
 }
 
@@ -251,7 +249,7 @@ func (l *agentLoop) push(st *step) {
 	defer l.mu.Unlock()
 	l.held = append(l.held, st)
 	if st.reqID != "" {
-		l.handed[st.reqID] = st
+		l.queued[st.reqID] = st
 	}
 }
 
@@ -268,98 +266,75 @@ func (l *agentLoop) release() {
 	}
 }
 
-// pop waits for the next step.
-func (l *agentLoop) pop() *step {
+// pop waits for the next step and returns what it is to run.
+func (l *agentLoop) pop() (*step, func() (any, error)) {
 	for {
 		l.mu.Lock()
 		if len(l.queue) > 0 {
 			st := l.queue[0]
 			l.queue[0] = nil // a step (a prompt's blocks, say) is not kept past its run
 			l.queue = l.queue[1:]
+			delete(l.queued, st.reqID)
+			run := st.run
+			if st.withdrawn != nil {
+				run = st.withdrawn
+			}
 			l.mu.Unlock()
-			return st
+			return st, run
 		}
 		l.mu.Unlock()
 		<-l.wake
 	}
 }
 
-// take gives a request's handler its step, or nil.
-func (l *agentLoop) take(reqID string) *step {
+// withdraw makes the queued step of request reqID, if it has not begun,
+// run instead (to answer it and undo what its admission claimed); it
+// reports whether there was such a step.
+func (l *agentLoop) withdraw(reqID string, instead func() (any, error)) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	st := l.handed[reqID]
-	delete(l.handed, reqID)
-	return st
-}
-
-// expect starts waiting for the answer to reqID to be written.
-func (l *agentLoop) expect(reqID string) <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.waitFor, l.written = reqID, make(chan struct{})
-	return l.written
-}
-
-// answered is the wire's signal that the answer to reqID was written.
-func (l *agentLoop) answered(reqID string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.waitFor == reqID && l.written != nil {
-		close(l.written)
-		l.waitFor, l.written = "", nil
+	st := l.queued[reqID]
+	if st == nil {
+		return false
 	}
+	st.withdrawn = instead
+	return true
 }
 
-// runLoop is the agent loop: it runs each step, hands its result to the
-// request's handler, and waits until jrpc2 has written it (or the client
-// has gone) before the next.
+// runLoop is the agent loop: it runs each step and writes its answer
+// before the next; it returns after the shutdown step.
 func (a *agent) runLoop() {
 	for {
-		st := a.steps.pop()
-		res, err := a.runStep(st)
-		if st.reqID == "" {
-			continue
+		st, run := a.steps.pop()
+		res, err := a.runStep(st.reqID, run)
+		if st.reqID != "" {
+			a.out.Send(encodeResponse(st.reqID, res, err))
 		}
-		written := a.steps.expect(st.reqID)
-		st.answer <- answer{res, err}
-		select {
-		case <-written:
-		case <-a.out.Ended:
-		case <-a.out.Broken:
+		if st.last {
+			return
 		}
 		if st.big {
-			st = nil // the step holds the request (its params, its blocks)
+			st, run, res = nil, nil, nil // the step holds the request (its params, its blocks)
 			debug.FreeOSMemory()
 		}
 	}
 }
 
-// runStep runs a step and turns a panic into its error.
-func (a *agent) runStep(st *step) (res any, err error) {
+// runStep runs a step's function and turns a panic into its error.
+func (a *agent) runStep(reqID string, run func() (any, error)) (res any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			a.log.Error("step panicked", "request", st.reqID, "panic", p, "stack", string(debug.Stack()))
+			a.log.Error("step panicked", "request", reqID, "panic", p, "stack", string(debug.Stack()))
 			res, err = nil, acp.Errorf(acp.CodeInternal, "internal error: %v (a bug in acpbridge; the process keeps serving)", p)
 		}
 	}()
-	return st.run()
+	return run()
 }
 
-// stepHandler is the jrpc2 handler of every method arrival may queue: it
-// returns what the loop's step answered.
-func (a *agent) stepHandler(ctx context.Context, req *jrpc2.Request) (any, error) {
-	st := a.steps.take(req.ID())
-	if st == nil {
-		// A notification of a request method: it has nobody to answer.
-		return nil, acp.Errorf(jrpc2.InvalidRequest, "%s must be a request, not a notification", req.Method())
-	}
-	select {
-	case ans := <-st.answer:
-		return ans.result, ans.err
-	case <-ctx.Done():
-		return nil, acp.Errorf(acp.CodeRequestCancelled, "%s was not answered: the connection is ending", req.Method())
-	}
+// notAStep is the jrpc2 handler of a method arrival queues, which jrpc2
+// sees only when it came as a notification: it has nobody to answer.
+func (a *agent) notAStep(ctx context.Context, req *jrpc2.Request) (any, error) {
+	return nil, acp.Errorf(jrpc2.InvalidRequest, "%s must be a request, not a notification", req.Method())
 }
 
 // --- arrival ---
@@ -384,7 +359,7 @@ func (a *agent) handlers() handler.Map {
 		acp.MethodCancelRequest: a.guard(a.cancelRequest),
 	}
 	for _, method := range arrivalMethods {
-		m[method] = a.guard(a.stepHandler)
+		m[method] = a.guard(a.notAStep)
 	}
 	return m
 }
@@ -398,23 +373,23 @@ var arrivalMethods = []string{
 
 // arrive decides one message, in arrival order (the wire calls it on the
 // reading goroutine). It returns the response to write at once when the
-// answer is decided; otherwise nil, and the request goes on to jrpc2,
-// whose handler returns its step's answer. session/cancel acts here and
-// answers nothing. A request method sent as a notification is not
-// admitted: it has nobody to answer.
-func (a *agent) arrive(method, id string, params json.RawMessage) []byte {
+// answer is decided; or it queues the request's step, whose answer the
+// loop writes (taken); otherwise the request goes on to jrpc2.
+// session/cancel acts here and answers nothing. A request method sent as
+// a notification is not admitted: it has nobody to answer.
+func (a *agent) arrive(method, id string, params json.RawMessage) (answer []byte, taken bool) {
 	if id == "" && method != acp.MethodSessionCancel {
-		return nil
+		return nil, false
 	}
 	adm, ok := a.safeAdmit(method, id, params)
 	if !ok || id == "" {
-		return nil
+		return nil, false
 	}
 	if adm.run == nil {
-		return encodeResponse(id, adm.result, adm.err)
+		return encodeResponse(id, adm.result, adm.err), true
 	}
-	a.steps.push(&step{reqID: id, run: adm.run, answer: make(chan answer, 1), big: len(params) > bigRequest})
-	return nil
+	a.steps.push(&step{reqID: id, run: adm.run, big: len(params) > bigRequest})
+	return nil, true
 }
 
 // safeAdmit admits a message and turns a panic into the request's error;
@@ -907,7 +882,7 @@ func (a *agent) shutdown() {
 	a.out.CloseCalls() // no answer will come from the client now
 	a.hangUp()
 	done := make(chan struct{})
-	a.steps.push(&step{run: func() (any, error) {
+	a.steps.push(&step{last: true, run: func() (any, error) {
 		if a.sess != nil {
 			a.release()
 		}

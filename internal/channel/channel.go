@@ -20,8 +20,9 @@
 // must refuse, and tells Arrive of each well-formed request in arrival order
 // (the root's arrival), then Arrived once the read's lines have all arrived,
 // so that what arrived together takes effect in order. An arrival may answer
-// at once; jrpc2 then never sees the request. Answered tells the root's
-// agent loop that the answer to a request has been written.
+// at once, or take the request to answer it later with Send (the root's
+// agent loop does, for the steps it runs); jrpc2 then never sees the
+// request, and holds no handler slot for it.
 //
 // What of jrpc2 (v1.3.6) the channel overrides, why, and the test that pins it:
 //
@@ -84,19 +85,17 @@ type Wire struct {
 	unanswered map[string]int
 	answered   chan struct{} // signalled when unanswered shrinks
 
-	// arrive is told of every well-formed request and notification in the
+	// Arrive is told of every well-formed request and notification in the
 	// order the lines were read, before jrpc2 dispatches it: method, the
 	// id's JSON text ("" for a notification) and the params (nil when
 	// absent or null). It runs on the reading goroutine and must not wait
 	// on the client or the model. When it returns a response, that is
-	// written at once and jrpc2 never sees the request.
-	Arrive func(method, id string, params json.RawMessage) []byte
+	// written at once; when it reports the request taken, the caller
+	// answers it later with Send. Either way jrpc2 never sees the request.
+	Arrive func(method, id string, params json.RawMessage) (answer []byte, taken bool)
 	// Arrived is called once every whole line that one read brought has
 	// arrived: what arrives together takes effect together, in order.
-	Arrived func()
-	// Answered is told, after the write, that the answer to the client's
-	// request id has been written (the agent loop waits for its step's).
-	Answered func(id string)
+	Arrived  func()
 	Ended    chan struct{} // closed when stdin has ended and Recv has returned its error
 	OnHangUp func()        // called when stdin ends, before Recv waits for answers
 }
@@ -168,7 +167,10 @@ func (c *Wire) request(m Message) bool {
 		c.unanswered[string(id)]++
 		c.mu.Unlock()
 		if dup {
-			return false // jrpc2 answers "duplicate request ID"
+			// Answered here, as jrpc2 would: the request it repeats may be
+			// one jrpc2 never saw (taken by Arrive).
+			c.reject(string(id), jrpc2.InvalidRequest, "duplicate request ID "+string(id)+": a request with this id is still being served")
+			return true
 		}
 	}
 	if c.Arrive != nil && name != "" {
@@ -176,10 +178,12 @@ func (c *Wire) request(m Message) bool {
 		if string(params) == "null" {
 			params = nil
 		}
-		if answer := c.Arrive(name, string(id), params); answer != nil {
+		answer, taken := c.Arrive(name, string(id), params)
+		if answer != nil {
 			c.Send(answer)
 			return true
 		}
+		return taken
 	}
 	return false
 }
@@ -268,7 +272,8 @@ func WellFormed(m Message) bool {
 	return ok
 }
 
-// Send writes one message (a response) and flushes.
+// Send writes one message (a response) and flushes; it returns once the
+// message is written (or the write failed).
 func (c *Wire) Send(msg []byte) error {
 	c.mu.Lock()
 	c.writeLocked(msg)
@@ -286,9 +291,6 @@ func (c *Wire) Send(msg []byte) error {
 		}
 	}
 	c.mu.Unlock()
-	if answered && c.Answered != nil {
-		c.Answered(id)
-	}
 	return err
 }
 

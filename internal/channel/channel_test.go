@@ -103,9 +103,9 @@ func TestWire_arrivalInReadOrder(t *testing.T) {
 	w, in, out := wireOn(t)
 	var got []string
 	arrived := make(chan []string, 1)
-	w.Arrive = func(method, id string, params json.RawMessage) []byte {
+	w.Arrive = func(method, id string, params json.RawMessage) ([]byte, bool) {
 		got = append(got, method+" "+id)
-		return nil
+		return nil, false
 	}
 	w.Arrived = func() { arrived <- append([]string(nil), got...) }
 	in.Write([]byte(strings.Join([]string{

@@ -69,6 +69,7 @@ type router struct {
 	inflight map[string]bool   // the client's request ids not answered yet
 	children map[*child]bool   // every child alive
 	starting int               // children being started, each in a slot of --max-children
+	warming  int               // of those, the ones warmUp starts as spares
 	closing  bool
 }
 
@@ -96,6 +97,7 @@ type forwarded struct {
 	clientID json.RawMessage // nil: the router's own (initialize of a new child)
 	method   string
 	session  string // for load and resume: the session it opens
+	once     bool   // the child was started for this request and ends after it
 }
 
 // Serve serves stdin/stdout as the router until EOF or a signal.
@@ -221,19 +223,25 @@ func (c *child) initialize(params json.RawMessage) {
 // faster than a process starts drains them; docs/performance.md).
 const spares = 2
 
-// warmUp starts children until spares of them wait (within --max-children).
+// warmUp starts children until spares of them wait or are starting
+// (within --max-children): several warmUps at once (three threads
+// answered together) start no more than that between them.
 func (r *router) warmUp() {
 	for {
 		r.mu.Lock()
-		need := len(r.spares) < spares && !r.closing && r.countLocked() < r.maxChildren
+		need := len(r.spares)+r.warming < spares && !r.closing && r.countLocked() < r.maxChildren
 		if need {
 			r.starting++
+			r.warming++
 		}
 		r.mu.Unlock()
 		if !need {
 			return
 		}
 		c, err := r.start()
+		r.mu.Lock()
+		r.warming--
+		r.mu.Unlock()
 		if err != nil {
 			r.log.Error("cannot start a child", "err", err)
 			return
@@ -427,18 +435,20 @@ func (r *router) child(id string) *child {
 	return r.sessions[id]
 }
 
-// forwardWarm sends a request that names no session to the warm child.
+// forwardWarm sends a request that names no session to the warm child;
+// with none waiting, to a child started for it, which ends once it has
+// answered.
 func (r *router) forwardWarm(e envelope) {
-	c := r.spare()
-	if c == nil {
-		r.warmUp()
-		c = r.spare()
-	}
-	if c == nil {
-		r.answer(e.ID, nil, acp.Errorf(acp.CodeInternal, "no child process could be started; see the log on stderr"))
+	if c := r.spare(); c != nil {
+		c.send(forwarded{clientID: e.ID, method: e.Method}, e.Method, e.Params)
 		return
 	}
-	c.send(forwarded{clientID: e.ID, method: e.Method}, e.Method, e.Params)
+	c, err := r.takeWarm()
+	if err != nil {
+		r.answer(e.ID, nil, acp.Errorf(acp.CodeInternal, "%v", err))
+		return
+	}
+	c.send(forwarded{clientID: e.ID, method: e.Method, once: true}, e.Method, e.Params)
 }
 
 // open gives a session/new, load or resume a child of its own. For load
@@ -600,7 +610,7 @@ func (c *child) handle(line []byte) {
 
 // answered passes a child's response on and updates the routing.
 func (r *router) answered(c *child, f forwarded, e envelope) {
-	r.track(c, f.method, f.session, e)
+	r.track(c, f, e)
 	if f.clientID == nil {
 		return // the router's own initialize of a new child
 	}
@@ -624,10 +634,11 @@ func opening(method string) bool {
 // track follows the child c's answer e to method: the session it now
 // serves, or its end (its stdin closed) when opening failed or the session
 // closed.
-func (r *router) track(c *child, method, session string, e envelope) {
+func (r *router) track(c *child, f forwarded, e envelope) {
+	method, session := f.method, f.session
 	failed := len(e.Error) > 0
 	opens := opening(method)
-	ends := (opens && failed) || (method == acp.MethodSessionClose && !failed)
+	ends := (opens && failed) || (method == acp.MethodSessionClose && !failed) || f.once
 	r.mu.Lock()
 	switch {
 	case method == acp.MethodSessionNew && !failed:
