@@ -556,11 +556,23 @@ type procAgent struct {
 // (when given) so that a second process sees the first one's sessions.
 func startProcess(t testing.TB, like *testAgent, args ...string) *procAgent {
 	t.Helper()
+	return startProcessWith(t, like, nil, args...)
+}
+
+// startProcessWith is startProcess with prep, when not nil, given the
+// command (and the client, whose cwd and state it may change) before it
+// starts.
+func startProcessWith(t testing.TB, like *testAgent, prep func(*exec.Cmd, *testAgent), args ...string) *procAgent {
+	t.Helper()
 	ta := newTestAgent(t)
 	if like != nil {
 		ta.cwd, ta.state = like.cwd, like.state
 	}
-	cmd := exec.Command(binary(t), ta.withState(args)...)
+	cmd := exec.Command(binary(t))
+	if prep != nil {
+		prep(cmd, ta)
+	}
+	cmd.Args = append(cmd.Args, ta.withState(args)...)
 	cmd.Stderr = ta.stderr
 	p := &procAgent{testAgent: ta, cmd: cmd}
 	started := make(chan error, 1)

@@ -64,6 +64,9 @@ func main() {
 		proc.RunKeeper(os.Stdin) // internal/proc: this process is another's keeper
 		return
 	}
+	// The key in this process's starting environment is out of its
+	// commands' reach (Linux; docs/platforms.md says what each OS gets).
+	hideErr := proc.HideMemory()
 	// A client that stops reading, or a full file system, must be an error
 	// acpbridge handles (persist, end with status 0), not a killing signal.
 	proc.IgnoreBrokenOutput()
@@ -71,6 +74,9 @@ func main() {
 	// Nothing acpbridge starts may outlive it (internal/proc).
 	exe, _ := os.Executable()
 	guard := proc.NewGuard(exe)
+	if hideErr != nil {
+		fmt.Fprintf(os.Stderr, "acpbridge: cannot make this process's memory unreadable to its commands: %v\n", hideErr)
+	}
 	code := run(ctx, caught, guard, os.Args[1:], pollable(os.Stdin), pollable(os.Stdout), os.Stderr)
 	guard.End()
 	os.Exit(code)
@@ -142,6 +148,12 @@ func run(ctx context.Context, caught <-chan struct{}, guard *proc.Guard, args []
 	if trace != nil {
 		defer trace.Close()
 	}
+	// The key is read (setup) and then taken out of the environment: a
+	// command that runs a program reading this process's current
+	// environment does not find it. --fanout's children are acpbridge
+	// and need it; they get it in theirs.
+	env := os.Environ()
+	os.Unsetenv(proc.KeyVar)
 	a.caught = caught
 	a.procs = guard
 	if err := guard.Err(); err != nil {
@@ -149,7 +161,8 @@ func run(ctx context.Context, caught <-chan struct{}, guard *proc.Guard, args []
 	}
 	if a.cfg.fanout {
 		<-caught
-		return fanout.Serve(ctx, version, args, a.cfg.maxLineBytes, a.cfg.maxChildren, a.log, stdin, stdout, stderr, trace)
+		return fanout.Serve(ctx, fanout.Options{Version: version, Args: args, Env: env, MaxLine: a.cfg.maxLineBytes, MaxChildren: a.cfg.maxChildren,
+			Log: a.log, Stderr: stderr, Trace: trace}, stdin, stdout)
 	}
 	return serve(ctx, a, stdin, stdout, trace)
 }
@@ -195,6 +208,7 @@ func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, in
 	a.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: utcTime}))
 	a.stderr = stderr
 	a.childEnv = proc.ChildEnv(cfg.passEnv)
+	a.key = os.Getenv(proc.KeyVar)
 	a.store = &store.Store{Dir: filepath.Join(cfg.stateDir, "sessions"), Log: a.log}
 	if v := os.Getenv("ACPBRIDGE_DETERMINISTIC"); v != "" {
 		part, err := strconv.Atoi(v)

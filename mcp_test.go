@@ -331,3 +331,35 @@ func TestMCP_listChangedFloodBounded(t *testing.T) {
 	assert.Less(t, peak, 48<<10, "memory followed the flood")
 	p.close() // asserts exit status 0
 }
+
+// Verify that a close, or stdin's end, written while a session's MCP
+// server is starting gives its start up at once, rather than after the
+// start-up bound: a server that never answers holds nothing.
+func TestMCP_startGivenUp(t *testing.T) {
+	t.Parallel()
+	silent := `{"name":"silent","command":"sh","args":["-c","exec sleep 600"],"env":[]}`
+	newLine := `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[` + silent + `]}}`
+	t.Run("close", func(t *testing.T) {
+		t.Parallel()
+		ta := startAgent(t)
+		ta.call(initLine)
+		ta.sendTogether(newLine, `{"jsonrpc":"2.0","id":2,"method":"session/close","params":{"sessionId":"sess_1"}}`)
+		r := decodeResponse(t, ta.await(`{"id":1}`))
+		require.Nil(t, r.Error, "the session is created all the same")
+		r = decodeResponse(t, ta.await(`{"id":2}`))
+		require.Nil(t, r.Error)
+		assert.Contains(t, ta.stderr.String(), "its start was given up: session/close")
+		ta.close()
+	})
+	t.Run("EOF", func(t *testing.T) {
+		t.Parallel()
+		ta := startProcess(t, nil)
+		ta.call(initLine)
+		ta.send(newLine)
+		ta.stdin.Close()
+		r := decodeResponse(t, ta.await(`{"id":1}`))
+		require.Nil(t, r.Error)
+		ta.close()
+		assert.Contains(t, ta.stderr.String(), "its start was given up: the connection's end")
+	})
+}

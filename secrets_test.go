@@ -54,11 +54,12 @@ func TestSecrets_keyNeverShown(t *testing.T) {
 // Verify that a command the model runs does not inherit the provider's
 // key (a model that runs `printenv OPENAI_API_KEY` would put it into the
 // client's messages, the log and a recording), that --pass-env passes it
-// on purpose, and that other variables pass.
+// on purpose (its output is redacted all the same), and that other
+// variables pass.
 func TestSecrets_commandsGetNoKey(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", testKey)
 	t.Setenv("ACPBRIDGE_TEST_OTHER", "visible")
-	command := `echo "key=${OPENAI_API_KEY:-absent} other=$ACPBRIDGE_TEST_OTHER"`
+	command := `echo "key length=${#OPENAI_API_KEY} other=$ACPBRIDGE_TEST_OTHER"`
 	fixture := writeFixture(t,
 		fmt.Sprintf(`{"chunks":[{"toolCall":{"id":"c1","name":"run_command","input":{"command":%q}}}]}`, command),
 		`{"chunks":[{"text":"Ran."}]}`)
@@ -66,8 +67,8 @@ func TestSecrets_commandsGetNoKey(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "key=absent other=visible"},
-		{[]string{"--pass-env", "OPENAI_API_KEY"}, "key=" + testKey + " other=visible"},
+		{nil, "key length=0 other=visible"},
+		{[]string{"--pass-env", "OPENAI_API_KEY"}, fmt.Sprintf("key length=%d other=visible", len(testKey))},
 	} {
 		ta := startAgent(t, append([]string{"--model", "replay:" + fixture}, c.args...)...)
 		sid := ta.newSession()
@@ -92,4 +93,34 @@ func TestSecrets_promptBlocksCapped(t *testing.T) {
 	assert.Contains(t, r.Error.Message, "has 4 content blocks; acpbridge takes at most 3 in one prompt (--max-prompt-blocks)")
 	_, r = ta.turnUpdates(3, sid, "one block")
 	assert.Nil(t, r.Error)
+}
+
+// Verify that the key's value is redacted from what a tool returns before
+// it goes anywhere: a command that prints a file holding the key shows
+// [OPENAI_API_KEY] to the client, the session log, the trace, the
+// recording and the next model request (the fixture's expect checks it).
+func TestSecrets_toolOutputRedacted(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", testKey)
+	fixture := writeFixture(t,
+		`{"chunks":[{"toolCall":{"id":"c1","name":"run_command","input":{"command":"cat .env"}}}]}`,
+		`{"expect":"KEY=[OPENAI_API_KEY]","chunks":[{"text":"Read it."}]}`)
+	trace := filepath.Join(t.TempDir(), "trace.jsonl")
+	rec := filepath.Join(t.TempDir(), "rec.jsonl")
+	ta := startAgent(t, "--model", "replay:"+fixture, "--trace", trace, "--record", rec)
+	require.NoError(t, os.WriteFile(filepath.Join(ta.cwd, ".env"), []byte("KEY="+testKey+"\n"), 0o600))
+	sid := ta.newSession()
+	ta.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/set_mode","params":{"sessionId":%q,"modeId":"bypass"}}`, sid))
+	ta.send(prompt(3, sid, "read the env file"))
+	ups, r := ta.updatesUntil(3)
+	require.Nil(t, r.Error, "the model saw the redacted output (the fixture's expect)")
+	assert.Contains(t, strings.Join(ups, "\n"), "KEY=[OPENAI_API_KEY]", "the client sees the placeholder")
+	ta.close()
+	for _, l := range ta.got {
+		assert.NotContains(t, string(l), testKey, "a message to the client")
+	}
+	for _, path := range []string{trace, rec, filepath.Join(ta.state, "sessions", sid+".jsonl")} {
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.NotContains(t, string(b), testKey, path)
+	}
 }

@@ -74,6 +74,7 @@ type agent struct {
 	caught   <-chan struct{} // closed once signals are caught (main's catchSignals), or nil
 	procs    *proc.Guard     // starts and ends child processes; nil in in-process tests
 	childEnv []string        // the environment of commands and stdio MCP servers
+	key      string          // the provider's key, redacted from what tools return
 
 	steps agentLoop      // the steps in arrival order
 	sess  *SessionRecord // the loop's: the one session, or nil
@@ -630,17 +631,24 @@ func (a *agent) admitNew(_ string, p *acp.NewSessionParams) admission {
 	}
 	id := a.newID("sess")
 	b := newBox(acp.ModeAsk, a.defaultModel())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	a.mu.Lock()
-	err = a.claimLocked(acp.MethodSessionNew, id, b, nil)
+	err = a.claimLocked(acp.MethodSessionNew, id, b, cancel)
 	a.mu.Unlock()
 	if err != nil {
+		cancel(nil)
 		return refuse(err)
 	}
-	return queue(func() (any, error) { return a.newSession(id, b, o) })
+	return queue(func() (any, error) {
+		defer cancel(nil)
+		return a.newSession(ctx, id, b, o)
+	})
 }
 
-// newSession is session/new's step.
-func (a *agent) newSession(id string, b *box, o opening) (any, error) {
+// newSession is session/new's step. A close or the connection's end while
+// it runs (ctx) cuts its MCP servers' start short; the session is created
+// all the same, and the close behind it closes it.
+func (a *agent) newSession(ctx context.Context, id string, b *box, o opening) (any, error) {
 	a.awaitSignals()
 	if a.model != nil {
 		if err := a.model.Resume(nil); err != nil {
@@ -656,18 +664,25 @@ func (a *agent) newSession(id string, b *box, o opening) (any, error) {
 		return nil, err
 	}
 	s.file = f
-	a.live(s, o.specs)
+	a.live(ctx, s, o.specs)
+	a.mu.Lock()
+	if a.ahead.box == b {
+		a.ahead.opening = nil
+	}
+	a.mu.Unlock()
 	a.log.Info("session created", "session", s.id, "cwd", s.ws.Cwd)
 	mode, model := b.settings()
 	return acp.NewSessionResult{SessionID: s.id, Modes: modeStateOf(mode), ConfigOptions: a.configOptions(mode, model)}, nil
 }
 
-// live makes the opened record s the live one and starts its MCP servers.
-func (a *agent) live(s *SessionRecord, specs []mcp.ServerSpec) {
+// live makes the opened record s the live one and starts its MCP servers;
+// their start ends early when opening does (a close or the connection's
+// end while they connect).
+func (a *agent) live(opening context.Context, s *SessionRecord, specs []mcp.ServerSpec) {
 	if err := s.box.attach(s.file); err != nil {
 		a.log.Error("a setting changed while the session opened was not persisted", "session", s.id, "err", err)
 	}
-	s.mcp = mcp.Start(specs, mcp.Options{Version: version, Procs: a.procs, Env: a.childEnv, Log: a.log, Stderr: a.stderr})
+	s.mcp = mcp.Start(opening, specs, mcp.Options{Version: version, Procs: a.procs, Env: a.childEnv, Log: a.log, Stderr: a.stderr})
 	a.sess = s
 }
 
@@ -708,6 +723,9 @@ func (a *agent) openSession(ctx context.Context, id string, b *box, o opening, r
 	a.awaitSignals()
 	s := &SessionRecord{id: id, box: b, ws: tools.Open(o.roots)}
 	err := a.restore(ctx, s, replay)
+	if err == nil {
+		a.live(ctx, s, o.specs)
+	}
 	if ctx.Err() != nil {
 		err = acp.Errorf(acp.CodeRequestCancelled, "loading session %s was ended by %v", id, context.Cause(ctx))
 	}
@@ -717,14 +735,17 @@ func (a *agent) openSession(ctx context.Context, id string, b *box, o opening, r
 	}
 	a.mu.Unlock()
 	if err != nil {
-		s.ws.Close()
-		if s.file != nil {
-			s.file.Close()
+		if a.sess == s {
+			a.release()
+		} else {
+			s.ws.Close()
+			if s.file != nil {
+				s.file.Close()
+			}
 		}
 		a.forget(b)
 		return nil, err
 	}
-	a.live(s, o.specs)
 	a.log.Info("session opened", "session", s.id, "replay", replay, "cwd", s.ws.Cwd)
 	mode, model := b.settings()
 	return acp.OpenSessionResult{Modes: modeStateOf(mode), ConfigOptions: a.configOptions(mode, model)}, nil
@@ -795,8 +816,8 @@ func (a *agent) admitClose(id string, _ *acp.SessionIDParams) admission {
 	}
 	a.ahead.closing = true
 	if a.ahead.opening != nil {
-		a.log.Info("session/close ends the load of the session", "session", id)
 		a.ahead.opening(errClosed)
+		a.log.Info("session/close ends the opening of the session", "session", id)
 	}
 	if a.ahead.turn != nil {
 		a.ahead.turn.cancel()

@@ -27,6 +27,7 @@ import (
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/model"
+	"acpbridge/internal/proc"
 	"acpbridge/internal/store"
 	"acpbridge/internal/tools"
 )
@@ -518,6 +519,7 @@ func (a *agent) runTool(ctx context.Context, s *SessionRecord, c model.ToolCall)
 		return errors.Join(err, a.finishTool(s, c, id, tools.Failure("cancelled before it ran")))
 	}
 	tools.Cap(&out)
+	tools.Redact(&out, a.key, "["+proc.KeyVar+"]")
 	err = a.finishTool(s, c, id, out)
 	if out.After != nil {
 		out.After()

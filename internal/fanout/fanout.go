@@ -57,6 +57,7 @@ type router struct {
 	log  *slog.Logger
 	exe  string
 	args []string // the children's flags: ours less --fanout
+	env  []string // the children's environment
 	errw io.Writer
 
 	maxChildren int    // --max-children: children alive at most, the spares included
@@ -100,17 +101,28 @@ type forwarded struct {
 	once     bool   // the child was started for this request and ends after it
 }
 
+// Options configure the router.
+type Options struct {
+	Version     string   // acpbridge's, which initialize's answer names
+	Args        []string // acpbridge's command line, which the children get less --fanout
+	Env         []string // the children's environment
+	MaxLine     int      // --max-line-bytes
+	MaxChildren int      // --max-children
+	Log         *slog.Logger
+	Stderr      io.Writer       // the children's stderr
+	Trace       *channel.Tracer // --trace, or nil
+}
+
 // Serve serves stdin/stdout as the router until EOF or a signal.
-// args is acpbridge's command line, which the children get less --fanout.
-func Serve(ctx context.Context, version string, args []string, maxLine, maxChildren int, log *slog.Logger, stdin io.Reader, stdout, stderr io.Writer, trace *channel.Tracer) int {
+func Serve(ctx context.Context, o Options, stdin io.Reader, stdout io.Writer) int {
 	exe, err := os.Executable()
 	if err != nil {
-		fmt.Fprintf(stderr, "acpbridge: --fanout: cannot find this program to start its children: %v\n", err)
+		fmt.Fprintf(o.Stderr, "acpbridge: --fanout: cannot find this program to start its children: %v\n", err)
 		return 1
 	}
-	r := &router{log: log, exe: exe, args: withoutFanout(args), errw: stderr, maxChildren: maxChildren, version: version,
+	r := &router{log: o.Log, exe: exe, args: withoutFanout(o.Args), env: o.Env, errw: o.Stderr, maxChildren: o.MaxChildren, version: o.Version,
 		sessions: map[string]*child{}, children: map[*child]bool{}, inflight: map[string]bool{}}
-	r.out = channel.NewWire(stdin, stdout, maxLine, trace)
+	r.out = channel.NewWire(stdin, stdout, o.MaxLine, o.Trace)
 	r.out.OnHangUp = func() { r.endChildren() } // their answers come before the router stops
 	go r.warmUp()                               // initialize is answered here: it need not wait
 	r.serve(ctx)
@@ -190,6 +202,7 @@ func (r *router) start() (*child, error) {
 // startProcess starts a child acpbridge.
 func (r *router) startProcess() (*child, error) {
 	cmd := exec.Command(r.exe, r.args...)
+	cmd.Env = r.env
 	cmd.Stderr = r.errw
 	cmd.SysProcAttr = proc.ChildAcpbridgeAttr() // ends as at EOF should the router die
 	in, err := cmd.StdinPipe()

@@ -133,8 +133,10 @@ type Options struct {
 }
 
 // Start connects the servers of specs, concurrently, within
-// mcpStartTimeout (see the package comment).
-func Start(specs []ServerSpec, o Options) *Hub {
+// mcpStartTimeout (see the package comment); when opening ends first (the
+// session's close, or the connection's end), the servers still connecting
+// are given up at once.
+func Start(opening context.Context, specs []ServerSpec, o Options) *Hub {
 	h := &Hub{version: o.Version, procs: o.Procs, env: o.Env, log: o.Log, stderr: o.Stderr}
 	if len(specs) == 0 {
 		return h
@@ -153,18 +155,19 @@ func Start(specs []ServerSpec, o Options) *Hub {
 		go func() { st.done <- h.connect(sctx, st.srv) }()
 		all = append(all, st)
 	}
-	h.await(all)
+	h.await(opening, all)
 	return h
 }
 
 // await waits for the starting servers, up to the start-up bound: those
 // that connected serve; the others are reported, to the log and to the
 // user (a notice at the next prompt).
-func (h *Hub) await(all []starting) {
-	deadline := time.After(mcpStartTimeout)
+func (h *Hub) await(opening context.Context, all []starting) {
+	timer := time.NewTimer(mcpStartTimeout)
+	defer timer.Stop()
 	expired := false
 	for _, st := range all {
-		err := st.wait(deadline, &expired)
+		err := st.wait(opening, timer.C, &expired)
 		name := st.srv.spec.Name
 		if err != nil {
 			h.log.Error("MCP server unavailable", "server", name, "err", err)
@@ -196,12 +199,14 @@ type starting struct {
 
 // wait returns how connecting ended, waiting until the start-up deadline;
 // once it has passed (expired), a server still connecting is cancelled.
-func (st starting) wait(deadline <-chan time.Time, expired *bool) error {
+func (st starting) wait(opening context.Context, deadline <-chan time.Time, expired *bool) error {
 	if !*expired {
 		select {
 		case err := <-st.done:
 			return err
 		case <-deadline:
+			*expired = true
+		case <-opening.Done():
 			*expired = true
 		}
 	}
@@ -211,6 +216,9 @@ func (st starting) wait(deadline <-chan time.Time, expired *bool) error {
 	default:
 		st.cancel()
 		<-st.done
+		if opening.Err() != nil {
+			return fmt.Errorf("its start was given up: %v", context.Cause(opening))
+		}
 		return fmt.Errorf("it did not start within %v", mcpStartTimeout)
 	}
 }

@@ -48,7 +48,7 @@ func TestHub_listChangedFloodCoalesces(t *testing.T) {
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	defer hs.Close()
 
-	h := Start([]ServerSpec{{Type: "http", Name: "flood", URL: hs.URL}}, Options{Version: "test", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Stderr: io.Discard})
+	h := Start(context.Background(), []ServerSpec{{Type: "http", Name: "flood", URL: hs.URL}}, Options{Version: "test", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Stderr: io.Discard})
 	defer h.Close()
 	tool, err := h.Lookup("mcp__flood__flood")
 	require.NoError(t, err)

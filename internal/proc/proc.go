@@ -244,7 +244,21 @@ func endDescendants() {
 // secret reports whether an environment variable holds the model
 // provider's key: the processes acpbridge starts for the model's tools do
 // not get it.
-func secret(name string) bool { return name == "OPENAI_API_KEY" }
+func secret(name string) bool { return SameEnvName(name, KeyVar) }
+
+// SameEnvName reports whether two environment variable names are one on
+// this OS.
+func SameEnvName(a, b string) bool { return sameEnvName(a, b, envCaseFold) }
+
+func sameEnvName(a, b string, fold bool) bool {
+	if fold {
+		return strings.EqualFold(a, b)
+	}
+	return a == b
+}
+
+// KeyVar is the environment variable of the provider's key.
+const KeyVar = "OPENAI_API_KEY"
 
 // ChildEnv is this process's environment less the secrets, except those
 // named in pass: what commands and stdio MCP servers start with.
@@ -252,7 +266,7 @@ func ChildEnv(pass []string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if secret(name) && !slices.Contains(pass, name) {
+		if secret(name) && !slices.ContainsFunc(pass, func(p string) bool { return SameEnvName(p, name) }) {
 			continue
 		}
 		env = append(env, kv)

@@ -13,6 +13,14 @@ type osGuard struct{}
 
 func (osGuard) init() error { return nil }
 
+// HideMemory does nothing on macOS: a process of the same user can read
+// another's starting environment (sysctl KERN_PROCARGS2) and nothing a
+// process can set prevents it (docs/platforms.md).
+func HideMemory() error { return nil }
+
+// envCaseFold: environment variable names differ by case.
+const envCaseFold = false
+
 func childAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
 
 // ChildAcpbridgeAttr is for a --fanout child, which ends at its stdin's EOF

@@ -17,6 +17,15 @@ type osGuard struct{}
 // init makes orphaned descendants this process's children.
 func (osGuard) init() error { return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }
 
+// HideMemory makes this process non-dumpable: its memory and its
+// /proc/PID/environ (the environment it started with, the key included)
+// are then readable by no process of the same user without
+// CAP_SYS_PTRACE, the commands it runs included.
+func HideMemory() error { return unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0) }
+
+// envCaseFold: environment variable names differ by case.
+const envCaseFold = false
+
 // childAttr: a group of its own, and SIGKILL should acpbridge die.
 func childAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -35,3 +35,12 @@ func TestRunKeeper_killsListedGroupsAtEOF(t *testing.T) {
 	assert.Equal(t, "killed", ExitSignal(listed.ProcessState))
 	assert.NoError(t, syscall.Kill(removed.Process.Pid, 0), "the group taken off the list was killed")
 }
+
+// Verify the environment names' comparison of each OS: Windows folds case
+// (Path is PATH, openai_api_key the key), Unix does not.
+func TestSameEnvName(t *testing.T) {
+	assert.True(t, sameEnvName("OPENAI_API_KEY", "openai_api_key", true), "Windows")
+	assert.False(t, sameEnvName("OPENAI_API_KEY", "openai_api_key", false), "Unix")
+	assert.True(t, sameEnvName("PATH", "PATH", false))
+	assert.False(t, sameEnvName("PATH", "PATHS", true))
+}

@@ -42,6 +42,15 @@ func (g *osGuard) init() error {
 	return nil
 }
 
+// HideMemory does nothing on Windows: a process of the same user may open
+// another for reading (its environment block included) unless the
+// process's DACL is changed, which acpbridge does not do
+// (docs/platforms.md).
+func HideMemory() error { return nil }
+
+// envCaseFold: Windows compares environment variable names without case.
+const envCaseFold = true
+
 func shell(line string) (string, []string) { return "cmd", []string{"/C", line} }
 
 func childAttr() *syscall.SysProcAttr {

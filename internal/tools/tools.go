@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/proc"
@@ -90,6 +91,42 @@ func Failure(format string, args ...any) Outcome {
 	msg := fmt.Sprintf(format, args...)
 	return Outcome{Failed: true, Content: []acp.ToolContent{acp.TextOut(msg)}, RawOutput: map[string]string{"error": msg}, Result: "Error: " + msg}
 }
+
+// Redact replaces secret wherever it stands in what a tool returns (the
+// model's result, text, diffs and raw output) with placeholder, before
+// the outcome goes to the client, the log, the store or the model: a
+// command can read the key from a file or a process and print it.
+func Redact(out *Outcome, secret, placeholder string) {
+	if secret == "" {
+		return
+	}
+	hide := func(s string) string { return strings.ReplaceAll(s, secret, placeholder) }
+	out.Result = hide(out.Result)
+	for i, c := range out.Content {
+		if !strings.Contains(string(c.Content), secret) && !containsPtr(c.OldText, secret) && !containsPtr(c.NewText, secret) && !strings.Contains(c.Text, secret) {
+			continue
+		}
+		c.Text = hide(c.Text)
+		c.Content = json.RawMessage(hide(string(c.Content)))
+		for _, p := range []*string{c.OldText, c.NewText} {
+			if p != nil {
+				*p = hide(*p)
+			}
+		}
+		out.Content[i] = c
+	}
+	if out.RawOutput != nil {
+		raw, ok := out.RawOutput.(json.RawMessage)
+		if !ok {
+			raw = acp.MustJSON(out.RawOutput)
+		}
+		if strings.Contains(string(raw), secret) {
+			out.RawOutput = json.RawMessage(hide(string(raw)))
+		}
+	}
+}
+
+func containsPtr(p *string, s string) bool { return p != nil && strings.Contains(*p, s) }
 
 // Cap cuts what a tool returns, to the model and in text content, at
 // readMaxBytes, saying so.
