@@ -213,10 +213,17 @@ var (
 type step struct {
 	reqID     string // the request's id, or "" for shutdown
 	run       func() (any, error)
-	big       bool                // its params were over bigRequest bytes
-	last      bool                // the loop ends after it (shutdown)
-	withdrawn func() (any, error) // set by $/cancel_request: run instead of run
+	cancel    cancelling // what $/cancel_request does to it, or nil: nothing
+	big       bool       // its params were over bigRequest bytes
+	last      bool       // the loop ends after it (shutdown)
+	withdrawn bool       // $/cancel_request came before it ran: it answers -32800 instead
 }
+
+// cancelling is what $/cancel_request does to a step: running, it stops
+// it as session/cancel or close would; queued, it undoes what the step's
+// admission claimed (the loop then answers -32800 and never runs it).
+// Called on the reading goroutine.
+type cancelling func(running bool)
 
 // bigRequest is the size of params past which a step's memory is given
 // back to the system once its answer is written: the copies a huge prompt
@@ -230,11 +237,12 @@ const bigRequest = 4 << 20
 // goroutine, no jrpc2 handler slot. However many steps one write brings,
 // the running one needs nothing a queued one holds.
 type agentLoop struct {
-	mu     sync.Mutex
-	held   []*step          // queued by the read still arriving
-	queue  []*step          // ready to run
-	queued map[string]*step // steps not yet run, by request id ($/cancel_request)
-	wake   chan struct{}    // a step was queued
+	mu      sync.Mutex
+	held    []*step          // queued by the read still arriving
+	queue   []*step          // ready to run
+	queued  map[string]*step // steps not yet run, by request id ($/cancel_request)
+	running *step            // the step the loop runs, until its answer is written
+	wake    chan struct{}    // a step was queued
 }
 
 func (l *agentLoop) init() {
@@ -276,9 +284,12 @@ func (l *agentLoop) pop() (*step, func() (any, error)) {
 			l.queue[0] = nil // a step (a prompt's blocks, say) is not kept past its run
 			l.queue = l.queue[1:]
 			delete(l.queued, st.reqID)
+			l.running = st
 			run := st.run
-			if st.withdrawn != nil {
-				run = st.withdrawn
+			if st.withdrawn {
+				run = func() (any, error) {
+					return nil, acp.Errorf(acp.CodeRequestCancelled, "the request was cancelled ($/cancel_request) before it ran")
+				}
 			}
 			l.mu.Unlock()
 			return st, run
@@ -288,18 +299,27 @@ func (l *agentLoop) pop() (*step, func() (any, error)) {
 	}
 }
 
-// withdraw makes the queued step of request reqID, if it has not begun,
-// run instead (to answer it and undo what its admission claimed); it
-// reports whether there was such a step.
-func (l *agentLoop) withdraw(reqID string, instead func() (any, error)) bool {
+// done is the end of the running step: its answer is written.
+func (l *agentLoop) done() {
+	l.mu.Lock()
+	l.running = nil
+	l.mu.Unlock()
+}
+
+// cancelRequest is $/cancel_request of reqID at arrival: a running step is
+// stopped, a queued one withdrawn; an answered or unknown id, or a step
+// that cannot be cancelled, is left alone.
+func (l *agentLoop) cancelRequest(reqID string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	st := l.queued[reqID]
-	if st == nil {
-		return false
+	if st := l.running; st != nil && st.reqID == reqID && st.cancel != nil {
+		st.cancel(true)
+		return
 	}
-	st.withdrawn = instead
-	return true
+	if st := l.queued[reqID]; st != nil && st.cancel != nil && !st.withdrawn {
+		st.withdrawn = true
+		st.cancel(false)
+	}
 }
 
 // runLoop is the agent loop: it runs each step and writes its answer
@@ -311,6 +331,7 @@ func (a *agent) runLoop() {
 		if st.reqID != "" {
 			a.out.Send(encodeResponse(st.reqID, res, err))
 		}
+		a.steps.done()
 		if st.last {
 			return
 		}
@@ -346,18 +367,24 @@ type admission struct {
 	result any
 	err    error
 	run    func() (any, error)
+	cancel cancelling // what $/cancel_request does to the step, or nil
 }
 
 func refuse(err error) admission              { return admission{err: err} }
 func answerNow(result any) admission          { return admission{result: result} }
 func queue(run func() (any, error)) admission { return admission{run: run} }
 
+// queueCancellable is queue for a step that $/cancel_request can cancel.
+func queueCancellable(run func() (any, error), cancel cancelling) admission {
+	return admission{run: run, cancel: cancel}
+}
+
 // handlers is the dispatch table: every ACP method acpbridge serves.
 func (a *agent) handlers() handler.Map {
 	m := handler.Map{
 		acp.MethodAuthenticate:  a.guard(a.authenticate),
 		acp.MethodSessionList:   a.guard(a.session(handle(a.listSessions))),
-		acp.MethodCancelRequest: a.guard(a.cancelRequest),
+		acp.MethodCancelRequest: a.guard(a.cancelRequestHandler),
 	}
 	for _, method := range arrivalMethods {
 		m[method] = a.guard(a.notAStep)
@@ -379,6 +406,10 @@ var arrivalMethods = []string{
 // session/cancel acts here and answers nothing. A request method sent as
 // a notification is not admitted: it has nobody to answer.
 func (a *agent) arrive(method, id string, params json.RawMessage) (answer []byte, taken bool) {
+	if method == acp.MethodCancelRequest {
+		a.cancelRequest(params)
+		return nil, id == "" // sent as a request, it goes on to jrpc2, which answers
+	}
 	if id == "" && method != acp.MethodSessionCancel {
 		return nil, false
 	}
@@ -389,7 +420,7 @@ func (a *agent) arrive(method, id string, params json.RawMessage) (answer []byte
 	if adm.run == nil {
 		return encodeResponse(id, adm.result, adm.err), true
 	}
-	a.steps.push(&step{reqID: id, run: adm.run, big: len(params) > bigRequest})
+	a.steps.push(&step{reqID: id, run: adm.run, cancel: adm.cancel, big: len(params) > bigRequest})
 	return nil, true
 }
 
@@ -555,6 +586,22 @@ func (a *agent) claimLocked(method, id string, b *box, opening context.CancelCau
 	return nil
 }
 
+// errCancelRequest ends an opening: the client cancelled its request.
+var errCancelRequest = errors.New("$/cancel_request")
+
+// cancelOpening is what $/cancel_request does to a session/new, load or
+// resume (whose box is b): running, its opening ends (a load fails, a new
+// gives up starting its MCP servers); queued, it never opens, and the
+// process is free for the next.
+func (a *agent) cancelOpening(b *box, cancel context.CancelCauseFunc) cancelling {
+	return func(running bool) {
+		cancel(errCancelRequest)
+		if !running {
+			a.forget(b)
+		}
+	}
+}
+
 // forget clears the outlook of the session whose box is b, when it is
 // still the one ahead: its opening failed, or it was closed.
 func (a *agent) forget(b *box) {
@@ -639,10 +686,10 @@ func (a *agent) admitNew(_ string, p *acp.NewSessionParams) admission {
 		cancel(nil)
 		return refuse(err)
 	}
-	return queue(func() (any, error) {
+	return queueCancellable(func() (any, error) {
 		defer cancel(nil)
 		return a.newSession(ctx, id, b, o)
-	})
+	}, a.cancelOpening(b, cancel))
 }
 
 // newSession is session/new's step. A close or the connection's end while
@@ -711,10 +758,10 @@ func (a *agent) admitOpen(replay bool) func(string, *acp.LoadSessionParams) admi
 		if err != nil {
 			return refuse(err)
 		}
-		return queue(func() (any, error) {
+		return queueCancellable(func() (any, error) {
 			defer cancel(nil)
 			return a.openSession(ctx, id, b, o, replay)
-		})
+		}, a.cancelOpening(b, cancel))
 	}
 }
 
@@ -953,7 +1000,16 @@ func (a *agent) admitPrompt(id string, p *acp.PromptParams) admission {
 	}
 	t := newTurn()
 	a.ahead.turn = t
-	return queue(func() (any, error) { return a.prompt(id, b, t, blocks, p.Prompt) })
+	return queueCancellable(func() (any, error) { return a.prompt(id, b, t, blocks, p.Prompt) }, func(running bool) {
+		t.cancel()
+		if !running {
+			a.mu.Lock()
+			if a.ahead.turn == t {
+				a.ahead.turn = nil
+			}
+			a.mu.Unlock()
+		}
+	})
 }
 
 // prompt is session/prompt's step: it runs the turn t in the live session.
@@ -1126,9 +1182,28 @@ func (a *agent) change(id string, set setting) ([]acp.ConfigOption, error) {
 
 // --- the rest ---
 
-// cancelRequest accepts $/cancel_request and ignores it: a turn is
-// cancelled with session/cancel, and every other request is answered at once.
-func (a *agent) cancelRequest(ctx context.Context, req *jrpc2.Request) (any, error) {
+// cancelRequest is $/cancel_request {requestId} at arrival: a running
+// prompt ends cancelled, a running load or resume fails -32800; a queued
+// prompt, session/new, load or resume is answered -32800 and never runs.
+// Every other request is answered at arrival or cannot be withdrawn (a
+// close acts at arrival); an answered or unknown id changes nothing.
+func (a *agent) cancelRequest(params json.RawMessage) {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) != nil || len(p.RequestID) == 0 {
+		return
+	}
+	var id bytes.Buffer
+	if json.Compact(&id, p.RequestID) != nil {
+		return
+	}
+	a.steps.cancelRequest(id.String())
+}
+
+// cancelRequestHandler answers a $/cancel_request sent as a request: it is
+// a notification, and has acted at arrival.
+func (a *agent) cancelRequestHandler(ctx context.Context, req *jrpc2.Request) (any, error) {
 	return nil, nil
 }
 

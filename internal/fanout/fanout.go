@@ -356,6 +356,10 @@ func (r *router) route(m channel.Message) {
 	if !hasID {
 		// A notification: session/cancel goes to its child; others to
 		// whoever serves the session, or nowhere.
+		if e.Method == acp.MethodCancelRequest {
+			r.cancelRequest(e.Params)
+			return
+		}
 		if p.SessionID != nil {
 			if c := r.child(*p.SessionID); c != nil {
 				c.notify(e.Method, e.Params)
@@ -364,6 +368,43 @@ func (r *router) route(m channel.Message) {
 		return
 	}
 	r.dispatch(id, e, p.SessionID)
+}
+
+// cancelRequest forwards $/cancel_request to the child that owns the
+// request, with that child's id for it; an answered or unknown id goes
+// nowhere.
+func (r *router) cancelRequest(params json.RawMessage) {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	var want bytes.Buffer
+	if json.Unmarshal(params, &p) != nil || json.Compact(&want, p.RequestID) != nil {
+		return
+	}
+	r.mu.Lock()
+	all := make([]*child, 0, len(r.children))
+	for c := range r.children {
+		all = append(all, c)
+	}
+	r.mu.Unlock()
+	for _, c := range all {
+		if id, ok := c.idOf(want.Bytes()); ok {
+			c.notify(acp.MethodCancelRequest, fmt.Appendf(nil, `{"requestId":%d}`, id))
+			return
+		}
+	}
+}
+
+// idOf is the child's id for the client's request id, if it has it pending.
+func (c *child) idOf(clientID []byte) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, f := range c.pending {
+		if bytes.Equal(f.clientID, clientID) {
+			return id, true
+		}
+	}
+	return 0, false
 }
 
 // duplicate answers, and reports, a request whose id is in flight.
