@@ -58,6 +58,10 @@ type testAgent struct {
 	trace   *channel.Tracer // its --trace, or nil
 
 	responsesOnly bool // await is waiting for a response
+	// keepUsage makes updatesUntil and collect return usage_update updates
+	// too; the tests of other updates leave them out (the usage tests
+	// check them).
+	keepUsage bool
 }
 
 // syncBuffer collects the agent's stderr and lets a test wait for a line.
@@ -509,6 +513,9 @@ func (ta *testAgent) collect(ids ...int) (updates []map[string]any, rs map[int]r
 		require.NoError(ta.t, json.Unmarshal(line, &m))
 		switch {
 		case m.Method == acp.MethodSessionUpdate:
+			if m.Params.Update["sessionUpdate"] == "usage_update" && !ta.keepUsage {
+				continue
+			}
 			updates = append(updates, m.Params.Update)
 		case m.Method == "" && m.ID != nil:
 			rs[*m.ID] = decodeResponse(ta.t, line)
@@ -628,7 +635,7 @@ func (ta *testAgent) updatesUntil(id int) ([]string, response) {
 			Params struct{ Update json.RawMessage }
 		}
 		require.NoError(ta.t, json.Unmarshal(line, &m))
-		if m.Method == acp.MethodSessionUpdate {
+		if m.Method == acp.MethodSessionUpdate && (ta.keepUsage || !bytes.Contains(m.Params.Update, []byte(`"sessionUpdate":"usage_update"`))) {
 			ups = append(ups, string(m.Params.Update))
 		}
 		if m.ID != nil && *m.ID == id && m.Method == "" {

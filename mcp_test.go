@@ -222,7 +222,8 @@ func (ta *testAgent) gotUpdates() []string {
 			Method string
 			Params struct{ Update json.RawMessage }
 		}
-		if json.Unmarshal(l, &m) == nil && m.Method == acp.MethodSessionUpdate {
+		if json.Unmarshal(l, &m) == nil && m.Method == acp.MethodSessionUpdate &&
+			(ta.keepUsage || !strings.Contains(string(m.Params.Update), `"sessionUpdate":"usage_update"`)) {
 			out = append(out, string(m.Params.Update))
 		}
 	}

@@ -99,9 +99,10 @@ type SessionRecord struct {
 	created time.Time
 	updated time.Time
 
-	budget      int    // a context budget lower than --max-context-tokens, learnt from the provider, or 0
-	trimNoticed bool   // the user was told that older context is left out
-	enc         []byte // scratch for encoding the turn's tool updates
+	budget      int      // a context budget lower than --max-context-tokens, learnt from the provider, or 0
+	cost        *float64 // what the session has cost (USD), where the provider reports it
+	trimNoticed bool     // the user was told that older context is left out
+	enc         []byte   // scratch for encoding the turn's tool updates
 }
 
 // box is a session's settings: the running turn reads them at each
@@ -813,15 +814,23 @@ func (a *agent) restore(ctx context.Context, s *SessionRecord, replay bool) erro
 	if err := f.WriteInfo(infoOf(s)); err != nil {
 		return err
 	}
-	if !replay {
-		return nil
-	}
-	return f.Replay(hist.Good, func(rec store.Record) error {
-		if ctx.Err() != nil {
-			return ctx.Err()
+	if replay {
+		err := f.Replay(hist.Good, func(rec store.Record) error {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return a.replayRecord(s.id, rec)
+		})
+		if err != nil {
+			return err
 		}
-		return a.replayRecord(s.id, rec)
-	})
+	}
+	// The editor is told again how full the context is (the last usage).
+	if u := hist.Usage; u != nil {
+		s.cost = u.Cost
+		return a.out.NotifyJSON(s.id, acp.Usage(u.Used, u.Size, u.Cost))
+	}
+	return nil
 }
 
 // resumeSettings gives s what its history says: created, title, updated,

@@ -47,11 +47,13 @@ type modelStream struct {
 	part  []byte // the open message's text not yet persisted
 	enc   []byte // scratch for encoding updates
 
-	text  []byte           // the assistant's text, when keep
-	calls []model.ToolCall // tool calls in order
-	usage model.Usage
-	err   error        // the first persistence error
-	rec   *model.Entry // what --record writes, or nil
+	text     []byte           // the assistant's text, when keep
+	calls    []model.ToolCall // tool calls in order
+	usage    model.Usage
+	reported bool         // the model reported usage
+	streamed int          // bytes of text and thought streamed
+	err      error        // the first persistence error
+	rec      *model.Entry // what --record writes, or nil
 }
 
 func (st *modelStream) TextChunk(s string) error    { return st.chunk(acp.UpdateMessage, s) }
@@ -66,6 +68,7 @@ func (st *modelStream) chunk(kind acp.UpdateKind, s string) error {
 		st.kind, st.msgID = kind, st.a.newID("msg")
 	}
 	st.part = append(st.part, s...)
+	st.streamed += len(s)
 	if len(st.part) >= partBytes {
 		st.persistPart()
 	}
@@ -112,6 +115,17 @@ func (st *modelStream) AddUsage(u model.Usage) {
 	}
 	st.usage.InputTokens += u.InputTokens
 	st.usage.OutputTokens += u.OutputTokens
+	st.reported = true
+	if u.Cost != nil {
+		st.usage.Cost = new(*u.Cost + derefCost(st.usage.Cost))
+	}
+}
+
+func derefCost(c *float64) float64 {
+	if c == nil {
+		return 0
+	}
+	return *c
 }
 
 // storedCall is a tool call as the log keeps it.
@@ -201,7 +215,7 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []acp.Cont
 func (a *agent) endTurn(s *SessionRecord, prompt []acp.ContentBlock, stop acp.StopReason, usage *model.Usage, turnErr error) error {
 	end := store.Record{Type: store.RecTurnEnd, StopReason: string(stop), Interrupted: stop == acp.StopCancelled && a.out.HungUp()}
 	if usage != nil && (usage.InputTokens != 0 || usage.OutputTokens != 0) {
-		u := store.Usage(*usage)
+		u := store.Usage{InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens}
 		end.Usage = &u
 	}
 	if turnErr != nil {
@@ -242,21 +256,33 @@ func (a *agent) fitContext(s *SessionRecord, req *model.Request) error {
 	if !s.conv.Full {
 		return nil // the model reads no history (replay): nothing to fit
 	}
-	budget := a.cfg.maxContextTokens
-	if s.budget > 0 {
-		budget = min(budget, s.budget)
-	}
-	fixed := len(model.SystemPrompt(req)) / model.BytesPerToken
-	for _, t := range req.Tools {
-		fixed += (len(t.Name) + len(t.Description) + len(t.Parameters)) / model.BytesPerToken
-	}
-	msgs, trimmed := s.conv.Fit(budget - fixed)
+	budget := a.budget(s)
+	msgs, trimmed := s.conv.Fit(budget - a.fixedTokens(req))
 	req.Msgs = msgs
 	if trimmed && !s.trimNoticed {
 		s.trimNoticed = true
 		return a.notice(s, fmt.Sprintf("(acpbridge: this conversation has outgrown the model's context budget of %d tokens, so the oldest tool results and then the oldest turns are left out of what the model is sent from now on. The session keeps everything.)", budget))
 	}
 	return nil
+}
+
+// budget is the context budget in force: --max-context-tokens, or the
+// lower one learnt from the provider.
+func (a *agent) budget(s *SessionRecord) int {
+	if s.budget > 0 {
+		return min(a.cfg.maxContextTokens, s.budget)
+	}
+	return a.cfg.maxContextTokens
+}
+
+// fixedTokens is the estimate of what every request carries besides the
+// conversation: the system prompt and the tools.
+func (a *agent) fixedTokens(req *model.Request) int {
+	fixed := len(model.SystemPrompt(req)) / model.BytesPerToken
+	for _, t := range req.Tools {
+		fixed += (len(t.Name) + len(t.Description) + len(t.Parameters)) / model.BytesPerToken
+	}
+	return fixed
 }
 
 // notice tells the user something in the conversation, as an agent
@@ -335,7 +361,47 @@ func (a *agent) modelCall(ctx context.Context, s *SessionRecord, total *model.Us
 	if st.keep && (len(st.text) > 0 || len(st.calls) > 0) {
 		s.conv.Add(model.Message{Role: "assistant", Text: string(st.text), ToolCalls: st.calls})
 	}
+	if uerr := a.reportUsage(s, req, st); uerr != nil && err == nil {
+		err = uerr
+	}
 	return st, stop, err
+}
+
+// reportUsage tells the client how full the context is after a model
+// call (usage_update) and persists it, for a load to tell again: used is
+// the provider's prompt and completion tokens when it reports them, else
+// the estimate the context budget uses (what was sent and what came
+// back; for a replay model, which is sent nothing, what came back); size
+// is the budget in force; the cost, the session's sum of what the
+// provider reported, if it did.
+func (a *agent) reportUsage(s *SessionRecord, req *model.Request, st *modelStream) error {
+	used := st.usage.InputTokens + st.usage.OutputTokens
+	if !st.reported {
+		used = int64((st.streamed + callBytes(st.calls)) / model.BytesPerToken)
+		if s.conv.Full { // a replay model is sent no conversation
+			used += int64(a.fixedTokens(req))
+			for _, m := range req.Msgs {
+				used += int64(model.Estimate(m))
+			}
+		}
+	}
+	if st.usage.Cost != nil {
+		s.cost = new(derefCost(s.cost) + *st.usage.Cost)
+	}
+	rec := store.Record{Type: store.RecUsage, Used: used, Size: int64(a.budget(s)), Cost: s.cost}
+	if err := a.out.NotifyJSON(s.id, acp.Usage(rec.Used, rec.Size, rec.Cost)); err != nil {
+		return err
+	}
+	return s.file.Append(rec)
+}
+
+// callBytes is the size of the tool calls' names and inputs.
+func callBytes(calls []model.ToolCall) int {
+	n := 0
+	for _, c := range calls {
+		n += len(c.Name) + len(c.Input)
+	}
+	return n
 }
 
 // newStream is the stream of one model call in s, noted by the recorder

@@ -77,6 +77,7 @@ const (
 	UpdateToolCall     UpdateKind = "tool_call"
 	UpdateToolProgress UpdateKind = "tool_call_update"
 	UpdatePlan         UpdateKind = "plan"
+	UpdateUsage        UpdateKind = "usage_update"
 	UpdateSessionInfo  UpdateKind = "session_info_update"
 	UpdateCurrentMode  UpdateKind = "current_mode_update"
 	UpdateConfigOption UpdateKind = "config_option_update"
@@ -447,6 +448,31 @@ func CurrentMode(modeID Mode) CurrentModeUpdate {
 
 func ConfigOptionsChanged(opts []ConfigOption) ConfigOptionUpdate {
 	return ConfigOptionUpdate{SessionUpdate: UpdateConfigOption, ConfigOptions: opts}
+}
+
+// UsageUpdate is the usage_update session update: how full the context
+// is after a model call, and what the session has cost where the
+// provider says.
+type UsageUpdate struct {
+	SessionUpdate UpdateKind `json:"sessionUpdate"` // "usage_update"
+	Used          int64      `json:"used"`
+	Size          int64      `json:"size"`
+	Cost          *Cost      `json:"cost,omitempty"`
+}
+
+// Cost is a session's cumulative cost.
+type Cost struct {
+	Amount   float64 `json:"amount"`
+	Currency string  `json:"currency"`
+}
+
+// Usage is a usage_update; cost, in USD, only when known.
+func Usage(used, size int64, cost *float64) UsageUpdate {
+	u := UsageUpdate{SessionUpdate: UpdateUsage, Used: used, Size: size}
+	if cost != nil {
+		u.Cost = &Cost{Amount: *cost, Currency: "USD"}
+	}
+	return u
 }
 
 func Plan(entries json.RawMessage) PlanUpdate {

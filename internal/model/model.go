@@ -129,8 +129,9 @@ func (c *Conversation) Newest() string {
 
 // Usage is the tokens a model call used.
 type Usage struct {
-	InputTokens  int64 `json:"inputTokens"`
-	OutputTokens int64 `json:"outputTokens"`
+	InputTokens  int64    `json:"inputTokens"`
+	OutputTokens int64    `json:"outputTokens"`
+	Cost         *float64 `json:"cost,omitempty"` // USD, where the provider reports it (OpenRouter's usage.cost)
 }
 
 // Sink receives one model call's output, in order.

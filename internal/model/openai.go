@@ -424,8 +424,9 @@ func stringOf(raw json.RawMessage) (string, bool) {
 type chatChunk struct {
 	Choices []chatChoice `json:"choices"`
 	Usage   *struct {
-		PromptTokens     int64 `json:"prompt_tokens"`
-		CompletionTokens int64 `json:"completion_tokens"`
+		PromptTokens     int64    `json:"prompt_tokens"`
+		CompletionTokens int64    `json:"completion_tokens"`
+		Cost             *float64 `json:"cost"` // OpenRouter
 	} `json:"usage"`
 	Error json.RawMessage `json:"error"`
 }
@@ -649,7 +650,7 @@ func (as *answerStream) event(data []byte) error {
 		return fmt.Errorf("the server reported: %s", as.m.redact(serverMessage(c.Error)))
 	}
 	if c.Usage != nil {
-		as.out.AddUsage(Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens})
+		as.out.AddUsage(Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens, Cost: c.Usage.Cost})
 	}
 	for _, ch := range c.Choices {
 		if err := as.choice(&ch); err != nil {

@@ -52,6 +52,7 @@ const (
 	RecTurnEnd    = "turn_end"    // a turn ended
 	RecModelState = "modelState"  // what the model needs to continue the session elsewhere (opaque)
 	RecPlan       = "plan"        // the plan's entries, as update_plan set them
+	RecUsage      = "usage"       // the context's fill after a model call (Used, Size, Cost)
 )
 
 const storeVersion = 1
@@ -100,6 +101,10 @@ type Record struct {
 	ModelState  json.RawMessage `json:"state,omitempty"` // the model's own, not read here
 
 	Plan json.RawMessage `json:"plan,omitempty"` // the plan's entries
+
+	Used int64    `json:"used,omitempty"` // usage: tokens in the context
+	Size int64    `json:"size,omitempty"` // usage: the context budget
+	Cost *float64 `json:"cost,omitempty"` // usage: the session's cost so far, USD, where the provider reports it
 }
 
 // Call is a tool call as the model made it; the root's model.ToolCall has
@@ -280,6 +285,7 @@ type History struct {
 	Title, Mode, Model string
 	Rules              map[string]bool
 	Created, Updated   time.Time
+	Usage              *Record         // the last usage record, or nil
 	Good               int64           // the length of the log's valid part
 	ModelState         json.RawMessage // the last the model asked to keep, or nil
 }
@@ -471,6 +477,8 @@ func (h *History) apply(rec Record) {
 		}
 	case RecModelState:
 		h.ModelState = rec.ModelState
+	case RecUsage:
+		h.Usage = &rec
 	}
 }
 
