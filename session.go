@@ -34,6 +34,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -1222,6 +1223,7 @@ func parsePrompt(raw []json.RawMessage) ([]acp.ContentBlock, error) {
 		return nil, acp.InvalidParams("prompt", "required: an array of content blocks")
 	}
 	blocks := make([]acp.ContentBlock, len(raw))
+	images := 0
 	for i, r := range raw {
 		field := fmt.Sprintf("prompt[%d]", i)
 		if err := json.Unmarshal(r, &blocks[i]); err != nil {
@@ -1230,8 +1232,60 @@ func parsePrompt(raw []json.RawMessage) ([]acp.ContentBlock, error) {
 		if err := checkBlock(field, &blocks[i]); err != nil {
 			return nil, err
 		}
+		if images += imageBytes(&blocks[i]); images > promptImageMaxBytes {
+			return nil, acp.InvalidParams(field, "brings the prompt's images to more than %d MiB, the most acpbridge sends in one prompt: send fewer or smaller images", promptImageMaxBytes>>20)
+		}
 	}
 	return blocks, nil
+}
+
+// The limits on images: one image at most imageMaxBytes decoded (the large
+// hosted models' own limit), a prompt's images at most promptImageMaxBytes.
+const (
+	imageMaxBytes       = 20 << 20
+	promptImageMaxBytes = 50 << 20
+)
+
+// checkImage refuses an image block (field names it) without a MIME type,
+// without data or a uri, whose data is not base64, or that is too large.
+// The data is checked as it streams through the decoder: no decoded copy
+// is made.
+func checkImage(field string, b *acp.ContentBlock) error {
+	switch {
+	case !strings.HasPrefix(b.MimeType, "image/"):
+		return acp.InvalidParams(field+".mimeType", "an image needs its MIME type (image/png, image/jpeg, ...), not %q", b.MimeType)
+	case b.Data == "" && b.URI == "":
+		return acp.InvalidParams(field, "an image needs data (base64) or a uri")
+	case b.Data == "":
+		return nil
+	}
+	n, err := io.Copy(io.Discard, base64.NewDecoder(base64.StdEncoding, strings.NewReader(b.Data)))
+	switch {
+	case err != nil:
+		return acp.InvalidParams(field+".data", "is not valid base64 (%v); send the image's bytes base64-encoded (RFC 4648, standard alphabet, with padding)", err)
+	case n > imageMaxBytes:
+		return acp.InvalidParams(field, "is a %.1f MiB image; acpbridge sends images of at most %d MiB: scale it down or crop it", float64(n)/(1<<20), imageMaxBytes>>20)
+	}
+	return nil
+}
+
+// imageBytes is the decoded size of an image block's data, or 0.
+func imageBytes(b *acp.ContentBlock) int {
+	if b.Type != "image" || b.Data == "" {
+		return 0
+	}
+	return base64.StdEncoding.DecodedLen(len(b.Data)) - strings.Count(b.Data[max(0, len(b.Data)-2):], "=")
+}
+
+// promptImages are a prompt's images, as the model is sent them.
+func promptImages(blocks []acp.ContentBlock) []model.Image {
+	var out []model.Image
+	for _, b := range blocks {
+		if b.Type == "image" {
+			out = append(out, model.Image{MimeType: b.MimeType, Data: b.Data, URI: b.URI})
+		}
+	}
+	return out
 }
 
 // checkBlock refuses a prompt's content block (field names it) that lacks
@@ -1250,8 +1304,10 @@ func checkBlock(field string, b *acp.ContentBlock) error {
 		if b.Resource == nil || b.Resource.URI == "" || (b.Resource.Text == nil && b.Resource.Blob == nil) {
 			return acp.InvalidParams(field+".resource", "an embedded resource needs uri and text or blob")
 		}
-	case "image", "audio":
-		return acp.InvalidParams(field, "%s content is not supported (promptCapabilities.%s is false); send text, resource_link or resource blocks", b.Type, b.Type)
+	case "image":
+		return checkImage(field, b)
+	case "audio":
+		return acp.InvalidParams(field, "audio content is not supported (promptCapabilities.audio is false); send text, image, resource_link or resource blocks")
 	case "":
 		return acp.InvalidParams(field+".type", "required")
 	default:
@@ -1272,6 +1328,14 @@ func promptText(blocks []acp.ContentBlock) string {
 			sb.WriteString(*b.Text)
 		case "resource_link":
 			fmt.Fprintf(&sb, "[%s](%s)", b.Name, b.URI)
+		case "image":
+			// The image itself goes with the message; the text says where
+			// it stands (and a replay fixture's expect can see it).
+			if b.Data != "" {
+				fmt.Fprintf(&sb, "[image %s, %d bytes]", b.MimeType, imageBytes(&b))
+			} else {
+				fmt.Fprintf(&sb, "[image %s at %s]", b.MimeType, b.URI)
+			}
 		case "resource":
 			r := b.Resource
 			if r.Text != nil {

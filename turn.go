@@ -185,7 +185,7 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []acp.Cont
 		return "", err
 	}
 	mark := s.conv.Mark()
-	s.conv.Add(model.Message{Role: "user", Text: promptText(prompt)})
+	s.conv.Add(model.Message{Role: "user", Text: promptText(prompt), Images: promptImages(prompt)})
 	for _, n := range s.mcp.TakeNotices() {
 		if err := a.notice(s, n); err != nil {
 			return "", err
@@ -484,7 +484,8 @@ func (f *feeder) add(rec store.Record) {
 	case store.RecUser:
 		f.closeCalls()
 		f.mark = f.c.Mark()
-		f.c.Add(model.Message{Role: "user", Text: promptText(storedPrompt(rec.Blocks))})
+		blocks := storedPrompt(rec.Blocks)
+		f.c.Add(model.Message{Role: "user", Text: promptText(blocks), Images: promptImages(blocks)})
 	case store.RecAgent:
 		if !rec.Notice {
 			f.assistant()

@@ -640,7 +640,7 @@ func AgentInitializeResult(version string) InitializeResult {
 		ProtocolVersion: ProtocolVersion,
 		AgentCapabilities: AgentCapabilities{
 			LoadSession:        true,
-			PromptCapabilities: PromptCapabilities{EmbeddedContext: true},
+			PromptCapabilities: PromptCapabilities{Image: true, EmbeddedContext: true},
 			McpCapabilities:    McpCapabilities{HTTP: true, SSE: true},
 			SessionCapabilities: SessionCapabilities{
 				Close:                 Supported,

@@ -20,8 +20,12 @@ const BytesPerToken = 4
 const LeftOut = "[This tool result was left out to fit the model's context window; run the tool again if you need it.]"
 
 // Estimate is a message's size in tokens.
+// imageTokens is what an image is estimated to take of the context (a
+// large image at high detail costs providers about that many tokens).
+const imageTokens = 1000
+
 func Estimate(m Message) int {
-	n := len(m.Text) + 16
+	n := len(m.Text) + 16 + len(m.Images)*imageTokens*BytesPerToken
 	for _, tc := range m.ToolCalls {
 		n += len(tc.Name) + len(tc.Input) + 16
 	}

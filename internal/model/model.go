@@ -51,8 +51,24 @@ type Request struct {
 type Message struct {
 	Role       string // "user", "assistant" or "tool"
 	Text       string
+	Images     []Image    // user: images of the prompt, after the text
 	ToolCalls  []ToolCall // assistant
 	ToolCallID string     // tool: the model's id of the call answered
+}
+
+// Image is an image of a prompt: base64 data of a MIME type, or a URI.
+type Image struct {
+	MimeType string
+	Data     string // base64, as the client sent it (never decoded)
+	URI      string // when there is no data
+}
+
+// URL is the image as an OpenAI image_url: a data: URL for inline data.
+func (im Image) URL() string {
+	if im.Data == "" {
+		return im.URI
+	}
+	return "data:" + im.MimeType + ";base64," + im.Data
 }
 
 // ToolCall is a tool call as the model made it.

@@ -205,9 +205,20 @@ type streamOptions struct {
 
 type chatMessage struct {
 	Role       string         `json:"role"`
-	Content    *string        `json:"content,omitempty"`
+	Content    any            `json:"content,omitempty"` // *string, or []contentPart with images
 	ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string         `json:"tool_call_id,omitempty"`
+}
+
+// contentPart is a part of a user message that carries images.
+type contentPart struct {
+	Type     string    `json:"type"` // text or image_url
+	Text     *string   `json:"text,omitempty"`
+	ImageURL *imageURL `json:"image_url,omitempty"`
+}
+
+type imageURL struct {
+	URL string `json:"url"`
 }
 
 type chatToolCall struct {
@@ -274,6 +285,13 @@ func (m *OpenAI) request(req *Request) chatRequest {
 			text := msg.Text
 			cm.Content = &text
 		}
+		if len(msg.Images) > 0 {
+			parts := []contentPart{{Type: "text", Text: &msg.Text}}
+			for _, im := range msg.Images {
+				parts = append(parts, contentPart{Type: "image_url", ImageURL: &imageURL{URL: im.URL()}})
+			}
+			cm.Content = parts
+		}
 		for _, tc := range msg.ToolCalls {
 			cm.ToolCalls = append(cm.ToolCalls, chatToolCall{ID: tc.ID, Type: "function",
 				Function: chatFunction{Name: tc.Name, Arguments: argumentsOf(tc.Input)}})
@@ -309,16 +327,31 @@ func (m *OpenAI) Complete(ctx context.Context, req *Request, out Sink) (acp.Stop
 		return "", err
 	}
 	endpoint := m.shown + "/chat/completions"
-	resp, err := m.send(ctx, body, endpoint)
+	resp, err := m.send(ctx, body, endpoint, hasImages(req))
 	if err != nil {
 		return "", err
 	}
 	return m.stream(ctx, resp, out, endpoint)
 }
 
+// hasImages reports whether a request sends an image.
+func hasImages(req *Request) bool {
+	msgs := req.Msgs
+	if msgs == nil {
+		msgs = req.Conv.Msgs
+	}
+	for _, m := range msgs {
+		if len(m.Images) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // send posts the request body until the endpoint answers 200, retrying
-// what may pass (an unreachable server, 429, a 5xx) a few times.
-func (m *OpenAI) send(ctx context.Context, body []byte, endpoint string) (*http.Response, error) {
+// what may pass (an unreachable server, 429, a 5xx) a few times. images
+// says the request sends one, for what a 400 about it says to do.
+func (m *OpenAI) send(ctx context.Context, body []byte, endpoint string, images bool) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
 		resp, err := m.post(ctx, body)
 		if ctx.Err() != nil {
@@ -346,6 +379,9 @@ func (m *OpenAI) send(ctx context.Context, body []byte, endpoint string) (*http.
 				return nil, err
 			}
 			continue
+		}
+		if resp.StatusCode == http.StatusBadRequest && images && strings.Contains(strings.ToLower(msg), "image") {
+			return nil, Errorf("the model rejected the prompt's image (the endpoint %s answered %s: %s); choose a model that reads images (--model openai:NAME, or the model picker), or send the prompt without the image", endpoint, resp.Status, msg)
 		}
 		return nil, Errorf("the model endpoint %s answered %s: %s%s", endpoint, resp.Status, msg, hint(resp.StatusCode, attempt+1))
 	}

@@ -1,0 +1,93 @@
+// image_test.go tests images in prompts: they reach the model as image_url
+// parts, are persisted and replayed as they came, and bad or oversized
+// ones are refused with -32602 naming the block.
+
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// tinyPNG is a 1x1 PNG, base64.
+const tinyPNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
+func imagePrompt(id int, sid, data string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"what is this?"},{"type":"image","mimeType":"image/png","data":%q}]}}`, id, sid, data)
+}
+
+// Verify that an image block reaches the model as an image_url part of the
+// user message (a data: URL), that initialize advertises images, and that
+// a load in another process replays the block as it came and sends the
+// image with the next request.
+func TestImage_toModelAndReplayed(t *testing.T) {
+	f := newFakeOpenAI(t, fakeReply{file: "text.sse"}, fakeReply{file: "text.sse"})
+	ta := startOpenAI(t, f)
+	init := decodeResponse(t, ta.call(initLine))
+	assert.Contains(t, string(init.Result), `"image":true`)
+	r := decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`))
+	require.Nil(t, r.Error)
+	var res struct{ SessionID string }
+	require.NoError(t, json.Unmarshal(r.Result, &res))
+	sid := res.SessionID
+	ta.send(imagePrompt(2, sid, tinyPNG))
+	_, r = ta.updatesUntil(2)
+	require.Nil(t, r.Error)
+	body, _ := json.Marshal(f.request(0).body["messages"])
+	assert.Contains(t, string(body), `{"image_url":{"url":"data:image/png;base64,`+tinyPNG+`"},"type":"image_url"}`)
+	assert.Contains(t, string(body), `"text":"what is this?\n\n[image image/png, 70 bytes]"`)
+	ta.close()
+
+	again := startAgentLike(t, ta, "--model", "openai:gpt-test", "--base-url", f.srv.URL+"/v1", "--models", "gpt-test")
+	again.call(initLine)
+	again.send(load(1, sid))
+	ups, r := again.updatesUntil(1)
+	require.Nil(t, r.Error)
+	assert.Contains(t, strings.Join(ups, "\n"), `{"type":"image","mimeType":"image/png","data":"`+tinyPNG+`"}`, "the block replayed as it came")
+	_, r = again.turnUpdates(2, sid, "and now?")
+	require.Nil(t, r.Error)
+	body, _ = json.Marshal(f.request(1).body["messages"])
+	assert.Contains(t, string(body), `data:image/png;base64,`+tinyPNG, "the loaded conversation still has the image")
+}
+
+// Verify that an image over the per-image limit and one whose data is not
+// base64 are refused with -32602 naming the block, and that the session
+// serves on.
+func TestImage_refused(t *testing.T) {
+	t.Parallel()
+	ta := startAgent(t, "--model", "replay:"+writeFixture(t, `{"expect":"[image image/png, 70 bytes]","chunks":[{"text":"A pixel."}]}`))
+	sid := ta.newSession()
+	big := base64.StdEncoding.EncodeToString(make([]byte, 25<<20))
+	r := decodeResponse(t, ta.call(imagePrompt(2, sid, big)))
+	require.NotNil(t, r.Error, "a 25 MiB image")
+	assert.Equal(t, -32602, r.Error.Code)
+	assert.Contains(t, r.Error.Message, "prompt[1]")
+	assert.Contains(t, r.Error.Message, "is a 25.0 MiB image; acpbridge sends images of at most 20 MiB")
+	r = decodeResponse(t, ta.call(imagePrompt(3, sid, "not base64!")))
+	require.NotNil(t, r.Error, "invalid base64")
+	assert.Equal(t, -32602, r.Error.Code)
+	assert.Contains(t, r.Error.Message, "prompt[1].data")
+	assert.Contains(t, r.Error.Message, "not valid base64")
+	ta.send(imagePrompt(4, sid, tinyPNG))
+	_, r = ta.updatesUntil(4)
+	require.Nil(t, r.Error, "the session serves on; the replay fixture's expect sees the placeholder")
+}
+
+// Verify that a model that rejects images (HTTP 400 about the image) is
+// reported as such, with what to do.
+func TestImage_modelRejects(t *testing.T) {
+	f := newFakeOpenAI(t, fakeReply{status: 400, body: `{"error":{"message":"Invalid content type. image_url is only supported by certain models."}}`})
+	ta := startOpenAI(t, f)
+	sid := ta.newSession()
+	ta.send(imagePrompt(2, sid, tinyPNG))
+	_, r := ta.updatesUntil(2)
+	require.NotNil(t, r.Error)
+	assert.Contains(t, r.Error.Message, "the model rejected the prompt's image")
+	assert.Contains(t, r.Error.Message, "choose a model that reads images")
+}
