@@ -51,6 +51,8 @@ type fakeOpenAI struct {
 	replies   []fakeReply
 	requests  []fakeRequest
 	cancelled chan struct{} // closed when a held stream's client went away
+	// modelsHold, when not nil, holds GET /models until it is closed.
+	modelsHold chan struct{}
 }
 
 func newFakeOpenAI(t *testing.T, replies ...fakeReply) *fakeOpenAI {
@@ -62,6 +64,12 @@ func newFakeOpenAI(t *testing.T, replies ...fakeReply) *fakeOpenAI {
 
 func (f *fakeOpenAI) serve(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/v1/models" {
+		if f.modelsHold != nil {
+			select {
+			case <-f.modelsHold:
+			case <-r.Context().Done():
+			}
+		}
 		b, _ := os.ReadFile("fixtures/openai/models.json")
 		w.Write(b)
 		return
@@ -462,6 +470,28 @@ func TestOpenAI_listsServerModels(t *testing.T) {
 	r := decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`))
 	require.Nil(t, r.Error)
 	assert.Contains(t, string(r.Result), `"currentValue":"gpt-test","options":[{"value":"gpt-test","name":"gpt-test"},{"value":"gpt-4.1","name":"gpt-4.1"},{"value":"gpt-4.1-mini","name":"gpt-4.1-mini"}]`)
+}
+
+// Verify that arrival never waits on the network: with GET /models held,
+// a set_mode written behind a session/new is answered (from the models
+// known) while the list is still being fetched, and so is a session/list.
+func TestOpenAI_modelsNeverWaitedForAtArrival(t *testing.T) {
+	f := newFakeOpenAI(t)
+	f.modelsHold = make(chan struct{})
+	t.Setenv("OPENAI_API_KEY", testKey)
+	ta := startAgent(t, "--model", "openai:gpt-test", "--base-url", f.srv.URL+"/v1")
+	ta.call(initLine)
+	ta.sendTogether(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"session/set_mode","params":{"sessionId":"sess_1","modeId":"read_only"}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"session/list","params":{}}`)
+	for _, id := range []int{2, 3} {
+		r := decodeResponse(t, ta.await(fmt.Sprintf(`{"id":%d}`, id)))
+		require.Nil(t, r.Error, "request %d", id)
+	}
+	assert.NotContains(t, ta.stderr.String(), "listing the server's models failed", "answered before the GET /models ended")
+	close(f.modelsHold)
+	r := decodeResponse(t, ta.await(`{"id":1}`))
+	require.Nil(t, r.Error)
 }
 
 // Verify that tool calls a cancel left unrun are still answered in the

@@ -699,6 +699,7 @@ func (a *agent) admitNew(_ string, p *acp.NewSessionParams) admission {
 // all the same, and the close behind it closes it.
 func (a *agent) newSession(ctx context.Context, id string, b *box, o opening) (any, error) {
 	a.awaitSignals()
+	a.awaitModels()
 	if a.model != nil {
 		if err := a.model.Resume(nil); err != nil {
 			a.log.Warn("the model cannot start a new session", "err", err)
@@ -744,6 +745,15 @@ func (a *agent) awaitSignals() {
 	}
 }
 
+// awaitModels lets a session's opening, on the loop, wait (briefly) for
+// the model's first list of the models that can be chosen, so that the
+// first session offers them; arrival never waits for it.
+func (a *agent) awaitModels() {
+	if m, ok := a.model.(interface{ AwaitModels() }); ok {
+		m.AwaitModels()
+	}
+}
+
 // admitOpen makes the session a session/load (replay true) or
 // session/resume names the one ahead; its step opens it.
 func (a *agent) admitOpen(replay bool) func(string, *acp.LoadSessionParams) admission {
@@ -770,6 +780,7 @@ func (a *agent) admitOpen(replay bool) func(string, *acp.LoadSessionParams) admi
 // openSession is session/load's step (replay true) and session/resume's.
 func (a *agent) openSession(ctx context.Context, id string, b *box, o opening, replay bool) (any, error) {
 	a.awaitSignals()
+	a.awaitModels()
 	s := &SessionRecord{id: id, box: b, ws: tools.Open(o.roots)}
 	err := a.restore(ctx, s, replay)
 	if err == nil {

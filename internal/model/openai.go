@@ -59,8 +59,16 @@ type OpenAI struct {
 	maxRetry time.Duration // the longest Retry-After honoured
 	model    string        // --model's: what a new session starts on
 
-	available func() []string // from --models or GET /models, asked once
+	mu       sync.Mutex
+	known    []string      // the models that can be chosen, as known now
+	fetched  chan struct{} // closed once the first GET /models has ended
+	fetching bool          // a GET /models is under way
+	asked    time.Time     // when the last one began
 }
+
+// modelsRefresh is how old the server's model list may grow before the
+// next look at it starts one in the background.
+const modelsRefresh = 10 * time.Minute
 
 // NewOpenAI is the model name of the OpenAI-compatible endpoint at baseURL;
 // models, when given, is what the model picker offers.
@@ -83,7 +91,14 @@ func NewOpenAI(baseURL string, models []string, name string, log *slog.Logger) (
 		maxRetry: time.Minute,
 		model:    name,
 	}
-	m.available = sync.OnceValue(m.listModels)
+	m.fetched = make(chan struct{})
+	if len(models) > 0 {
+		m.known = m.withDefault(models)
+		close(m.fetched)
+	} else {
+		m.known = []string{name}
+		m.startFetch()
+	}
 	return m, nil
 }
 
@@ -108,30 +123,57 @@ func (m *OpenAI) DefaultName() string { return m.model }
 // Resume: the conversation is all the endpoint needs.
 func (m *OpenAI) Resume(json.RawMessage) error { return nil }
 
-// Models lists the models that can be chosen: --models, else the server's
-// GET /models (asked once, with a short timeout), else the default one.
-// The first caller asks; callers meanwhile wait for that answer, holding no
-// lock of the agent's.
-func (m *OpenAI) Models() []string { return m.available() }
+// Models lists the models that can be chosen, as known now, and never
+// waits: --models, else the server's GET /models, asked in the background
+// from the start and again when the answer is old, else the default one.
+// (set_mode and set_config_option build their answers at arrival, which
+// must not wait on the network.)
+func (m *OpenAI) Models() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.listed) == 0 && !m.fetching && time.Since(m.asked) > modelsRefresh {
+		m.startFetchLocked()
+	}
+	return m.known
+}
 
-// listModels makes the list models returns.
-func (m *OpenAI) listModels() []string {
-	if len(m.listed) > 0 {
-		if !slices.Contains(m.listed, m.model) {
-			return append([]string{m.model}, m.listed...)
+// AwaitModels waits, up to the GET's own timeout, for the first list of
+// the server's models: a new session's step (never arrival) calls it, so
+// that the first session offers them.
+func (m *OpenAI) AwaitModels() { <-m.fetched }
+
+func (m *OpenAI) startFetch() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.startFetchLocked()
+}
+
+// startFetchLocked asks the server for its models in the background.
+func (m *OpenAI) startFetchLocked() {
+	m.fetching, m.asked = true, time.Now()
+	go func() {
+		ids, err := m.fetchModels()
+		if err != nil {
+			m.log.Warn("listing the server's models failed; offering the ones known", "endpoint", m.shown+"/models", "err", err)
 		}
-		return m.listed
-	}
-	ids, err := m.fetchModels()
-	if err != nil {
-		m.log.Warn("listing the server's models failed; offering only the default one", "endpoint", m.shown+"/models", "err", err)
-		return []string{m.model}
-	}
-	if len(ids) == 0 {
-		return []string{m.model}
-	}
+		m.mu.Lock()
+		if len(ids) > 0 {
+			m.known = m.withDefault(ids)
+		}
+		m.fetching = false
+		select {
+		case <-m.fetched:
+		default:
+			close(m.fetched)
+		}
+		m.mu.Unlock()
+	}()
+}
+
+// withDefault is ids with the default model first when it is missing.
+func (m *OpenAI) withDefault(ids []string) []string {
 	if !slices.Contains(ids, m.model) {
-		ids = append([]string{m.model}, ids...)
+		return append([]string{m.model}, ids...)
 	}
 	return ids
 }
