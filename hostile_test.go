@@ -7,6 +7,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -215,4 +216,21 @@ func TestHostile_malformedAnsweredBeforeEOF(t *testing.T) {
 		assert.Equal(t, -32600, rs[id].Error.Code)
 		assert.Equal(t, want, rs[id].Error.Message)
 	}
+}
+
+// Verify that a replay fixture that is a FIFO with no writer holds
+// nothing: session/new opens at once (twice on the connection, after a
+// close), and a prompt is answered with what is wrong with --model.
+func TestHostile_fixtureFIFO(t *testing.T) {
+	t.Parallel()
+	fifo := filepath.Join(t.TempDir(), "replay.jsonl")
+	mkfifo(t, fifo)
+	ta := startAgent(t, "--model", "replay:"+fifo)
+	sid := ta.newSession()
+	_, r := ta.turnUpdates(2, sid, "hi")
+	require.NotNil(t, r.Error)
+	assert.Contains(t, r.Error.Message, "is not a regular file")
+	ta.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"session/close","params":{"sessionId":%q}}`, sid))
+	r = decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":4,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`))
+	assert.Nil(t, r.Error, "a second session/new")
 }

@@ -35,6 +35,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/creachadair/jrpc2"
@@ -89,6 +90,9 @@ func NewReplay(path string) (*Replay, error) {
 	}
 	if fi.IsDir() {
 		return nil, fmt.Errorf("replay fixture %s is a directory; give a .jsonl file", path)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("replay fixture %s is not a regular file (%v); give a .jsonl file", path, fi.Mode().Type())
 	}
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
@@ -188,9 +192,15 @@ func (m *Replay) openLocked() error {
 	if m.r != nil {
 		return nil
 	}
-	f, err := os.Open(m.path)
+	// Without waiting: a FIFO swapped in for the fixture must not hold
+	// the session's step until a writer comes.
+	f, err := os.OpenFile(m.path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return fmt.Errorf("replay fixture %s is no longer a regular file; give a .jsonl file", m.path)
 	}
 	m.f, m.r = f, bufio.NewReaderSize(f, 64<<10)
 	return nil
