@@ -553,3 +553,31 @@ func decodeLoose2(t *testing.T, line []byte) map[string]json.RawMessage {
 	}
 	return m
 }
+
+// Verify that a line of exactly --max-line-bytes passes through the router
+// to its child (which reads it re-wrapped, with a longer id), and that one
+// byte more is refused by the router naming the flag.
+func TestFanout_lineLimitExact(t *testing.T) {
+	t.Parallel()
+	const limit = 4096
+	p := startProcess(t, nil, "--fanout", "--max-line-bytes", fmt.Sprint(limit), "--model", "replay:"+writeFixture(t, `{"chunks":[{"text":"ok"}]}`, `{"chunks":[{"text":"ok"}]}`))
+	p.call(initLine)
+	sid := p.openSession(1)
+	for id := 100; id < 110; id++ { // the child's ids for the client's requests reach two digits
+		p.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/set_mode","params":{"sessionId":%q,"modeId":"ask"}}`, id, sid))
+	}
+	line := func(id, size int) string {
+		head := prompt(id, sid, "")
+		return prompt(id, sid, strings.Repeat("x", size-len(head)))
+	}
+	exact := line(2, limit)
+	require.Len(t, exact, limit)
+	p.send(exact)
+	_, r := p.updatesUntil(2)
+	require.Nil(t, r.Error, "a line of exactly the limit")
+	p.send(line(3, limit+1))
+	r = decodeResponse(t, p.await(`{"id":3}`))
+	require.NotNil(t, r.Error, "one byte over")
+	assert.Contains(t, r.Error.Message, "--max-line-bytes")
+	p.close()
+}

@@ -113,6 +113,10 @@ type Options struct {
 	Trace       *channel.Tracer // --trace, or nil
 }
 
+// rewrapSlack is how much longer a line the router passes on may be than
+// the client's: the child's id in place of the client's, whitespace aside.
+const rewrapSlack = 64
+
 // Serve serves stdin/stdout as the router until EOF or a signal.
 func Serve(ctx context.Context, o Options, stdin io.Reader, stdout io.Writer) int {
 	exe, err := os.Executable()
@@ -120,7 +124,10 @@ func Serve(ctx context.Context, o Options, stdin io.Reader, stdout io.Writer) in
 		fmt.Fprintf(o.Stderr, "acpbridge: --fanout: cannot find this program to start its children: %v\n", err)
 		return 1
 	}
-	r := &router{log: o.Log, exe: exe, args: withoutFanout(o.Args), env: o.Env, errw: o.Stderr, maxChildren: o.MaxChildren, version: o.Version,
+	// A child reads the client's lines as the router re-wraps them: its own
+	// id for the client's, up to 20 digits longer.
+	args := append(withoutFanout(o.Args), fmt.Sprintf("--max-line-bytes=%d", o.MaxLine+rewrapSlack))
+	r := &router{log: o.Log, exe: exe, args: args, env: o.Env, errw: o.Stderr, maxChildren: o.MaxChildren, version: o.Version,
 		sessions: map[string]*child{}, children: map[*child]bool{}, inflight: map[string]bool{}}
 	r.out = channel.NewWire(stdin, stdout, o.MaxLine, o.Trace)
 	r.out.OnHangUp = func() { r.endChildren() } // their answers come before the router stops
