@@ -7,6 +7,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,7 +50,7 @@ func TestHostile_badInput(t *testing.T) {
 		{"relative cwd", `{"jsonrpc":"2.0","id":14,"method":"session/new","params":{"cwd":"src","mcpServers":[]}}`, `14`, -32602, "not an absolute path"},
 		{"nonexistent cwd", `{"jsonrpc":"2.0","id":15,"method":"session/new","params":{"cwd":"/no/such/place","mcpServers":[]}}`, `15`, -32602, "does not exist"},
 		{"bad mcpServers", `{"jsonrpc":"2.0","id":16,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[{"command":"x"}]}}`, `16`, -32602, "mcpServers[0].name"},
-		{"image not advertised", `{"jsonrpc":"2.0","id":17,"method":"session/prompt","params":{"sessionId":"sess_1","prompt":[{"type":"image","data":"","mimeType":"image/png"}]}}`, `17`, -32602, "image content is not supported"},
+		{"image without data", `{"jsonrpc":"2.0","id":17,"method":"session/prompt","params":{"sessionId":"sess_1","prompt":[{"type":"image","data":"","mimeType":"image/png"}]}}`, `17`, -32602, "an image needs data (base64) or a uri"},
 		{"unknown block type", `{"jsonrpc":"2.0","id":18,"method":"session/prompt","params":{"sessionId":"sess_1","prompt":[{"type":"hologram"}]}}`, `18`, -32602, "unknown content block type"},
 		{"id a string", `{"jsonrpc":"2.0","id":"é-1","method":"session/list","params":{}}`, `"é-1"`, 0, ""},
 		{"id negative", `{"jsonrpc":"2.0","id":-5,"method":"session/list","params":{}}`, `-5`, 0, ""},
@@ -233,4 +234,31 @@ func TestHostile_fixtureFIFO(t *testing.T) {
 	ta.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"session/close","params":{"sessionId":%q}}`, sid))
 	r = decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":4,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`))
 	assert.Nil(t, r.Error, "a second session/new")
+}
+
+// Verify what a code review found: `close A; new B; delete A` in one write
+// deletes A once its close has freed it (it was refused with 1002 naming
+// this very process), and session/close with an empty session id is
+// refused like any unknown id, with or without a live session.
+func TestHostile_reviewFindings(t *testing.T) {
+	t.Parallel()
+	ta := startAgent(t)
+	r := decodeResponse(t, ta.call(initLine))
+	require.Nil(t, r.Error)
+	r = decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":1,"method":"session/close","params":{"sessionId":""}}`))
+	require.NotNil(t, r.Error, "close of an empty id with no session open")
+	assert.Equal(t, -32002, r.Error.Code)
+	ta.call(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`)
+	ta.sendTogether(`{"jsonrpc":"2.0","id":3,"method":"session/close","params":{"sessionId":"sess_1"}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"session/delete","params":{"sessionId":"sess_1"}}`)
+	_, rs, _ := ta.collect(3, 4, 5)
+	for id := 3; id <= 5; id++ {
+		require.Nil(t, rs[id].Error, "request %d", id)
+	}
+	_, err := os.Stat(filepath.Join(ta.state, "sessions", "sess_1.jsonl"))
+	assert.ErrorIs(t, err, os.ErrNotExist, "sess_1 deleted")
+	r = decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":6,"method":"session/close","params":{"sessionId":""}}`))
+	require.NotNil(t, r.Error, "close of an empty id with sess_2 open")
+	assert.Equal(t, -32002, r.Error.Code)
 }

@@ -85,6 +85,7 @@ type agent struct {
 	initialized bool
 	client      acp.ClientCapabilities
 	ahead       outlook
+	closing     map[string]int // sessions a queued session/close will free, by id: their delete waits for it
 }
 
 // SessionRecord is the one session this process serves. The agent loop
@@ -619,7 +620,7 @@ func (a *agent) forget(b *box) {
 // a.mu is held.
 func (a *agent) requireLocked(id string) (*box, error) {
 	switch {
-	case a.ahead.id == id && !a.ahead.closing:
+	case id != "" && a.ahead.id == id && !a.ahead.closing:
 		return a.ahead.box, nil
 	case a.ahead.id == "" || a.ahead.closing:
 		return nil, acp.Errorf(acp.CodeResourceNotFound, "session %s is not live in this process (no session is); open it with session/load or session/resume, or create one with session/new", id).
@@ -765,7 +766,11 @@ func (a *agent) admitOpen(replay bool) func(string, *acp.LoadSessionParams) admi
 		ctx, cancel := context.WithCancelCause(context.Background())
 		b := newBox("", "")
 		a.mu.Lock()
-		err = a.claimLocked(acp.MethodSessionLoad, id, b, cancel)
+		method := acp.MethodSessionResume
+		if replay {
+			method = acp.MethodSessionLoad
+		}
+		err = a.claimLocked(method, id, b, cancel)
 		a.mu.Unlock()
 		if err != nil {
 			return refuse(err)
@@ -883,6 +888,10 @@ func (a *agent) admitClose(id string, _ *acp.SessionIDParams) admission {
 		return refuse(err)
 	}
 	a.ahead.closing = true
+	if a.closing == nil {
+		a.closing = map[string]int{}
+	}
+	a.closing[id]++
 	if a.ahead.opening != nil {
 		a.ahead.opening(errClosed)
 		a.log.Info("session/close ends the opening of the session", "session", id)
@@ -896,6 +905,11 @@ func (a *agent) admitClose(id string, _ *acp.SessionIDParams) admission {
 			a.log.Info("session closed", "session", id)
 		}
 		a.forget(b)
+		a.mu.Lock()
+		if a.closing[id]--; a.closing[id] <= 0 {
+			delete(a.closing, id)
+		}
+		a.mu.Unlock()
 		return struct{}{}, nil
 	})
 }
@@ -916,6 +930,7 @@ func (a *agent) release() {
 func (a *agent) admitDelete(id string, _ *acp.SessionIDParams) admission {
 	a.mu.Lock()
 	ahead := a.ahead
+	closing := a.closing[id] > 0
 	a.mu.Unlock()
 	remove := func() (any, error) {
 		if err := a.store.Remove(id); err != nil {
@@ -924,10 +939,10 @@ func (a *agent) admitDelete(id string, _ *acp.SessionIDParams) admission {
 		return struct{}{}, nil
 	}
 	switch {
+	case closing && (ahead.id != id || ahead.closing):
+		return queue(remove) // after the close that frees it (close A; new B; delete A)
 	case ahead.id != id:
 		return answerOf(remove())
-	case ahead.closing:
-		return queue(remove)
 	}
 	return refuse(acp.Errorf(acp.CodeSessionLive, "session %s is live in this process and cannot be deleted; close it with session/close first", id).
 		WithData(map[string]string{"activeSessionId": id}))
@@ -1198,7 +1213,12 @@ func (a *agent) change(id string, set setting) ([]acp.ConfigOption, error) {
 		sent = a.out.NotifyJSON(id, acp.CurrentMode(mode))
 	}
 	sent = errors.Join(sent, a.out.NotifyJSON(id, acp.ConfigOptionsChanged(opts)))
-	return opts, errors.Join(err, sent) // the setting holds; the log or the client failed
+	if sent != nil {
+		// The setting holds: the answer says so. A notification fails only
+		// when the client stopped reading, and then no answer reaches it.
+		a.log.Warn("the client was not told of the changed setting", "session", id, "err", sent)
+	}
+	return opts, err // the setting holds in this process; the log failed
 }
 
 // --- the rest ---
