@@ -12,9 +12,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
+	"time"
 
 	"github.com/mattn/go-shellwords"
+
+	"acpbridge/internal/proc"
 )
 
 // agentSpec is an agent to run: its name, its command line, and whether
@@ -105,37 +107,66 @@ const servedKey = "sk-scenario-served-model"
 
 // Exec returns a starter that runs command as a process with the
 // scenario's flags after its words, in the run directory, in an
-// environment of its own (isolatedEnv).
+// environment of its own (isolatedEnv). The agent runs in a process group
+// of its own, which is killed once it has exited: a helper it left in the
+// background, holding its stdout or stderr, neither holds the run nor
+// outlives it.
 func Exec(command []string) func(flags []string, env Env) (*Agent, error) {
 	return func(flags []string, env Env) (*Agent, error) {
-		cmd := exec.Command(command[0], withFlags(command[1:], flags)...)
+		var group *proc.Guard // no keeper: the group is ended here
+		cmd := group.Command(command[0], withFlags(command[1:], flags))
 		cmd.Dir = env.Dir
 		cmd.Env = isolatedEnv(os.Environ(), env)
 		errTail := &tail{max: 8 << 10}
 		cmd.Stderr = errTail
+		cmd.WaitDelay = time.Second // stderr's copy, held by a helper
 		stdin, err1 := cmd.StdinPipe()
-		stdout, err2 := cmd.StdoutPipe()
-		if err := errors.Join(err1, err2, cmd.Start()); err != nil {
+		stdout, w, err2 := os.Pipe()
+		cmd.Stdout = w
+		if err := errors.Join(err1, err2); err != nil {
 			return nil, fmt.Errorf("%s: %w", command[0], err)
 		}
-		watch := startSampler(cmd.Process.Pid)
-		var once sync.Once
+		err := cmd.Start()
+		w.Close()
+		if err != nil {
+			stdout.Close()
+			return nil, fmt.Errorf("%s: %w", command[0], relativeHint(command[0], env.Dir, err))
+		}
+		pid := cmd.Process.Pid
+		watch := startSampler(pid)
 		var code int
 		var stats Stats
+		exited := make(chan struct{})
+		go func() {
+			err := cmd.Wait()
+			if errors.Is(err, exec.ErrWaitDelay) {
+				err = nil // it exited 0; a helper held its stderr
+			}
+			code = exitCode(err)
+			stats = watch.finish(cmd.ProcessState)
+			group.KillGroup(pid) // what it left behind; its stdout then ends
+			close(exited)
+		}()
 		wait := func() int {
-			once.Do(func() {
-				code = exitCode(cmd.Wait())
-				stats = watch.finish(cmd.ProcessState)
-			})
+			<-exited
 			return code
 		}
 		kill := func() {
-			cmd.Process.Kill()
+			group.Kill(pid)
 			wait()
 		}
 		return &Agent{Stdin: closingStdin{stdin, watch}, Stdout: stdout, Wait: wait, Kill: kill, Stderr: errTail.String,
 			Stats: func() Stats { wait(); return stats }}, nil
 	}
+}
+
+// relativeHint adds to a failed start of a relative command what it was
+// relative to: agents start in the run's directory, not the caller's.
+func relativeHint(name, dir string, err error) error {
+	if filepath.IsAbs(name) || !strings.ContainsRune(name, filepath.Separator) {
+		return err
+	}
+	return fmt.Errorf("%w (a relative command starts from the run's directory %s: give --agent an absolute path, such as $PWD/%s)", err, dir, name)
 }
 
 // isolatedEnv is the agent's environment: the user's, less what would
