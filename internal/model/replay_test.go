@@ -33,8 +33,10 @@ func (e *events) ToolCall(tc ToolCall) {
 	e.calls = append(e.calls, tc)
 	e.got = append(e.got, fmt.Sprintf("call %s %s %s", tc.ID, tc.Name, tc.Input))
 }
-func (e *events) AddUsage(u Usage) { e.got = append(e.got, fmt.Sprintf("usage %+v", u)) }
-func (e *events) Pause() error     { return nil }
+func (e *events) AddUsage(u Usage) {
+	e.got = append(e.got, fmt.Sprintf("usage {InputTokens:%d OutputTokens:%d}", u.InputTokens, u.OutputTokens))
+}
+func (e *events) Pause() error { return nil }
 func (e *events) KeepState(s json.RawMessage) error {
 	e.state = s
 	return nil
@@ -170,51 +172,15 @@ func TestReplay_resume(t *testing.T) {
 	assert.Equal(t, "text ONE", got, "a rewritten fixture starts at its first entry")
 }
 
-// Verify that an entry is served as soon as its line has arrived, even in
-// pieces: a fixture on a pipe (replay:<(…), a FIFO a harness feeds) that
-// stays open gets the end of its next entry only after the one before it
-// was served, and is closed only after that one was.
-func TestReplay_pipeServesEachLineAsItComes(t *testing.T) {
+// Verify that a fixture that is not a regular file (a FIFO nobody writes)
+// is refused at once, naming it, rather than read: reading it would hold
+// the session's step until a writer came.
+func TestReplay_fifoRefused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fifo")
 	mkfifo(t, path)
-	served := []chan struct{}{make(chan struct{}), make(chan struct{})}
-	wrote := make(chan error, 1)
-	go func() {
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
-		if err != nil {
-			wrote <- err
-			return
-		}
-		defer f.Close()
-		second := `{"chunks":[{"text":"second"}]}` + "\n"
-		_, err = f.WriteString(`{"chunks":[{"text":"first"}]}` + "\n" + second[:10])
-		if err == nil {
-			<-served[0]
-			_, err = f.WriteString(second[10:])
-		}
-		wrote <- err
-		<-served[1] // the pipe stays open until the second entry was served
-	}()
-	m, err := NewReplay(path)
-	require.NoError(t, err)
-	conv := NewConversation(m)
-	for i, want := range []string{"text first", "text second"} {
-		var e events
-		done := make(chan error, 1)
-		go func() {
-			_, err := m.Complete(context.Background(), &Request{Conv: conv}, &e)
-			done <- err
-		}()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(10 * time.Second): // a hang, not a timing
-			t.Fatalf("serving %q waited for more than its line", want)
-		}
-		assert.Equal(t, []string{want}, e.got)
-		close(served[i])
-	}
-	require.NoError(t, <-wrote)
+	_, err := NewReplay(path)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "replay fixture "+path+" is not a regular file")
 }
 
 // FuzzReplay serves an arbitrary fixture: no panic, no hang (its delays
