@@ -30,6 +30,7 @@ var layers = map[string][]string{
 	"jsonenc": nil,         // JSON written as encoding/json writes it
 	"acp":     {"jsonenc"}, // ACP wire types, method names, codes, encoders
 	"clip":    nil,         // the one truncation helper
+	"cliflag": nil,         // flag errors and help as every command prints them
 	"proc":    nil,         // child processes: groups, the keeper, the job, the sweep
 	"store":   {"jsonenc"}, // session logs, locks, list, delete; knows no protocol
 	// The channel and the models know the protocol, nothing above it.
@@ -41,7 +42,7 @@ var layers = map[string][]string{
 	// --fanout routes lines between channels; scenarios stand alone but
 	// for the replay fixture, which they serve as a model endpoint.
 	"fanout":   {"acp", "channel", "clip", "jsonenc", "proc"},
-	"scenario": {"acp", "clip", "jsonenc", "model", "proc"},
+	"scenario": {"acp", "cliflag", "clip", "jsonenc", "model", "proc"},
 }
 
 func TestArchitecture_importsRunOneWay(t *testing.T) {

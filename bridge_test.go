@@ -542,8 +542,8 @@ func binary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "acpbridge")
-		cmd := exec.Command("go", "build", "-o", binPath, ".")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as the README builds it
+		cmd := exec.Command("go", "build", "-buildvcs=auto", "-o", binPath, ".") // the commit in --version, where there is one
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")                          // as the README builds it
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)

@@ -33,6 +33,7 @@ import (
 	"github.com/creachadair/jrpc2"
 
 	"acpbridge/internal/channel"
+	"acpbridge/internal/cliflag"
 	"acpbridge/internal/fanout"
 	"acpbridge/internal/model"
 	"acpbridge/internal/proc"
@@ -40,13 +41,44 @@ import (
 	"acpbridge/internal/store"
 )
 
-const version = "0.1.0"
+// version is the release; scripts/release.sh sets it from git describe
+// (-ldflags "-X main.version=..."). versionLine adds the commit.
+var version = "0.1.0"
 
-const usageText = `acpbridge %s: an ACP agent that serves one session per process.
+// versionLine is what --version prints: the release, and the commit and
+// its date when the binary was built from a git checkout.
+func versionLine() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "acpbridge " + version
+	}
+	var rev, at, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = ", with uncommitted changes"
+			}
+		}
+	}
+	if rev == "" {
+		return "acpbridge " + version + " (built outside a git checkout: no commit)"
+	}
+	return fmt.Sprintf("acpbridge %s (commit %s, %s%s)", version, rev[:min(12, len(rev))], at, modified)
+}
+
+const usageText = `%s: an ACP agent that serves one session per process.
 
 Usage: acpbridge [flags]
-       acpbridge scenario run [--agent CMD] [--update] FILE...
+       acpbridge --fanout [flags]          (many sessions, one child process each)
+       acpbridge scenario run [--agent CMD]... [--update] FILE...
+       acpbridge scenario serve [--report FILE] FILE
        acpbridge scenario record --out FILE -- CMD [ARG...]
+       acpbridge help | --help | --version
 
 It speaks ACP v1 on stdin/stdout (one JSON-RPC message per line) and logs to
 stderr. Editors launch it; it exits when stdin closes.
@@ -145,6 +177,10 @@ func run(ctx context.Context, caught <-chan struct{}, guard *proc.Guard, args []
 	if a == nil {
 		return code
 	}
+	if f, ok := stdin.(*os.File); ok && proc.IsTerminal(f) {
+		// Typed at a shell, it would otherwise wait in silence.
+		fmt.Fprintln(stderr, "acpbridge speaks ACP (JSON-RPC, one message a line) on stdin and stdout: an editor (Zed's agent_servers) or acpx starts it; see its README. It serves this terminal until Ctrl-D.")
+	}
 	if trace != nil {
 		defer trace.Close()
 	}
@@ -227,9 +263,15 @@ func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, in
 		// not the stderr of an agent that exited before initialize).
 		if m, err := newModel(cfg, a.log); err != nil {
 			a.modelErr = fmt.Errorf("--model %s: %v", cfg.modelSpec, err)
+			if strings.HasPrefix(err.Error(), "--base-url") {
+				a.modelErr = err // the model is fine; the endpoint is not
+			}
 			a.log.Error("the model is not usable; prompts will be answered with this error", "err", a.modelErr)
 		} else {
 			a.model = m
+		}
+		if strings.HasPrefix(cfg.modelSpec, "openai:") && strings.Contains(cfg.baseURL, "api.openai.com") && os.Getenv(proc.KeyVar) == "" {
+			a.log.Warn("OPENAI_API_KEY is not set: the OpenAI endpoint will refuse every request; set it in the agent's environment (an editor's agent_servers env)")
 		}
 	}
 	var trace *channel.Tracer
@@ -303,32 +345,25 @@ func (a *agent) awaitEnd(ctx context.Context, srv *jrpc2.Server) {
 // parseFlags returns the agent to run, or nil with an exit code.
 func parseFlags(args []string, stdout, stderr io.Writer) (*agent, config, string, int) {
 	fs := flag.NewFlagSet("acpbridge", flag.ContinueOnError)
-	fs.SetOutput(stderr) // errors; --help goes to stdout
 	var c commandLine
 	c.define(fs)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Run acpbridge --help for the flags.\n")
-	}
 	cfg := &c.cfg
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(stdout, usageText, version)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return nil, *cfg, "", 0
-		}
-		return nil, *cfg, "", 2
+	if len(args) == 1 && args[0] == "help" {
+		args = []string{"--help"}
+	}
+	if ok, status := cliflag.Parse(fs, args, "acpbridge", fmt.Sprintf(usageText, versionLine()), stdout, stderr); !ok {
+		return nil, *cfg, "", status
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "acpbridge: unexpected argument %q; see --help\n", fs.Arg(0))
+		cliflag.Fail(stderr, "acpbridge", "unexpected argument %q", fs.Arg(0))
 		return nil, *cfg, "", 2
 	}
 	if c.showVersion {
-		fmt.Fprintf(stdout, "acpbridge %s\n", version)
+		fmt.Fprintln(stdout, versionLine())
 		return nil, *cfg, "", 0
 	}
 	if err := c.finish(); err != nil {
-		fmt.Fprintf(stderr, "acpbridge: %v\n", err)
+		cliflag.Fail(stderr, "acpbridge", "%v", err)
 		return nil, *cfg, "", 2
 	}
 	return &agent{cfg: *cfg}, *cfg, c.logLevel, 0
@@ -396,7 +431,10 @@ func (c *commandLine) define(fs *flag.FlagSet) {
 // newModel makes the model that --model names.
 func newModel(cfg config, log *slog.Logger) (model.Model, error) {
 	kind, arg, ok := strings.Cut(cfg.modelSpec, ":")
-	if !ok || arg == "" {
+	if !ok {
+		return nil, fmt.Errorf("names no kind of model: for an OpenAI-compatible endpoint use --model openai:%s; for a replay fixture, replay:PATH", cfg.modelSpec)
+	}
+	if arg == "" {
 		return nil, errors.New("use replay:PATH or openai:MODEL")
 	}
 	switch kind {

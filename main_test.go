@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,10 +25,12 @@ func TestMain_flags(t *testing.T) {
 		stdout, stderr string
 	}{
 		{[]string{"--version"}, 0, "acpbridge " + version, ""},
-		{[]string{"--help"}, 0, "-state-dir DIR", ""},
+		{[]string{"--help"}, 0, "\n  --state-dir DIR\n", ""},
+		{[]string{"--help"}, 0, "acpbridge scenario serve", ""},
+		{[]string{"help"}, 0, "Usage: acpbridge [flags]", ""},
 		{[]string{"-h"}, 0, "Usage: acpbridge [flags]", ""},
-		{[]string{"--bogus"}, 2, "", "flag provided but not defined: -bogus"},
-		{[]string{"extra"}, 2, "", `unexpected argument "extra"`},
+		{[]string{"--bogus"}, 2, "", "acpbridge: flag provided but not defined: --bogus; see acpbridge --help\n"},
+		{[]string{"extra"}, 2, "", `unexpected argument "extra"; see acpbridge --help`},
 		{[]string{"--log-level", "loud"}, 2, "", "--log-level"},
 		{[]string{"--max-turn-requests", "0"}, 2, "", "--max-turn-requests must be at least 1"},
 		{[]string{"--trace", "/no/such/dir/trace"}, 2, "", "--trace"},
@@ -44,6 +47,64 @@ func TestMain_flags(t *testing.T) {
 			assert.Contains(t, stdout.String(), c.stdout, "%v: stdout", c.args)
 		}
 		assert.Contains(t, stderr.String(), c.stderr, "%v: stderr", c.args)
+		if c.status == 2 {
+			assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "%v: a usage error is one line", c.args)
+		}
+	}
+}
+
+// Verify every subcommand's help: usage on stdout, every flag once with
+// its default once, as it is typed (--name), status 0.
+func TestMain_subcommandHelp(t *testing.T) {
+	for _, args := range [][]string{{"scenario", "--help"}, {"scenario", "help"}, {"scenario", "run", "--help"}, {"scenario", "serve", "--help"}, {"scenario", "record", "--help"}} {
+		var stdout, stderr bytes.Buffer
+		caught := make(chan struct{})
+		close(caught)
+		status := run(context.Background(), caught, nil, args, strings.NewReader(""), &stdout, &stderr)
+		assert.Equal(t, 0, status, "%v", args)
+		assert.Contains(t, stdout.String(), "Usage:", "%v", args)
+		assert.Empty(t, stderr.String(), "%v", args)
+		assert.NotContains(t, stdout.String(), "\n  -t", "%v: single-dash flags", args)
+		for _, l := range strings.Split(stdout.String(), "\n") {
+			assert.LessOrEqual(t, strings.Count(l, "(default "), 1, "%v: %q", args, l)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	caught := make(chan struct{})
+	close(caught)
+	status := run(context.Background(), caught, nil, []string{"scenario", "run", "--bogus"}, strings.NewReader(""), &stdout, &stderr)
+	assert.Equal(t, 2, status)
+	assert.Equal(t, "acpbridge scenario run: flag provided but not defined: --bogus; see acpbridge scenario run --help\n", stderr.String())
+}
+
+// Verify the version of a VCS build names its commit.
+func TestMain_versionNamesTheCommit(t *testing.T) {
+	out, err := exec.Command(binary(t), "--version").Output()
+	require.NoError(t, err)
+	rev, gerr := exec.Command("git", "rev-parse", "HEAD").Output()
+	if gerr != nil { // not a git checkout (a source archive): it says so
+		assert.Contains(t, string(out), "built outside a git checkout")
+		return
+	}
+	assert.Contains(t, string(out), "acpbridge "+version+" (commit "+string(rev[:12])+", ")
+}
+
+// Verify the misconfigurations said on stderr at start, each naming what
+// to fix, while the process still serves.
+func TestMain_misconfigurationAtStart(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"--model", "gpt-4.1-mini"}, "use --model openai:gpt-4.1-mini"},
+		{[]string{"--model", "openai:m", "--base-url", "localhost:11434/v1"}, `--base-url \"localhost:11434/v1\" is not an http or https URL`},
+		{[]string{"--model", "openai:m"}, "OPENAI_API_KEY is not set"},
+	} {
+		ta := startAgent(t, c.args...)
+		ta.call(initLine)
+		assert.Contains(t, ta.stderr.String(), c.says, "%v", c.args)
+		ta.close()
 	}
 }
 
@@ -52,13 +113,13 @@ func TestMain_flags(t *testing.T) {
 // with an error saying what is wrong and how to fix it; EOF exits 0.
 func TestMain_modelErrorWaits(t *testing.T) {
 	for _, c := range []struct {
-		spec   []string
-		phrase string
+		spec        []string
+		phrase, fix string
 	}{
-		{[]string{"--model", "gpt-4"}, "use replay:PATH or openai:MODEL"},
-		{[]string{"--model", "claude:x"}, `unknown model kind "claude"`},
-		{[]string{"--model", "replay:fx/missing.jsonl"}, "fx/missing.jsonl does not exist"},
-		{[]string{"--model", "openai:m", "--base-url", "localhost:11434"}, "not an http or https URL"},
+		{[]string{"--model", "gpt-4"}, "use --model openai:gpt-4", "Fix --model"},
+		{[]string{"--model", "claude:x"}, `unknown model kind "claude"`, "Fix --model"},
+		{[]string{"--model", "replay:fx/missing.jsonl"}, "fx/missing.jsonl does not exist", "Fix --model"},
+		{[]string{"--model", "openai:m", "--base-url", "localhost:11434"}, "not an http or https URL", "Fix --base-url"},
 	} {
 		ta := startAgent(t, c.spec...)
 		sid := ta.newSession()
@@ -66,7 +127,7 @@ func TestMain_modelErrorWaits(t *testing.T) {
 		require.NotNil(t, r.Error, "%v", c.spec)
 		assert.Equal(t, 1004, r.Error.Code)
 		assert.Contains(t, r.Error.Message, c.phrase)
-		assert.Contains(t, r.Error.Message, "Fix --model")
+		assert.Contains(t, r.Error.Message, c.fix)
 		ta.close()
 	}
 }

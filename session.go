@@ -1085,7 +1085,11 @@ func (a *agent) admitCancel(id string, _ *acp.SessionIDParams) admission {
 // not usable.
 func (a *agent) errNoModel() error {
 	if a.modelErr != nil {
-		return acp.Errorf(acp.CodeNoModel, "acpbridge cannot use its model: %v. Fix --model (replay:PATH of an existing fixture, or openai:MODEL with an http(s) --base-url) in the agent's command and start it again", a.modelErr)
+		fix := "--model (replay:PATH of an existing fixture, or openai:MODEL)"
+		if strings.Contains(a.modelErr.Error(), "--base-url") {
+			fix = "--base-url (an http:// or https:// URL, such as http://localhost:11434/v1)"
+		}
+		return acp.Errorf(acp.CodeNoModel, "acpbridge cannot use its model: %v. Fix %s in the agent's command and start it again", a.modelErr, fix)
 	}
 	return acp.Errorf(acp.CodeNoModel,
 		"no model is configured: start acpbridge with --model openai:MODEL (with OPENAI_API_KEY, and --base-url for Ollama and other servers) or --model replay:FIXTURE.jsonl, or set ACPBRIDGE_MODEL")

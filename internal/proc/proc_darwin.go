@@ -4,6 +4,7 @@
 package proc
 
 import (
+	"os"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -17,6 +18,12 @@ func (osGuard) init() error { return nil }
 // another's starting environment (sysctl KERN_PROCARGS2) and nothing a
 // process can set prevents it (docs/platforms.md).
 func HideMemory() error { return nil }
+
+// IsTerminal reports whether f is a terminal.
+func IsTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TIOCGETA)
+	return err == nil
+}
 
 // envCaseFold: environment variable names differ by case.
 const envCaseFold = false

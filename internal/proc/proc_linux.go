@@ -23,6 +23,12 @@ func (osGuard) init() error { return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 
 // CAP_SYS_PTRACE, the commands it runs included.
 func HideMemory() error { return unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0) }
 
+// IsTerminal reports whether f is a terminal.
+func IsTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
 // envCaseFold: environment variable names differ by case.
 const envCaseFold = false
 

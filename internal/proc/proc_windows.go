@@ -48,6 +48,12 @@ func (g *osGuard) init() error {
 // (docs/platforms.md).
 func HideMemory() error { return nil }
 
+// IsTerminal reports whether f is a console.
+func IsTerminal(f *os.File) bool {
+	var mode uint32
+	return windows.GetConsoleMode(windows.Handle(f.Fd()), &mode) == nil
+}
+
 // envCaseFold: Windows compares environment variable names without case.
 const envCaseFold = true
 

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"acpbridge/internal/cliflag"
 	"acpbridge/internal/proc"
 )
 
@@ -53,7 +54,7 @@ that starts a process per prompt); --deterministic makes the file byte-stable.
 // agent run when --agent is not given.
 func Main(ctx context.Context, args []string, self string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		cliflag.Fail(stderr, "acpbridge scenario", "name a command: run, serve or record")
 		return 2
 	}
 	switch args[0] {
@@ -67,7 +68,7 @@ func Main(ctx context.Context, args []string, self string, stdin io.Reader, stdo
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	fmt.Fprintf(stderr, "acpbridge scenario: unknown command %q\n%s", args[0], usage)
+	cliflag.Fail(stderr, "acpbridge scenario", "unknown command %q (run, serve or record)", args[0])
 	return 2
 }
 
@@ -91,15 +92,15 @@ func (f durationFlag) Set(s string) error {
 }
 
 // parseInterspersed parses fs's flags wherever they stand among the file
-// names, and returns the file names.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var files []string
+// names, and returns the file names; ok is false after --help (status 0)
+// or a usage error (status 2), each said as cliflag says them.
+func parseInterspersed(fs *flag.FlagSet, args []string, cmd string, stdout, stderr io.Writer) (files []string, ok bool, status int) {
 	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
+		if ok, status := cliflag.Parse(fs, args, cmd, usage+"\n"+fs.Name()+"'s flags:\n", stdout, stderr); !ok {
+			return nil, false, status
 		}
 		if fs.NArg() == 0 {
-			return files, nil
+			return files, true, 0
 		}
 		files = append(files, fs.Arg(0))
 		args = fs.Args()[1:]
@@ -108,12 +109,6 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 
 func runCommand(args []string, self string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("scenario run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stdout, usage+"\nscenario run's flags:\n")
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-	}
 	var agents []agentSpec
 	fs.Func("agent", "an agent to run, `[NAME=]CMD` quoted as a shell would (repeat it to compare agents); default: this acpbridge", func(v string) error {
 		a, err := parseAgent(v, self)
@@ -125,16 +120,13 @@ func runCommand(args []string, self string, stdout, stderr io.Writer) int {
 	upd := fs.Bool("update", false, "rewrite the < lines from what the agent sends")
 	acceptErrors := fs.Bool("accept-errors", false, "with --update: write a response that is an error where the file had none")
 	timeout := 10 * time.Second
-	fs.Var(durationFlag{&timeout}, "timeout", "how long to wait for each line, with a unit (default 10s)")
-	files, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		return 2
+	fs.Var(durationFlag{&timeout}, "timeout", "how long to wait for each line, with a unit")
+	files, ok, status := parseInterspersed(fs, args, "acpbridge scenario run", stdout, stderr)
+	if !ok {
+		return status
 	}
 	if len(files) == 0 {
-		fmt.Fprint(stderr, "acpbridge scenario run: name at least one scenario file\n"+usage)
+		cliflag.Fail(stderr, "acpbridge scenario run", "name at least one scenario file")
 		return 2
 	}
 	named := len(agents) > 0 // each result line then says which agent ran
@@ -175,16 +167,15 @@ func runCommand(args []string, self string, stdout, stderr io.Writer) int {
 
 func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("scenario serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	report := fs.String("report", "", "where to write the differences (default: FILE's name with .serve-report.txt)")
 	timeout := 30 * time.Second
-	fs.Var(durationFlag{&timeout}, "timeout", "how long to wait for each client line, with a unit (default 30s)")
-	files, err := parseInterspersed(fs, args)
-	if err != nil {
-		return 2
+	fs.Var(durationFlag{&timeout}, "timeout", "how long to wait for each client line, with a unit")
+	files, ok, status := parseInterspersed(fs, args, "acpbridge scenario serve", stdout, stderr)
+	if !ok {
+		return status
 	}
 	if len(files) != 1 {
-		fmt.Fprint(stderr, "acpbridge scenario serve: name one scenario file\n"+usage)
+		cliflag.Fail(stderr, "acpbridge scenario serve", "name one scenario file")
 		return 2
 	}
 	sc, err := Load(files[0])
@@ -237,23 +228,15 @@ func runFile(path string, opt Options, label string, stdout io.Writer) (Result, 
 
 func recordCommand(ctx context.Context, args []string, self string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("scenario record", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stdout, usage+"\nscenario record's flags:\n")
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-	}
 	out := fs.String("out", "", "the scenario `FILE` to write")
 	appendPart := fs.Bool("append", false, "add this process's conversation to FILE, after a restart, when FILE exists (a client that starts a process per prompt, such as acpx)")
 	det := fs.Bool("deterministic", false, "stable ids and clock in acpbridge (it sets ACPBRIDGE_DETERMINISTIC) and no date in FILE: the same conversation records byte for byte the same")
-	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-		return 0
-	} else if err != nil {
-		return 2
+	if ok, status := cliflag.Parse(fs, args, "acpbridge scenario record", usage+"\nscenario record's flags:\n", stdout, stderr); !ok {
+		return status
 	}
 	command := fs.Args()
 	if *out == "" || len(command) == 0 {
-		fmt.Fprint(stderr, "acpbridge scenario record: give --out FILE and the agent command after --\n"+usage)
+		cliflag.Fail(stderr, "acpbridge scenario record", "give --out FILE and the agent command after --")
 		return 2
 	}
 	rec := &Recorder{Self: self, Deterministic: *det, Parts: *appendPart}

@@ -1,0 +1,68 @@
+// Package cliflag parses a command's flags the way every acpbridge command
+// answers them: --help prints the usage and every flag to stdout and
+// exits 0; a usage error is one line on stderr that says what was wrong,
+// with the flag as it is typed (--name), and points to --help.
+package cliflag
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Parse parses args into fs. It returns ok when the command should go on;
+// otherwise the exit status: 0 after --help (usage and the flags printed
+// on stdout), 2 after a usage error (one line on stderr naming cmd).
+func Parse(fs *flag.FlagSet, args []string, cmd, usage string, stdout, stderr io.Writer) (ok bool, status int) {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return true, 0
+	case errors.Is(err, flag.ErrHelp):
+		Help(fs, usage, stdout)
+		return false, 0
+	}
+	Fail(stderr, cmd, "%s", DoubleDash(err.Error()))
+	return false, 2
+}
+
+// Help prints usage and fs's flags, each as it is typed (--name).
+func Help(fs *flag.FlagSet, usage string, w io.Writer) {
+	fmt.Fprint(w, usage)
+	if !strings.HasSuffix(usage, "\n") {
+		fmt.Fprintln(w)
+	}
+	var sb strings.Builder
+	fs.SetOutput(&sb)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	fmt.Fprint(w, DoubleDashDefaults(sb.String()))
+}
+
+// DoubleDashDefaults writes PrintDefaults' "  -name" lines as "  --name".
+func DoubleDashDefaults(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "  -") {
+			lines[i] = "  --" + l[3:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// DoubleDash writes the flag package's "-name" in its errors as "--name".
+func DoubleDash(msg string) string {
+	for _, p := range []string{"defined: -", "argument: -", "for flag -", "syntax: -"} {
+		msg = strings.Replace(msg, p, p[:len(p)-1]+"--", 1)
+	}
+	return msg
+}
+
+// Fail prints a usage error: what was wrong, and where help is.
+func Fail(stderr io.Writer, cmd, format string, args ...any) {
+	fmt.Fprintf(stderr, "%s: %s; see %s --help\n", cmd, fmt.Sprintf(format, args...), cmd)
+}
