@@ -35,9 +35,10 @@ open_session() { # $1: the session's cwd; sets sid
 }
 finish() { exec {AGENT[1]}>&-; wait; }
 
-echo "== 1. a text turn (fixtures/hello.jsonl)"
-coproc AGENT { "$bin" --model replay:fixtures/hello.jsonl --state-dir "$tmp/state" --log-level warn; }
-open_session "$PWD"
+echo "== 1. a text turn (fixtures/hello.jsonl) in $tmp/chat"
+mkdir "$tmp/chat"
+coproc AGENT { "$bin" --model "replay:$PWD/fixtures/hello.jsonl" --state-dir "$tmp/state" --log-level warn; }
+open_session "$tmp/chat"
 send "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"session/prompt\",\"params\":{\"sessionId\":\"$sid\",\"prompt\":[{\"type\":\"text\",\"text\":\"hello, agent\"}]}}"
 until_line '"id":2,'
 finish
