@@ -651,6 +651,14 @@ func TestOpenAI_notAnEventStream(t *testing.T) {
 // event line that never ends; the turn ends and the session goes on.
 func TestOpenAI_endlessStreamsAreCapped(t *testing.T) {
 	chunk := strings.Repeat("x", 32<<10)
+	mib := strings.Repeat("y", 1<<20)
+	newCall := func(args string) func(bool) string {
+		n := 0
+		return func(bool) string {
+			n++
+			return fmt.Sprintf(`data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":%d,"id":"c%d","function":{"name":"read_file","arguments":"%s"}}]}}]}`, n, n, args) + "\n\n"
+		}
+	}
 	for _, c := range []struct {
 		name    string
 		endless func(first bool) string
@@ -671,6 +679,8 @@ func TestOpenAI_endlessStreamsAreCapped(t *testing.T) {
 			}
 			return chunk
 		}, "an event is longer than 16 MiB"},
+		{"calls of 1 MiB each", newCall(mib), "the arguments of the answer's tool calls passed 32 MiB in all"},
+		{"calls without end", newCall(""), "the answer made more than 256 tool calls"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFakeOpenAI(t, fakeReply{endless: c.endless}, fakeReply{file: "text.sse"})

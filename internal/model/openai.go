@@ -540,6 +540,8 @@ var errStalled = errors.New("the model stream sent nothing")
 const (
 	maxEventLine = 16 << 20 // one line of the event stream
 	maxToolArgs  = 16 << 20 // one tool call's arguments
+	maxAllArgs   = 32 << 20 // the arguments of all the tool calls of one answer
+	maxToolCalls = 256      // the tool calls of one answer
 	maxTextBytes = 16 << 20 // the text and thoughts of one answer
 )
 
@@ -548,6 +550,7 @@ type answerStream struct {
 	m       *OpenAI
 	out     Sink
 	calls   toolDeltas
+	args    int    // bytes of all the tool calls' arguments so far
 	finish  string // the last finish_reason
 	sawDone bool   // [DONE] arrived
 	text    int    // bytes of text and thoughts so far
@@ -779,6 +782,12 @@ func (as *answerStream) choice(ch *chatChoice) error {
 	}
 	for _, tc := range d.ToolCalls {
 		p := as.calls.slot(tc.Index, tc.ID)
+		if len(as.calls.calls) > maxToolCalls {
+			return fmt.Errorf("the answer made more than %d tool calls; acpbridge stopped reading it", maxToolCalls)
+		}
+		if as.args += len(tc.Function.Arguments); as.args > maxAllArgs {
+			return fmt.Errorf("the arguments of the answer's tool calls passed %d MiB in all; acpbridge stopped reading it", maxAllArgs>>20)
+		}
 		if tc.ID != "" {
 			p.id = tc.ID
 		}
