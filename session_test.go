@@ -20,7 +20,7 @@ const initLine = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"proto
 func TestInitialize_capabilities(t *testing.T) {
 	t.Parallel()
 	want := `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,` +
-		`"promptCapabilities":{"image":false,"audio":false,"embeddedContext":true},"mcpCapabilities":{"http":true,"sse":true},` +
+		`"promptCapabilities":{"image":true,"audio":false,"embeddedContext":true},"mcpCapabilities":{"http":true,"sse":true},` +
 		`"sessionCapabilities":{"close":{},"list":{},"resume":{},"delete":{},"additionalDirectories":{}}},` +
 		`"authMethods":[],"agentInfo":{"name":"acpbridge","title":"acpbridge","version":"` + version + `"}}`
 	ta := startAgent(t)

@@ -246,8 +246,8 @@ func TestStore_writeFailureLosesNothing(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(l), &rec), "a torn or broken record: %s", l)
 		order = append(order, rec.Type+":"+rec.Text)
 	}
-	assert.Equal(t, []string{"session:", "user:", "modelState:", "usage:", "tool_call:", "tool_result:", "modelState:", "agent:Written.", "usage:", "turn_end:",
-		"user:", "modelState:", "agent:Second answer.", "usage:", "turn_end:"}, order)
+	assert.Equal(t, []string{"session:", "user:", "modelState:", "modelState:", "usage:", "tool_call:", "tool_result:", "modelState:", "modelState:", "agent:Written.", "usage:", "turn_end:",
+		"user:", "modelState:", "modelState:", "agent:Second answer.", "usage:", "turn_end:"}, order)
 }
 
 // Verify that session/close ends a load in its first (checking) pass over

@@ -11,7 +11,8 @@
 // Where a session continues: a new session takes the next entry this
 // process has not served. Each call keeps, through Sink.KeepState, the
 // fixture's absolute path, the entries consumed with this call, and a
-// SHA-256 of the entries before it; a session opened again (in any process)
+// SHA-256 of the entries before it (and, once served, one through it); a
+// session opened again (in any process)
 // with that fixture, whose consumed entries are unchanged, continues after
 // them (an entry appended to the file keeps the position), and with another
 // fixture, or the file rewritten, starts at its first entry.
@@ -62,6 +63,11 @@ type replayState struct {
 	Fixture string `json:"fixture"` // the absolute path
 	Entry   int    `json:"entry"`   // entries consumed, the call's own included
 	Before  string `json:"before"`  // SHA-256 (hex) of the entries before the call's
+	// Through is the SHA-256 of the entries up to the call's own included,
+	// kept once it has been served: a rewrite of that entry is noticed too.
+	// A session whose last state lacks it (the process died mid-call)
+	// is checked by Before.
+	Through string `json:"through,omitempty"`
 }
 
 // Chunk is one element of an entry's chunks: exactly one key is set.
@@ -117,12 +123,17 @@ func (m *Replay) Complete(ctx context.Context, req *Request, out Sink) (acp.Stop
 		}
 		return "", Errorf("replay fixture %s: %v", m.path, err)
 	}
-	state, _ := json.Marshal(replayState{Fixture: m.path, Entry: m.served + 1, Before: hex.EncodeToString(m.sum.Sum(nil))})
+	st0 := replayState{Fixture: m.path, Entry: m.served + 1, Before: hex.EncodeToString(m.sum.Sum(nil))}
+	state, _ := json.Marshal(st0)
 	if err := out.KeepState(state); err != nil {
 		return "", err
 	}
 	m.line++
 	stop, err := m.serve(ctx, req, out)
+	through, _ := json.Marshal(replayState{Fixture: m.path, Entry: m.served, Before: st0.Before, Through: hex.EncodeToString(m.sum.Sum(nil))})
+	if kerr := out.KeepState(through); kerr != nil && err == nil {
+		err = kerr
+	}
 	if err != nil && ctx.Err() == nil {
 		if rerr := (*jrpc2.Error)(nil); errors.As(err, &rerr) {
 			return "", err
@@ -162,7 +173,13 @@ func (m *Replay) Resume(state json.RawMessage) error {
 	if hex.EncodeToString(m.sum.Sum(nil)) != st.Before {
 		return m.moveTo(0) // the entries it consumed have changed
 	}
-	return m.moveTo(st.Entry)
+	if err := m.moveTo(st.Entry); err != nil {
+		return m.moveTo(0)
+	}
+	if st.Through != "" && hex.EncodeToString(m.sum.Sum(nil)) != st.Through {
+		return m.moveTo(0) // the entry its last call consumed has changed
+	}
+	return nil
 }
 
 // moveTo makes n the number of entries consumed, reading the fixture again

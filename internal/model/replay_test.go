@@ -170,6 +170,11 @@ func TestReplay_resume(t *testing.T) {
 	require.NoError(t, m5.Resume(afterTwo))
 	got, _ = call(m5)
 	assert.Equal(t, "text ONE", got, "a rewritten fixture starts at its first entry")
+
+	m6 := fresh()
+	require.NoError(t, m6.Resume(afterOne))
+	got, _ = call(m6)
+	assert.Equal(t, "text ONE", got, "a rewrite of the one entry a session consumed is noticed")
 }
 
 // Verify that a fixture that is not a regular file (a FIFO nobody writes)
