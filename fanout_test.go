@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -579,5 +580,27 @@ func TestFanout_lineLimitExact(t *testing.T) {
 	r = decodeResponse(t, p.await(`{"id":3}`))
 	require.NotNil(t, r.Error, "one byte over")
 	assert.Contains(t, r.Error.Message, "--max-line-bytes")
+	p.close()
+}
+
+// Verify that under ACPBRIDGE_DETERMINISTIC (scenario record
+// --deterministic) children opened at once make ids of their own: three
+// session/new in one write all open (they collided on sess_1_1, 1002).
+func TestFanout_deterministicIDsApart(t *testing.T) {
+	t.Parallel()
+	p := startProcessWith(t, nil, func(cmd *exec.Cmd, _ *testAgent) {
+		cmd.Env = append(os.Environ(), "ACPBRIDGE_DETERMINISTIC=1")
+	}, "--fanout", "--model", "replay:"+writeFixture(t, `{"chunks":[{"text":"x"}]}`))
+	p.call(initLine)
+	p.sendTogether(newLine(10), newLine(11), newLine(12))
+	_, rs, _ := p.collect(10, 11, 12)
+	ids := map[string]bool{}
+	for id := 10; id <= 12; id++ {
+		require.Nil(t, rs[id].Error, "session/new %d", id)
+		var res struct{ SessionID string }
+		require.NoError(t, json.Unmarshal(rs[id].Result, &res))
+		ids[res.SessionID] = true
+	}
+	assert.Len(t, ids, 3)
 	p.close()
 }

@@ -40,7 +40,9 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/creachadair/jrpc2"
@@ -58,7 +60,14 @@ type router struct {
 	exe  string
 	args []string // the children's flags: ours less --fanout
 	env  []string // the children's environment
-	errw io.Writer
+
+	// detPart is ACPBRIDGE_DETERMINISTIC's part (scenario record
+	// --deterministic), or 0; each child gets a part of its own, in the
+	// order they start, so that children opened at once do not make the
+	// same session ids.
+	detPart int
+	started atomic.Int64
+	errw    io.Writer
 
 	maxChildren int    // --max-children: children alive at most, the spares included
 	version     string // acpbridge's, which initialize's answer names
@@ -113,6 +122,19 @@ type Options struct {
 	Trace       *channel.Tracer // --trace, or nil
 }
 
+// deterministicVar makes a child's ids and clock stable (main.go).
+const deterministicVar = "ACPBRIDGE_DETERMINISTIC"
+
+// envValue is the value of name in env, or "".
+func envValue(env []string, name string) string {
+	for _, kv := range slices.Backward(env) {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
 // rewrapSlack is how much longer a line the router passes on may be than
 // the client's: the child's id in place of the client's, whitespace aside.
 const rewrapSlack = 64
@@ -127,7 +149,8 @@ func Serve(ctx context.Context, o Options, stdin io.Reader, stdout io.Writer) in
 	// A child reads the client's lines as the router re-wraps them: its own
 	// id for the client's, up to 20 digits longer.
 	args := append(withoutFanout(o.Args), fmt.Sprintf("--max-line-bytes=%d", o.MaxLine+rewrapSlack))
-	r := &router{log: o.Log, exe: exe, args: args, env: o.Env, errw: o.Stderr, maxChildren: o.MaxChildren, version: o.Version,
+	part, _ := strconv.Atoi(envValue(o.Env, deterministicVar))
+	r := &router{log: o.Log, exe: exe, args: args, env: o.Env, detPart: part, errw: o.Stderr, maxChildren: o.MaxChildren, version: o.Version,
 		sessions: map[string]*child{}, children: map[*child]bool{}, inflight: map[string]bool{}}
 	r.out = channel.NewWire(stdin, stdout, o.MaxLine, o.Trace)
 	r.out.OnHangUp = func() { r.endChildren() } // their answers come before the router stops
@@ -210,6 +233,9 @@ func (r *router) start() (*child, error) {
 func (r *router) startProcess() (*child, error) {
 	cmd := exec.Command(r.exe, r.args...)
 	cmd.Env = r.env
+	if r.detPart > 0 {
+		cmd.Env = append(slices.Clip(r.env), fmt.Sprintf("%s=%d", deterministicVar, r.detPart*1000+int(r.started.Add(1))))
+	}
 	cmd.Stderr = r.errw
 	cmd.SysProcAttr = proc.ChildAcpbridgeAttr() // ends as at EOF should the router die
 	in, err := cmd.StdinPipe()

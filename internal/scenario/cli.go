@@ -4,6 +4,7 @@
 package scenario
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -244,6 +245,7 @@ func recordCommand(ctx context.Context, args []string, self string, stdin io.Rea
 		rec.StateDir = stateDirOf(command[1:])
 	}
 	part := 1
+	before, _ := os.ReadFile(*out) // what FILE held: another recorder must not have changed it by the end
 	if *appendPart {
 		prior, err := Load(*out)
 		switch {
@@ -265,7 +267,16 @@ func recordCommand(ctx context.Context, args []string, self string, stdin io.Rea
 		return 1
 	}
 	code := rec.between(ctx, cmd, stdin, toAgent, fromAgent, stdout)
-	if err := os.WriteFile(*out, rec.Scenario(command), 0o644); err != nil {
+	if now, _ := os.ReadFile(*out); *appendPart && !bytes.Equal(now, before) {
+		// Two recorders overlapped: the other one added its part since this
+		// one read FILE. Writing would drop that part; this one is kept
+		// beside FILE instead.
+		aside := *out + fmt.Sprintf(".part-%d", os.Getpid())
+		os.WriteFile(aside, rec.Scenario(command), 0o644)
+		fmt.Fprintf(stderr, "acpbridge scenario record: %s changed while this recording ran (another recorder added to it), so this part was not added; it is in %s: record the two conversations one after the other\n", *out, aside)
+		return 1
+	}
+	if err := writeAtomically(*out, rec.Scenario(command)); err != nil {
 		fmt.Fprintf(stderr, "acpbridge scenario record: writing %s: %v\n", *out, err)
 		return 1
 	}
@@ -278,6 +289,20 @@ func recordCommand(ctx context.Context, args []string, self string, stdin io.Rea
 	}
 	fmt.Fprintf(stderr, "acpbridge scenario record: %s %s; run it with: acpbridge scenario run %s\n", what, *out, *out)
 	return code
+}
+
+// writeAtomically writes b to path through a temporary file renamed into
+// place: a reader (or a recorder checking it) sees the old file or the new.
+func writeAtomically(path string, b []byte) error {
+	tmp := fmt.Sprintf("%s.tmp-%d", path, os.Getpid())
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
 }
 
 // countSteps is how many steps of sc are of kind.
