@@ -804,7 +804,7 @@ func (c *child) died() {
 			r.log.Error("the process of a session ended", "session", session, "pid", c.cmd.Process.Pid, "status", c.cmd.ProcessState.String())
 		}
 	}
-	c.answerUnanswered(session, pending)
+	c.answerUnanswered(session, pending, closing)
 	for _, f := range pending {
 		if opening(f.method) {
 			go r.warmUp() // as answered would have
@@ -814,10 +814,18 @@ func (c *child) died() {
 }
 
 // answerUnanswered answers the client's requests that the dead child c
-// (serving session) did not answer.
-func (c *child) answerUnanswered(session string, pending map[int64]forwarded) {
+// (serving session) did not answer. When the router is ending (the
+// client's EOF or a signal), a prompt the child did not answer in time was
+// cancelled by that end, and is answered so: however many children end at
+// once on however few cores, every running prompt is answered cancelled
+// (the child persists its turn as interrupted before it exits).
+func (c *child) answerUnanswered(session string, pending map[int64]forwarded, ending bool) {
 	for _, f := range pending {
 		if f.clientID == nil {
+			continue
+		}
+		if ending && f.method == acp.MethodSessionPrompt {
+			c.r.answer(f.clientID, acp.PromptResult{StopReason: acp.StopCancelled}, nil)
 			continue
 		}
 		if session == "" { // a spare serving what names no session
