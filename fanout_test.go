@@ -399,8 +399,9 @@ func TestFanout_signal(t *testing.T) {
 }
 
 // Verify that --max-children caps the router's processes, the warm spare
-// included: one more session/new is refused with an error naming the flag,
-// and after a close a new thread opens again.
+// included: one more session/new is refused with an error naming the flag;
+// session/list and session/delete still answer at the cap; and after a
+// close a new thread opens again.
 func TestFanout_maxChildren(t *testing.T) {
 	t.Parallel()
 	p := startProcess(t, nil, "--fanout", "--max-children", "2", "--model", "replay:"+writeFixture(t, `{"chunks":[{"text":"x"}]}`))
@@ -411,6 +412,13 @@ func TestFanout_maxChildren(t *testing.T) {
 	_, rs, _ := p.collect(12)
 	require.NotNil(t, rs[12].Error, "a third session/new over --max-children 2")
 	assert.Contains(t, rs[12].Error.Message, "--max-children 2")
+	// At the cap, what names no session is still answered (by a child of
+	// the moment): the list shows both sessions, a delete is the agent's.
+	r := decodeResponse(t, p.call(`{"jsonrpc":"2.0","id":20,"method":"session/list","params":{}}`))
+	require.Nil(t, r.Error, "session/list at the cap")
+	assert.Equal(t, 2, strings.Count(string(r.Result), `"sessionId"`))
+	r = decodeResponse(t, p.call(`{"jsonrpc":"2.0","id":21,"method":"session/delete","params":{"sessionId":"sess_unknown"}}`))
+	assert.Nil(t, r.Error, "session/delete at the cap is the agent's to answer")
 	p.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":13,"method":"session/close","params":{"sessionId":%q}}`, a))
 	p.openSession(14)
 	p.close()

@@ -72,15 +72,16 @@ type router struct {
 	maxChildren int    // --max-children: children alive at most, the spares included
 	version     string // acpbridge's, which initialize's answer names
 
-	mu       sync.Mutex
-	initArgs json.RawMessage   // the client's initialize params, for new children
-	spares   []*child          // started (and initialized once the client has), serving no session
-	sessions map[string]*child // session id → its child
-	inflight map[string]bool   // the client's request ids not answered yet
-	children map[*child]bool   // every child alive
-	starting int               // children being started, each in a slot of --max-children
-	warming  int               // of those, the ones warmUp starts as spares
-	closing  bool
+	mu        sync.Mutex
+	initArgs  json.RawMessage   // the client's initialize params, for new children
+	spares    []*child          // started (and initialized once the client has), serving no session
+	sessions  map[string]*child // session id → its child
+	inflight  map[string]bool   // the client's request ids not answered yet
+	children  map[*child]bool   // every child alive
+	starting  int               // children being started, each in a slot of --max-children
+	warming   int               // of those, the ones warmUp starts as spares
+	transient *child            // a child of the moment serving what names no session, or nil
+	closing   bool
 }
 
 // child is one acpbridge process.
@@ -428,6 +429,13 @@ func (r *router) cancelRequest(params json.RawMessage) {
 	}
 }
 
+// idle reports whether the child has no request of the client's pending.
+func (c *child) idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pending) == 0
+}
+
 // idOf is the child's id for the client's request id, if it has it pending.
 func (c *child) idOf(clientID []byte) (int64, bool) {
 	c.mu.Lock()
@@ -522,18 +530,33 @@ func (r *router) child(id string) *child {
 	return r.sessions[id]
 }
 
-// forwardWarm sends a request that names no session to the warm child;
-// with none waiting, to a child started for it, which ends once it has
-// answered.
+// forwardWarm sends a request that names no session (session/list,
+// delete, ...) to the warm child; with none waiting (a burst took them, or
+// --max-children leaves no room for one), to a child of the moment, started
+// for it even past the cap, one at a time, and ended once it has answered
+// what it was sent: these requests never hold a thread's slot.
 func (r *router) forwardWarm(e envelope) {
 	if c := r.spare(); c != nil {
 		c.send(forwarded{clientID: e.ID, method: e.Method}, e.Method, e.Params)
 		return
 	}
-	c, err := r.takeWarm()
-	if err != nil {
-		r.answer(e.ID, nil, acp.Errorf(acp.CodeInternal, "%v", err))
-		return
+	r.mu.Lock()
+	c := r.transient
+	if c == nil || c.ending {
+		c = nil
+		r.starting++ // over the cap if it must: see above
+	}
+	r.mu.Unlock()
+	if c == nil {
+		var err error
+		if c, err = r.start(); err != nil {
+			r.log.Error("cannot start a child", "err", err)
+			r.answer(e.ID, nil, acp.Errorf(acp.CodeInternal, "no child process could be started to answer %s (%v); see the log on stderr", e.Method, err))
+			return
+		}
+		r.mu.Lock()
+		r.transient = c
+		r.mu.Unlock()
 	}
 	c.send(forwarded{clientID: e.ID, method: e.Method, once: true}, e.Method, e.Params)
 }
@@ -725,7 +748,7 @@ func (r *router) track(c *child, f forwarded, e envelope) {
 	method, session := f.method, f.session
 	failed := len(e.Error) > 0
 	opens := opening(method)
-	ends := (opens && failed) || (method == acp.MethodSessionClose && !failed) || f.once
+	ends := (opens && failed) || (method == acp.MethodSessionClose && !failed) || (f.once && c.idle())
 	r.mu.Lock()
 	switch {
 	case method == acp.MethodSessionNew && !failed:
@@ -746,6 +769,9 @@ func (r *router) track(c *child, f forwarded, e envelope) {
 	}
 	if ends {
 		c.ending = true
+		if r.transient == c {
+			r.transient = nil
+		}
 	}
 	r.mu.Unlock()
 	if ends {
@@ -786,6 +812,9 @@ func (c *child) died() {
 	r.mu.Lock()
 	delete(r.children, c)
 	r.spares = slices.DeleteFunc(r.spares, func(s *child) bool { return s == c })
+	if r.transient == c {
+		r.transient = nil
+	}
 	session := c.session
 	if session != "" && r.sessions[session] == c {
 		delete(r.sessions, session)
