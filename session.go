@@ -1294,12 +1294,13 @@ func checkImage(field string, b *acp.ContentBlock) error {
 	case b.Data == "":
 		return nil
 	}
-	n, err := io.Copy(io.Discard, base64.NewDecoder(base64.StdEncoding, strings.NewReader(b.Data)))
-	switch {
-	case err != nil:
-		return acp.InvalidParams(field+".data", "is not valid base64 (%v); send the image's bytes base64-encoded (RFC 4648, standard alphabet, with padding)", err)
-	case n > imageMaxBytes:
+	// The size follows from the length: an image too large is refused
+	// before its data is read.
+	if n := imageBytes(b); n > imageMaxBytes {
 		return acp.InvalidParams(field, "is a %.1f MiB image; acpbridge sends images of at most %d MiB: scale it down or crop it", float64(n)/(1<<20), imageMaxBytes>>20)
+	}
+	if _, err := io.Copy(io.Discard, base64.NewDecoder(base64.StdEncoding, strings.NewReader(b.Data))); err != nil {
+		return acp.InvalidParams(field+".data", "is not valid base64 (%v); send the image's bytes base64-encoded (RFC 4648, standard alphabet, with padding)", err)
 	}
 	return nil
 }
