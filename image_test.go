@@ -63,16 +63,16 @@ func TestImage_refused(t *testing.T) {
 	t.Parallel()
 	ta := startAgent(t, "--model", "replay:"+writeFixture(t, `{"expect":"[image image/png, 70 bytes]","chunks":[{"text":"A pixel."}]}`))
 	sid := ta.newSession()
-	big := base64.StdEncoding.EncodeToString(make([]byte, 21<<20))
-	// Written as it is: the client side's schema check of a 28 MB line
+	big := base64.StdEncoding.EncodeToString(make([]byte, 25<<20))
+	// Written as it is: the client side's schema check of a 33 MB line
 	// would take most of the test's time under -race.
 	_, err := ta.stdin.Write([]byte(imagePrompt(2, sid, big) + "\n"))
 	require.NoError(t, err)
 	r := decodeResponse(t, ta.await(`{"id":2}`))
-	require.NotNil(t, r.Error, "a 21 MiB image")
+	require.NotNil(t, r.Error, "a 25 MiB image")
 	assert.Equal(t, -32602, r.Error.Code)
 	assert.Contains(t, r.Error.Message, "prompt[1]")
-	assert.Contains(t, r.Error.Message, "is a 21.0 MiB image; acpbridge sends images of at most 20 MiB")
+	assert.Contains(t, r.Error.Message, "is a 25.0 MiB image; acpbridge sends images of at most 20 MiB")
 	r = decodeResponse(t, ta.call(imagePrompt(3, sid, "not base64!")))
 	require.NotNil(t, r.Error, "invalid base64")
 	assert.Equal(t, -32602, r.Error.Code)
