@@ -203,6 +203,25 @@ func RunKeeper(r io.Reader) {
 	}
 }
 
+// TagVar is the environment variable that marks a command's processes:
+// what they start inherits it, also what detaches from the command's
+// group and is re-parented to acpbridge (a setsid daemon).
+const TagVar = "ACPBRIDGE_COMMAND_ID"
+
+// KillTagged ends the processes marked tag (TagVar=tag in their
+// environment) that were re-parented to this process, with what is below
+// them: the daemons a command stopped early left behind. Linux only, where
+// this process is their subreaper; elsewhere they are ended at exit.
+func (g *Guard) KillTagged(tag string) {
+	for _, pid := range orphansTagged(TagVar + "=" + tag) {
+		left := Descendants(pid)
+		killProcess(pid)
+		for _, p := range left {
+			killProcess(p)
+		}
+	}
+}
+
 // Descendants lists the processes below pid.
 func Descendants(pid int) []int {
 	children := childLister()

@@ -19,6 +19,10 @@ func (osGuard) init() error { return nil }
 // process can set prevents it (docs/platforms.md).
 func HideMemory() error { return nil }
 
+// orphansTagged: macOS re-parents orphans to launchd, not to acpbridge
+// (docs/platforms.md): there are none of its own to find.
+func orphansTagged(string) []int { return nil }
+
 // IsTerminal reports whether f is a terminal.
 func IsTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TIOCGETA)

@@ -23,6 +23,20 @@ func (osGuard) init() error { return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 
 // CAP_SYS_PTRACE, the commands it runs included.
 func HideMemory() error { return unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0) }
 
+// orphansTagged lists this process's children whose environment holds
+// the entry kv (re-parented daemons: the commands it starts are in groups
+// it tracks, and are ended by group).
+func orphansTagged(kv string) []int {
+	var out []int
+	for _, pid := range taskChildren(os.Getpid()) {
+		env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+		if err == nil && bytes.Contains(append([]byte{0}, env...), []byte("\x00"+kv+"\x00")) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 // IsTerminal reports whether f is a terminal.
 func IsTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)

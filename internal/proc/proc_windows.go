@@ -48,6 +48,9 @@ func (g *osGuard) init() error {
 // (docs/platforms.md).
 func HideMemory() error { return nil }
 
+// orphansTagged: on Windows a command's processes end with its job.
+func orphansTagged(string) []int { return nil }
+
 // IsTerminal reports whether f is a console.
 func IsTerminal(f *os.File) bool {
 	var mode uint32

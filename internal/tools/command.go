@@ -7,9 +7,12 @@ package tools
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -143,7 +146,8 @@ func (e *Env) runLocal(ctx context.Context, command, dir string, timeout time.Du
 	e.Client.Pause()                            // the client sees the tool call while the command runs
 	cmd := e.Procs.Command(proc.Shell(command)) // sh -c, or cmd /C on Windows
 	cmd.Dir = dir
-	cmd.Env = e.ChildEnv
+	tag := e.newTag()
+	cmd.Env = append(slices.Clip(e.ChildEnv), proc.TagVar+"="+tag)
 	out := &tailBuffer{limit: terminalOutputLimit}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = time.Second // a background grandchild must not hold the turn
@@ -154,7 +158,7 @@ func (e *Env) runLocal(ctx context.Context, command, dir string, timeout time.Du
 		e.Log.Warn("a command's children may outlive acpbridge if it is killed", "err", err)
 	}
 	e.Log.Debug("command started", "pid", cmd.Process.Pid)
-	timedOut, err := e.awaitLocal(ctx, cmd, timeout)
+	timedOut, err := e.awaitLocal(ctx, cmd, timeout, tag)
 	st, err := localStatus(cmd, err)
 	if err != nil {
 		return Failure("running %q Failed: %v", command, err)
@@ -169,7 +173,7 @@ func (e *Env) runLocal(ctx context.Context, command, dir string, timeout time.Du
 // the turn is cancelled, and then whatever it left running in its group.
 // A command stopped early takes with it everything it started, also what
 // left its group (setsid), which would hold the output pipe open.
-func (e *Env) awaitLocal(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (timedOut bool, err error) {
+func (e *Env) awaitLocal(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, tag string) (timedOut bool, err error) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	timer := time.NewTimer(timeout)
@@ -180,9 +184,11 @@ func (e *Env) awaitLocal(ctx context.Context, cmd *exec.Cmd, timeout time.Durati
 		timedOut = true
 		e.Procs.Kill(cmd.Process.Pid)
 		err = <-done
+		e.Procs.KillTagged(tag) // the daemons it detached (setsid), re-parented here
 	case <-ctx.Done():
 		e.Procs.Kill(cmd.Process.Pid)
 		err = <-done
+		e.Procs.KillTagged(tag)
 	}
 	e.Procs.KillGroup(cmd.Process.Pid) // whatever the command left running in its group
 	return timedOut, err
@@ -321,4 +327,11 @@ func prepareCommand(env *Env, in commandInput, c *Call) error {
 	}
 	c.Run = func(ctx context.Context, id string) Outcome { return env.runCommand(ctx, id, in.Command, dir, timeout) }
 	return nil
+}
+
+// newTag makes the mark of one command's processes (proc.TagVar).
+func (e *Env) newTag() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
