@@ -11,6 +11,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -62,6 +63,9 @@ type testAgent struct {
 	// too; the tests of other updates leave them out (the usage tests
 	// check them).
 	keepUsage bool
+	// patience, when set, replaces hang as the wait for the next line
+	// (a test that sends a line of tens of MB, decoded under -race).
+	patience time.Duration
 }
 
 // syncBuffer collects the agent's stderr and lets a test wait for a line.
@@ -258,8 +262,8 @@ func (ta *testAgent) next(waitingFor string) []byte {
 			ta.t.Errorf("agent line %d: %s\n%s", len(ta.got), msg, line)
 		}
 		return line
-	case <-time.After(hang):
-		ta.t.Fatalf("the agent wrote nothing for %v while the client waited for %s; last lines:\n%s\nstderr:\n%s", hang, waitingFor, ta.tail(), ta.stderr.String())
+	case <-time.After(cmp.Or(ta.patience, hang)):
+		ta.t.Fatalf("the agent wrote nothing for %v while the client waited for %s; last lines:\n%s\nstderr:\n%s", cmp.Or(ta.patience, hang), waitingFor, ta.tail(), ta.stderr.String())
 		return nil
 	}
 }
