@@ -82,6 +82,7 @@ func (g *Guard) Err() error {
 func (g *Guard) Command(name string, args []string) *exec.Cmd {
 	cmd := exec.Command(name, args...)
 	cmd.SysProcAttr = childAttr()
+	rawLine(cmd, name, args)
 	if g != nil && useKeeper {
 		g.mu.Lock()
 		if g.keeper == nil && !g.broken && g.exe != "" {
@@ -92,6 +93,17 @@ func (g *Guard) Command(name string, args []string) *exec.Cmd {
 		g.mu.Unlock()
 	}
 	return cmd
+}
+
+// cmdLine is the command line of `cmd /C LINE` as cmd.exe must get it: the
+// line as the model wrote it, between quotes /S strips. Go's quoting for
+// Windows programs (backslash-escaped quotes) is not cmd.exe's, and would
+// mangle every double quote in LINE.
+func cmdLine(name string, args []string) (string, bool) {
+	if name != "cmd" || len(args) != 2 || args[0] != "/C" {
+		return "", false
+	}
+	return `cmd /S /C "` + args[1] + `"`, true
 }
 
 // Shell is the command that runs a shell command line: `sh -c LINE` on
@@ -268,6 +280,12 @@ func secret(name string) bool { return SameEnvName(name, KeyVar) }
 // SameEnvName reports whether two environment variable names are one on
 // this OS.
 func SameEnvName(a, b string) bool { return sameEnvName(a, b, envCaseFold) }
+
+// EnvNameHasPrefix reports whether an environment variable name begins
+// with prefix on this OS (without case on Windows).
+func EnvNameHasPrefix(name, prefix string) bool {
+	return len(name) >= len(prefix) && SameEnvName(name[:len(prefix)], prefix)
+}
 
 func sameEnvName(a, b string, fold bool) bool {
 	if fold {

@@ -7,6 +7,7 @@ package proc
 
 import (
 	"os"
+	"os/exec"
 	"os/signal"
 	"syscall"
 )
@@ -14,6 +15,9 @@ import (
 const useKeeper = true
 
 func shell(line string) (string, []string) { return "sh", []string{"-c", line} }
+
+// rawLine: Unix passes arguments as they are.
+func rawLine(*exec.Cmd, string, []string) {}
 
 // keeperAttr puts the keeper in a group of its own, so that a terminal's
 // Ctrl-C to acpbridge's group does not end it before it has done its job.

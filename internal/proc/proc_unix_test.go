@@ -44,3 +44,13 @@ func TestSameEnvName(t *testing.T) {
 	assert.True(t, sameEnvName("PATH", "PATH", false))
 	assert.False(t, sameEnvName("PATH", "PATHS", true))
 }
+
+// Verify the command line cmd.exe gets for `cmd /C LINE` on Windows: the
+// line as it is, double quotes included, inside the quotes /S strips.
+func TestCmdLine(t *testing.T) {
+	line, ok := cmdLine("cmd", []string{"/C", `echo "a b" & type "c.txt"`})
+	assert.True(t, ok)
+	assert.Equal(t, `cmd /S /C "echo "a b" & type "c.txt""`, line)
+	_, ok = cmdLine("sh", []string{"-c", "x"})
+	assert.False(t, ok, "other commands keep Go's quoting")
+}

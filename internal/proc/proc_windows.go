@@ -6,6 +6,7 @@ package proc
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"syscall"
 	"unsafe"
@@ -61,6 +62,13 @@ func IsTerminal(f *os.File) bool {
 const envCaseFold = true
 
 func shell(line string) (string, []string) { return "cmd", []string{"/C", line} }
+
+// rawLine gives cmd.exe its command line as it must read it (cmdLine).
+func rawLine(cmd *exec.Cmd, name string, args []string) {
+	if line, ok := cmdLine(name, args); ok {
+		cmd.SysProcAttr.CmdLine = line
+	}
+}
 
 func childAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{CreationFlags: windows.CREATE_NEW_PROCESS_GROUP}

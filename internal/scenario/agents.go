@@ -180,9 +180,10 @@ func isolatedEnv(user []string, env Env) []string {
 	var out []string
 	for _, kv := range user {
 		name, _, _ := strings.Cut(kv, "=")
+		is := func(n string) bool { return proc.SameEnvName(name, n) } // without case on Windows
 		switch {
-		case strings.HasPrefix(name, "ACPBRIDGE_"), name == "OPENAI_BASE_URL", name == "HOME", name == "XDG_STATE_HOME",
-			name == "OPENAI_API_KEY" && env.ModelURL != "":
+		case proc.EnvNameHasPrefix(name, "ACPBRIDGE_"), is("OPENAI_BASE_URL"), is("HOME"), is("XDG_STATE_HOME"),
+			is("OPENAI_API_KEY") && env.ModelURL != "":
 			continue
 		}
 		out = append(out, kv)
