@@ -1,7 +1,6 @@
 // cancel_test.go tests $/cancel_request: a running prompt ends cancelled,
-// a queued request is answered -32800 and never runs, an unknown id
-// changes nothing, and --fanout forwards it to the child that owns the
-// request.
+// a queued request is answered -32800 and never runs, and an unknown id
+// changes nothing (fanout_test.go: the router forwards it).
 
 package main
 
@@ -70,20 +69,4 @@ func TestCancelRequest_queued(t *testing.T) {
 	for _, l := range ta.got {
 		assert.NotContains(t, string(l), `"id":99`, "an unknown id is not answered")
 	}
-}
-
-// Verify that --fanout forwards $/cancel_request to the child running the
-// request, with that child's id for it.
-func TestCancelRequest_fanout(t *testing.T) {
-	t.Parallel()
-	p := startProcess(t, nil, "--fanout", "--model", "replay:"+slowFixture(t))
-	p.call(initLine)
-	sid := p.openSession(10)
-	p.send(prompt(11, sid, "slow"))
-	p.await(`{"method":"session/update","params":{"update":{"content":{"text":"Slow"}}}}`)
-	p.send(cancelRequest(11))
-	_, rs, _ := p.collect(11)
-	require.Nil(t, rs[11].Error)
-	assert.JSONEq(t, `{"stopReason":"cancelled"}`, string(rs[11].Result))
-	p.close()
 }

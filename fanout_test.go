@@ -612,3 +612,19 @@ func TestFanout_deterministicIDsApart(t *testing.T) {
 	assert.Len(t, ids, 3)
 	p.close()
 }
+
+// Verify that --fanout forwards $/cancel_request to the child running the
+// request, with that child's id for it.
+func TestCancelRequest_fanout(t *testing.T) {
+	t.Parallel()
+	p := startProcess(t, nil, "--fanout", "--model", "replay:"+slowFixture(t))
+	p.call(initLine)
+	sid := p.openSession(10)
+	p.send(prompt(11, sid, "slow"))
+	p.await(`{"method":"session/update","params":{"update":{"content":{"text":"Slow"}}}}`)
+	p.send(cancelRequest(11))
+	_, rs, _ := p.collect(11)
+	require.Nil(t, rs[11].Error)
+	assert.JSONEq(t, `{"stopReason":"cancelled"}`, string(rs[11].Result))
+	p.close()
+}
