@@ -88,10 +88,16 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 // waitFor blocks until the output contains sub.
 func (s *syncBuffer) waitFor(t testing.TB, sub string) {
 	t.Helper()
+	s.waitForCount(t, sub, 1)
+}
+
+// waitForCount blocks until the output contains sub n times.
+func (s *syncBuffer) waitForCount(t testing.TB, sub string, n int) {
+	t.Helper()
 	deadline := time.After(hang)
 	for {
 		s.mu.Lock()
-		if strings.Contains(s.b.String(), sub) {
+		if strings.Count(s.b.String(), sub) >= n {
 			s.mu.Unlock()
 			return
 		}

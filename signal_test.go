@@ -22,6 +22,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"acpbridge/internal/proc"
 )
 
 // alive reports whether pid is a running (not zombie) process.
@@ -208,4 +210,46 @@ func TestSignal_kill9EndsCommandChildren(t *testing.T) {
 			assertGone(t, pids[0], "a background job of a command, after kill -9 of acpbridge")
 		})
 	}
+}
+
+// Verify that a keeper killed is replaced: the next command starts a new
+// one, told of the groups still running, and kill -9 of acpbridge then
+// still ends that command's background job.
+func TestSignal_keeperReplaced(t *testing.T) {
+	t.Parallel()
+	command := `exec 3>pids; sleep 600 3>&- & echo $! >&3; exec 3>&-; wait`
+	fixture := writeFixture(t,
+		`{"chunks":[{"toolCall":{"id":"c0","name":"run_command","input":{"command":"true"}}}]}`,
+		`{"chunks":[{"text":"Ran."}]}`,
+		fmt.Sprintf(`{"chunks":[{"toolCall":{"id":"c1","name":"run_command","input":{"command":%q}}}]}`, command))
+	p := startProcess(t, nil, "--model", "replay:"+fixture, "--log-level", "debug")
+	mkfifo(t, filepath.Join(p.cwd, "pids"))
+	sid := p.newSession()
+	p.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/set_mode","params":{"sessionId":%q,"modeId":"bypass"}}`, sid))
+	_, r := p.turnUpdates(3, sid, "first")
+	require.Nil(t, r.Error)
+	keeper := keeperOf(t, p.cmd.Process.Pid)
+	require.NoError(t, syscall.Kill(keeper, syscall.SIGKILL))
+	assertGone(t, keeper, "the keeper")
+
+	p.send(prompt(4, sid, "second"))
+	pids := readPids(t, filepath.Join(p.cwd, "pids"), 1)
+	p.stderr.waitForCount(t, `msg="command started"`, 2)
+	require.NotEqual(t, keeper, keeperOf(t, p.cmd.Process.Pid), "a new keeper")
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+	p.drainKilled()
+	assertGone(t, pids[0], "a background job of a command started after the keeper was killed")
+}
+
+// keeperOf is the pid of acpbridge's keeper, a child of pid.
+func keeperOf(t *testing.T, pid int) int {
+	t.Helper()
+	for _, c := range proc.Descendants(pid) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", c))
+		if strings.Contains(string(b), proc.KeeperArg) {
+			return c
+		}
+	}
+	t.Fatalf("acpbridge (pid %d) has no keeper", pid)
+	return 0
 }

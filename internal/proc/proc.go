@@ -50,9 +50,10 @@ type Guard struct {
 	initErr error
 
 	mu       sync.Mutex
-	keeper   io.WriteCloser // the keeper's stdin, or nil until the first child
-	broken   bool           // the keeper could not be started or written
+	keeper   io.WriteCloser // the keeper's stdin, or nil: none yet, or it died
+	broken   bool           // a keeper could not be started
 	startErr error          // why it could not be started, for Started to return once
+	groups   map[int]bool   // the groups the keeper is told of, for a new keeper
 	osGuard
 }
 
@@ -85,7 +86,17 @@ func (g *Guard) Command(name string, args []string) *exec.Cmd {
 	rawLine(cmd, name, args)
 	if g != nil && useKeeper {
 		g.mu.Lock()
+		if g.keeper != nil {
+			// A keeper killed since the last child is found out now (an
+			// empty line, which it ignores), not at this child's start.
+			if _, err := g.keeper.Write([]byte("\n")); err != nil {
+				g.keeper.Close()
+				g.keeper = nil
+			}
+		}
 		if g.keeper == nil && !g.broken && g.exe != "" {
+			// The first child's, or a new one for a keeper that died
+			// (killed): it is told of every group still running.
 			if g.startErr = g.startKeeper(); g.startErr != nil {
 				g.broken = true
 			}
@@ -163,12 +174,23 @@ func (g *Guard) tell(op byte, pid int) error {
 		g.startErr = nil
 		return fmt.Errorf("cannot start the process keeper (%s %s): %w", g.exe, KeeperArg, err)
 	}
-	if g.broken || g.keeper == nil {
+	if g.groups == nil {
+		g.groups = map[int]bool{}
+	}
+	if op == '+' {
+		g.groups[pid] = true
+	} else {
+		delete(g.groups, pid)
+	}
+	if g.keeper == nil {
 		return nil
 	}
 	if _, err := fmt.Fprintf(g.keeper, "%c%d\n", op, pid); err != nil {
-		g.broken = true
-		return fmt.Errorf("the process keeper stopped listening: %w", err)
+		// The keeper died: the next child starts another, told of the
+		// groups still running.
+		g.keeper.Close()
+		g.keeper = nil
+		return fmt.Errorf("the process keeper stopped listening (a new one starts with the next command): %w", err)
 	}
 	return nil
 }
@@ -183,8 +205,20 @@ func (g *Guard) startKeeper() error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	go cmd.Wait()
+	go func() {
+		cmd.Wait()
+		g.mu.Lock()
+		if g.keeper == in {
+			g.keeper = nil // killed: the next child starts another
+		}
+		g.mu.Unlock()
+	}()
 	g.keeper = in
+	for pid := range g.groups {
+		if _, err := fmt.Fprintf(in, "+%d\n", pid); err != nil {
+			break
+		}
+	}
 	return nil
 }
 

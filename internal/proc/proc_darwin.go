@@ -23,6 +23,10 @@ func HideMemory() error { return nil }
 // (docs/platforms.md): there are none of its own to find.
 func orphansTagged(string) []int { return nil }
 
+// WaitExited cannot wait without reaping here: the caller kills the
+// group after its Wait.
+func WaitExited(int) bool { return false }
+
 // IsTerminal reports whether f is a terminal.
 func IsTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TIOCGETA)

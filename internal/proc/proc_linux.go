@@ -37,6 +37,20 @@ func orphansTagged(kv string) []int {
 	return out
 }
 
+// WaitExited waits until the child pid has exited without reaping it
+// (waitid WNOWAIT): its pid, and so its group's id, cannot be reused until
+// it is reaped, so the group can be killed safely meanwhile. It reports
+// whether it could.
+func WaitExited(pid int) bool {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return err == nil
+		}
+	}
+}
+
 // IsTerminal reports whether f is a terminal.
 func IsTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)

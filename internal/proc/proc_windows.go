@@ -52,6 +52,10 @@ func HideMemory() error { return nil }
 // orphansTagged: on Windows a command's processes end with its job.
 func orphansTagged(string) []int { return nil }
 
+// WaitExited: a Windows command's tree is ended through a snapshot after
+// its Wait.
+func WaitExited(int) bool { return false }
+
 // IsTerminal reports whether f is a console.
 func IsTerminal(f *os.File) bool {
 	var mode uint32

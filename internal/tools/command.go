@@ -174,8 +174,19 @@ func (e *Env) runLocal(ctx context.Context, command, dir string, timeout time.Du
 // A command stopped early takes with it everything it started, also what
 // left its group (setsid), which would hold the output pipe open.
 func (e *Env) awaitLocal(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, tag string) (timedOut bool, err error) {
+	pid := cmd.Process.Pid
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	grouped := make(chan bool, 1) // whether the group was ended before the reap
+	go func() {
+		// The group is ended while the exited shell still holds its pid
+		// (not yet reaped), so that a pid reused since cannot be hit.
+		early := proc.WaitExited(pid)
+		if early {
+			e.Procs.KillGroup(pid)
+		}
+		grouped <- early
+		done <- cmd.Wait()
+	}()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
@@ -190,7 +201,9 @@ func (e *Env) awaitLocal(ctx context.Context, cmd *exec.Cmd, timeout time.Durati
 		err = <-done
 		e.Procs.KillTagged(tag)
 	}
-	e.Procs.KillGroup(cmd.Process.Pid) // whatever the command left running in its group
+	if !<-grouped {
+		e.Procs.KillGroup(pid) // whatever the command left running in its group
+	}
 	return timedOut, err
 }
 
