@@ -36,6 +36,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // KeeperArg, as the first argument, makes acpbridge the keeper: main calls
@@ -54,6 +55,7 @@ type Guard struct {
 	broken   bool           // a keeper could not be started
 	startErr error          // why it could not be started, for Started to return once
 	groups   map[int]bool   // the groups the keeper is told of, for a new keeper
+	kept     chan struct{}  // closed when the keeper has exited
 	osGuard
 }
 
@@ -152,15 +154,28 @@ func (g *Guard) KillGroup(pid int) {
 	}
 }
 
+// keeperWait bounds how long End lets the keeper kill its groups before
+// the sweep, which would kill the keeper too.
+const keeperWait = 300 * time.Millisecond
+
 // End kills every process still below this one; main calls it at exit.
 func (g *Guard) End() {
 	if g != nil {
 		g.mu.Lock()
+		kept := g.kept
 		if g.keeper != nil {
 			g.keeper.Close() // the keeper kills what is left of its groups
 			g.keeper = nil
+		} else {
+			kept = nil
 		}
 		g.mu.Unlock()
+		if kept != nil {
+			select { // then exits: the sweep must not kill it first
+			case <-kept:
+			case <-time.After(keeperWait):
+			}
+		}
 	}
 	endDescendants()
 }
@@ -205,15 +220,17 @@ func (g *Guard) startKeeper() error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
+	kept := make(chan struct{})
 	go func() {
 		cmd.Wait()
+		close(kept)
 		g.mu.Lock()
 		if g.keeper == in {
 			g.keeper = nil // killed: the next child starts another
 		}
 		g.mu.Unlock()
 	}()
-	g.keeper = in
+	g.keeper, g.kept = in, kept
 	for pid := range g.groups {
 		if _, err := fmt.Fprintf(in, "+%d\n", pid); err != nil {
 			break

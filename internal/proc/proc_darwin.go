@@ -5,6 +5,9 @@ package proc
 
 import (
 	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -26,6 +29,24 @@ func orphansTagged(string) []int { return nil }
 // WaitExited cannot wait without reaping here: the caller kills the
 // group after its Wait.
 func WaitExited(int) bool { return false }
+
+// parentsFromPS is parents from ps(1), for when sysctl fails.
+func parentsFromPS() map[int][]int {
+	children := map[int][]int{}
+	out, _ := exec.Command("/bin/ps", "-axo", "pid=,ppid=").Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		pid, err1 := strconv.Atoi(f[0])
+		ppid, err2 := strconv.Atoi(f[1])
+		if err1 == nil && err2 == nil {
+			children[ppid] = append(children[ppid], pid)
+		}
+	}
+	return children
+}
 
 // IsTerminal reports whether f is a terminal.
 func IsTerminal(f *os.File) bool {
@@ -52,7 +73,7 @@ func parents() map[int][]int {
 	children := map[int][]int{}
 	procs, err := unix.SysctlKinfoProcSlice("kern.proc.all")
 	if err != nil {
-		return children
+		return parentsFromPS() // the sweep must not be lost with the call
 	}
 	for _, p := range procs {
 		pp := int(p.Eproc.Ppid)

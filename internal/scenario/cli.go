@@ -373,10 +373,17 @@ func (rec *Recorder) between(ctx context.Context, cmd *exec.Cmd, stdin io.Reader
 	select {
 	case <-done:
 	case <-ctx.Done():
-		// The editor ended the recorder: end the agent the same way, and
-		// keep what it writes as it ends.
-		proc.Interrupt(cmd.Process)
-		<-done
+		// The editor ended the recorder: end the agent the same way (its
+		// stdin closed, as at the editor's end, then the signal; Windows
+		// has no signal to send but a kill, so the stdin's end comes
+		// first), and keep what it writes as it ends.
+		toAgent.Close()
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+			proc.Interrupt(cmd.Process)
+			<-done
+		}
 	}
 	return exitCode(cmd.Wait())
 }

@@ -47,6 +47,9 @@ func openFile(path string, flag int) (*os.File, error) {
 
 var errNotRegular = errors.New("not a regular file; remove it")
 
+// replaceFile renames tmp over path, atomically.
+func replaceFile(tmp, path string) error { return os.Rename(tmp, path) }
+
 // lockFile takes f's exclusive lock without waiting; held says that
 // another process has it.
 func lockFile(f *os.File) (held bool, err error) {

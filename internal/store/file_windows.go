@@ -6,6 +6,7 @@ package store
 import (
 	"errors"
 	"os"
+	"time"
 
 	"golang.org/x/sys/windows"
 )
@@ -17,6 +18,21 @@ func openFile(path string, flag int) (*os.File, error) {
 		return nil, &os.PathError{Op: "open", Path: path, Err: ErrLink}
 	}
 	return os.OpenFile(path, flag, 0o600)
+}
+
+// replaceFile renames tmp over path. Windows refuses to replace a file
+// another process has open (a session/list reading the info file), for
+// as long as it reads: a few tries, a few milliseconds apart, ride that
+// out.
+func replaceFile(tmp, path string) error {
+	var err error
+	for try := range 10 {
+		if err = os.Rename(tmp, path); err == nil || !errors.Is(err, windows.ERROR_ACCESS_DENIED) && !errors.Is(err, windows.ERROR_SHARING_VIOLATION) {
+			return err
+		}
+		time.Sleep(time.Duration(try+1) * 2 * time.Millisecond)
+	}
+	return err
 }
 
 // lockOffsetHigh and lockLength are the byte the lock covers: far past the pid written at the

@@ -595,7 +595,7 @@ func (f *File) WriteInfo(info Info) error {
 	if err := writeFile(tmp, append(b, '\n')); err != nil {
 		return storeError("writing "+path, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := replaceFile(tmp, path); err != nil {
 		return storeError("writing "+path, err)
 	}
 	return nil
@@ -726,12 +726,13 @@ func (st *Store) Remove(id string) error {
 	if err != nil {
 		return err
 	}
-	defer unlock(lock)
 	for _, ext := range []string{".json", ".jsonl"} {
 		if err := os.Remove(st.Path(id, ext)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			unlock(lock)
 			return storeError("deleting session "+id, err)
 		}
 	}
+	unlock(lock) // Windows removes no file that is open
 	os.Remove(st.Path(id, ".lock"))
 	return nil
 }
