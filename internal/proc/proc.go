@@ -15,8 +15,10 @@
 //     re-parented to launchd: the sweep cannot find it.
 //   - Windows: acpbridge puts itself in a Job Object that kills every
 //     process in it when its last handle closes, so every descendant ends
-//     with acpbridge however it ends; a command is killed with its whole
-//     tree (found through a process snapshot).
+//     with acpbridge however it ends; each command and MCP server runs in a
+//     job of its own, nested in it, and is ended through that job, never
+//     through a pid (Windows reuses pids, and keeps a dead creator's pid as
+//     a process's parent).
 //
 // The keeper (Unix): a second acpbridge process, started on the first
 // command or MCP server, in a group of its own and deaf to terminal
@@ -128,17 +130,24 @@ func Shell(line string) (name string, args []string) { return shell(line) }
 // once, says that the keeper could not be started or told: the child's
 // children may then outlive a killed acpbridge.
 func (g *Guard) Started(cmd *exec.Cmd) error {
-	if g == nil || !useKeeper || cmd.Process == nil {
+	if g == nil || cmd.Process == nil {
+		return nil
+	}
+	g.osGuard.started(cmd.Process.Pid) // Windows: the child's own job
+	if !useKeeper {
 		return nil
 	}
 	return g.tell('+', cmd.Process.Pid)
 }
 
-// Kill ends a child stopped early: its group (on Windows its process
-// tree) with everything in it, and what it started outside the group
-// (found before the kill, while they are still its descendants).
+// Kill ends a child stopped early: its group (on Windows its job) with
+// everything in it, and on Unix what it started outside the group (found
+// before the kill, while they are still its descendants).
 func (g *Guard) Kill(pid int) {
-	left := Descendants(pid)
+	var left []int
+	if !useJobs {
+		left = Descendants(pid)
+	}
 	g.KillGroup(pid)
 	for _, p := range left {
 		killProcess(p)
@@ -146,8 +155,16 @@ func (g *Guard) Kill(pid int) {
 }
 
 // KillGroup ends what is left of a child's group once the child is done
-// (no scan of the process table), and tells the keeper.
+// (no scan of the process table), and tells the keeper. On Windows it
+// ends the child's job, never a process found by its pid (which Windows
+// reuses).
 func (g *Guard) KillGroup(pid int) {
+	if useJobs {
+		if g != nil {
+			g.osGuard.endJob(pid)
+		}
+		return
+	}
 	killGroup(pid)
 	if g != nil && useKeeper {
 		g.tell('-', pid)
@@ -176,8 +193,14 @@ func (g *Guard) End() {
 			case <-time.After(keeperWait):
 			}
 		}
+		if useJobs {
+			g.osGuard.endJobs() // the rest ends with this process's own job
+			return
+		}
 	}
-	endDescendants()
+	if !useJobs {
+		endDescendants()
+	}
 }
 
 // tell sends the keeper "+PID" (a group to kill should the pipe close) or
@@ -285,15 +308,23 @@ func (g *Guard) KillTagged(tag string) {
 	}
 }
 
-// Descendants lists the processes below pid.
-func Descendants(pid int) []int {
-	children := childLister()
+// Descendants lists the processes below pid, each once: a table with a
+// cycle in it (Windows keeps a dead creator's pid, which another process
+// may have since) does not make it loop.
+func Descendants(pid int) []int { return descendantsIn(childLister(), pid) }
+
+func descendantsIn(children func(int) []int, pid int) []int {
 	var out []int
+	seen := map[int]bool{pid: true}
 	queue := []int{pid}
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
 		for _, c := range children(p) {
+			if seen[c] {
+				continue
+			}
+			seen[c] = true
 			out = append(out, c)
 			queue = append(queue, c)
 		}

@@ -25,6 +25,13 @@ func keeperAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: tr
 
 func killGroup(pgid int) { syscall.Kill(-pgid, syscall.SIGKILL) }
 
+// useJobs: Unix ends children by process group.
+const useJobs = false
+
+func (*osGuard) started(int) {}
+func (*osGuard) endJob(int)  {}
+func (*osGuard) endJobs()    {}
+
 func killProcess(pid int) { syscall.Kill(pid, syscall.SIGKILL) }
 
 // reapChildren waits for every exited child of this process.

@@ -54,3 +54,12 @@ func TestCmdLine(t *testing.T) {
 	_, ok = cmdLine("sh", []string{"-c", "x"})
 	assert.False(t, ok, "other commands keep Go's quoting")
 }
+
+// Verify that a process table with a cycle in it (Windows keeps a dead
+// creator's pid as a process's parent, and another process may have that
+// pid since) lists each descendant once and ends.
+func TestDescendants_cycle(t *testing.T) {
+	table := map[int][]int{1: {2}, 2: {3}, 3: {1, 4}}
+	got := descendantsIn(fromTable(table), 1)
+	assert.ElementsMatch(t, []int{2, 3, 4}, got)
+}

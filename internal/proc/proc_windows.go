@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -17,23 +18,94 @@ import (
 // useKeeper: the job does the keeper's work.
 const useKeeper = false
 
-// osGuard holds the job acpbridge and its descendants run in. The handle
-// is never closed: the job ends when the process does.
-type osGuard struct{ job windows.Handle }
+// useJobs: each child runs in a Job Object of its own, ended as a whole.
+const useJobs = true
 
-// init creates a job that kills its processes when its last handle closes,
-// and puts this process (and so every child it starts) in it.
-func (g *osGuard) init() error {
+// osGuard holds the job acpbridge and its descendants run in (the handle
+// is never closed: the job ends when the process does), and a job for each
+// child, nested in it, by the child's pid: a child and what it starts are
+// ended through their job, never by a pid, which Windows reuses (and
+// keeps as the "parent" of processes whose creator has long exited).
+type osGuard struct {
+	job windows.Handle
+
+	mu   sync.Mutex
+	jobs map[int]windows.Handle
+}
+
+// started puts the child pid, just started, in a job of its own (what it
+// started before this call stays in acpbridge's job, ended at its exit).
+func (g *osGuard) started(pid int) {
+	job, err := killOnCloseJob()
+	if err != nil {
+		return
+	}
+	h, err := windows.OpenProcess(windows.PROCESS_SET_QUOTA|windows.PROCESS_TERMINATE, false, uint32(pid))
+	if err != nil {
+		windows.CloseHandle(job)
+		return
+	}
+	err = windows.AssignProcessToJobObject(job, h)
+	windows.CloseHandle(h)
+	if err != nil {
+		windows.CloseHandle(job)
+		return
+	}
+	g.mu.Lock()
+	if g.jobs == nil {
+		g.jobs = map[int]windows.Handle{}
+	}
+	g.jobs[pid] = job
+	g.mu.Unlock()
+}
+
+// endJob ends every process of the child pid's job.
+func (g *osGuard) endJob(pid int) {
+	g.mu.Lock()
+	job, ok := g.jobs[pid]
+	delete(g.jobs, pid)
+	g.mu.Unlock()
+	if ok {
+		windows.TerminateJobObject(job, 1)
+		windows.CloseHandle(job)
+	}
+}
+
+// endJobs ends every child's job.
+func (g *osGuard) endJobs() {
+	g.mu.Lock()
+	jobs := g.jobs
+	g.jobs = nil
+	g.mu.Unlock()
+	for _, job := range jobs {
+		windows.TerminateJobObject(job, 1)
+		windows.CloseHandle(job)
+	}
+}
+
+// killOnCloseJob is a new job whose processes end when its last handle
+// closes.
+func killOnCloseJob() (windows.Handle, error) {
 	job, err := windows.CreateJobObject(nil, nil)
 	if err != nil {
-		return fmt.Errorf("creating a job object: %w", err)
+		return 0, fmt.Errorf("creating a job object: %w", err)
 	}
 	info := windows.JOBOBJECT_EXTENDED_LIMIT_INFORMATION{}
 	info.BasicLimitInformation.LimitFlags = windows.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
 	if _, err := windows.SetInformationJobObject(job, windows.JobObjectExtendedLimitInformation,
 		uintptr(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info))); err != nil {
 		windows.CloseHandle(job)
-		return fmt.Errorf("setting the job object's limits: %w", err)
+		return 0, fmt.Errorf("setting the job object's limits: %w", err)
+	}
+	return job, nil
+}
+
+// init creates a job that kills its processes when its last handle closes,
+// and puts this process (and so every child it starts) in it.
+func (g *osGuard) init() error {
+	job, err := killOnCloseJob()
+	if err != nil {
+		return err
 	}
 	if err := windows.AssignProcessToJobObject(job, windows.CurrentProcess()); err != nil {
 		windows.CloseHandle(job)
@@ -84,13 +156,9 @@ func ChildAcpbridgeAttr() *syscall.SysProcAttr { return nil }
 
 func keeperAttr() *syscall.SysProcAttr { return nil }
 
-// killGroup kills the process and its whole tree.
-func killGroup(pid int) {
-	for _, p := range Descendants(pid) {
-		killProcess(p)
-	}
-	killProcess(pid)
-}
+// killGroup is never called on Windows (useJobs): a child is ended
+// through its job.
+func killGroup(int) {}
 
 func killProcess(pid int) {
 	h, err := windows.OpenProcess(windows.PROCESS_TERMINATE, false, uint32(pid))

@@ -152,6 +152,7 @@ func Exec(command []string) func(flags []string, env Env) (*Agent, error) {
 			return code
 		}
 		kill := func() {
+			cmd.Process.Kill() // by its handle, where the OS reuses pids
 			group.Kill(pid)
 			wait()
 		}
