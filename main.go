@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -198,7 +199,7 @@ func run(ctx context.Context, caught <-chan struct{}, guard *proc.Guard, args []
 	if a.cfg.fanout {
 		<-caught
 		return fanout.Serve(ctx, fanout.Options{Version: version, Args: args, Env: env, MaxLine: a.cfg.maxLineBytes, MaxChildren: a.cfg.maxChildren,
-			Log: a.log, Stderr: stderr, Trace: trace}, stdin, stdout)
+			Log: a.log, Stderr: stderr, Trace: trace, Command: a.cfg.agentCommand, Spares: a.cfg.spares, Guard: guard}, stdin, stdout)
 	}
 	return serve(ctx, a, stdin, stdout, trace)
 }
@@ -218,6 +219,8 @@ type config struct {
 	maxPromptBlocks  int      // --max-prompt-blocks
 	maxChildren      int      // --max-children (--fanout)
 	passEnv          []string // --pass-env: secrets the children get anyway
+	agentCommand     []string // --fanout -- CMD ARGS...: any single-session agent, in place of acpbridge
+	spares           int      // --spares (--fanout)
 }
 
 // utcTime writes the log's times in UTC, as the session store and the
@@ -351,12 +354,28 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*agent, config, string
 	if len(args) == 1 && args[0] == "help" {
 		args = []string{"--help"}
 	}
+	var command []string // --fanout -- CMD ARGS...: the agent each thread's child runs
+	if i := slices.Index(args, "--"); i >= 0 {
+		args, command = args[:i], args[i+1:]
+	}
 	if ok, status := cliflag.Parse(fs, args, "acpbridge", fmt.Sprintf(usageText, versionLine()), stdout, stderr); !ok {
 		return nil, *cfg, "", status
 	}
 	if fs.NArg() > 0 {
 		cliflag.Fail(stderr, "acpbridge", "unexpected argument %q", fs.Arg(0))
 		return nil, *cfg, "", 2
+	}
+	switch {
+	case command != nil && !cfg.fanout:
+		cliflag.Fail(stderr, "acpbridge", "an agent command after -- is for --fanout (acpbridge --fanout -- CMD ARGS...)")
+		return nil, *cfg, "", 2
+	case command != nil && len(command) == 0:
+		cliflag.Fail(stderr, "acpbridge", "name the agent to run after --")
+		return nil, *cfg, "", 2
+	}
+	cfg.agentCommand = command
+	if cfg.spares < 0 {
+		cfg.spares = fanout.DefaultSpares(command)
 	}
 	if c.showVersion {
 		fmt.Fprintln(stdout, versionLine())
@@ -424,6 +443,7 @@ func (c *commandLine) define(fs *flag.FlagSet) {
 	fs.BoolVar(&c.showVersion, "version", false, "print the version and exit")
 	fs.IntVar(&cfg.maxPromptBlocks, "max-prompt-blocks", 10_000, "most content blocks in one prompt; more are refused")
 	fs.IntVar(&cfg.maxChildren, "max-children", 64, "with --fanout: most child processes, spares included")
+	fs.IntVar(&cfg.spares, "spares", -1, "with --fanout: children kept started for the next threads (default 2, or 1 with -- CMD)")
 	fs.StringVar(&c.passEnv, "pass-env", os.Getenv("ACPBRIDGE_PASS_ENV"), "comma-separated `NAMES` of secret environment variables (OPENAI_API_KEY) that commands and stdio MCP servers get anyway [ACPBRIDGE_PASS_ENV]")
 	fs.BoolVar(&cfg.fanout, "fanout", false, "serve many sessions on one connection, each in a child acpbridge process of its own (for Zed's threads)")
 }

@@ -31,6 +31,7 @@ package fanout
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -69,11 +70,16 @@ type router struct {
 	started atomic.Int64
 	errw    io.Writer
 
-	maxChildren int    // --max-children: children alive at most, the spares included
-	version     string // acpbridge's, which initialize's answer names
+	maxChildren int         // --max-children: children alive at most, the spares included
+	version     string      // acpbridge's, which initialize's answer names
+	command     []string    // the agent's command line, or nil for acpbridge
+	guard       *proc.Guard // for command children
+	spareCount  int         // --spares
 
 	mu        sync.Mutex
 	initArgs  json.RawMessage   // the client's initialize params, for new children
+	authArgs  json.RawMessage   // a successful authenticate's params, repeated to children started after it
+	noClose   bool              // the agent offers no session/close: the router answers it, ending the child
 	spares    []*child          // started (and initialized once the client has), serving no session
 	sessions  map[string]*child // session id → its child
 	inflight  map[string]bool   // the client's request ids not answered yet
@@ -96,8 +102,12 @@ type child struct {
 
 	writeMu sync.Mutex // one line at a time on its stdin
 
+	errTail *tail // the end of its stderr, for an error when it ends unready
+
 	mu          sync.Mutex // guards the fields below
 	initialized bool       // the client's initialize was sent to it
+	ready       bool       // its initialize (and a repeated authenticate) answered: requests go straight to it
+	backlog     [][]byte   // lines held until it is ready
 	nextID      int64
 	pending     map[int64]forwarded // our requests to it, by its id
 	dead        bool                // it has exited: nothing more is sent to it
@@ -107,8 +117,18 @@ type child struct {
 type forwarded struct {
 	clientID json.RawMessage // nil: the router's own (initialize of a new child)
 	method   string
-	session  string // for load and resume: the session it opens
-	once     bool   // the child was started for this request and ends after it
+	session  string          // for load and resume: the session it opens
+	once     bool            // the child was started for this request and ends after it
+	params   json.RawMessage // authenticate's, to repeat it to later children
+}
+
+// authParams keeps an authenticate's params, which a success makes the
+// router repeat to every child started after it.
+func authParams(e envelope) json.RawMessage {
+	if e.Method == acp.MethodAuthenticate {
+		return append(json.RawMessage(nil), e.Params...)
+	}
+	return nil
 }
 
 // Options configure the router.
@@ -121,6 +141,11 @@ type Options struct {
 	Log         *slog.Logger
 	Stderr      io.Writer       // the children's stderr
 	Trace       *channel.Tracer // --trace, or nil
+	// Command, when set, is the agent each thread's child runs (--fanout
+	// -- CMD ARGS...) instead of acpbridge: any single-session ACP agent.
+	Command []string
+	Spares  int         // --spares: children kept started for the next threads
+	Guard   *proc.Guard // starts a Command child in a group of its own, ended with the router
 }
 
 // deterministicVar makes a child's ids and clock stable (main.go).
@@ -151,7 +176,7 @@ func Serve(ctx context.Context, o Options, stdin io.Reader, stdout io.Writer) in
 	// id for the client's, up to 20 digits longer.
 	args := append(withoutFanout(o.Args), fmt.Sprintf("--max-line-bytes=%d", o.MaxLine+rewrapSlack))
 	part, _ := strconv.Atoi(envValue(o.Env, deterministicVar))
-	r := &router{log: o.Log, exe: exe, args: args, env: o.Env, detPart: part, errw: o.Stderr, maxChildren: o.MaxChildren, version: o.Version,
+	r := &router{log: o.Log, exe: exe, args: args, env: o.Env, detPart: part, command: o.Command, guard: o.Guard, spareCount: o.Spares, errw: o.Stderr, maxChildren: o.MaxChildren, version: o.Version,
 		sessions: map[string]*child{}, children: map[*child]bool{}, inflight: map[string]bool{}}
 	r.out = channel.NewWire(stdin, stdout, o.MaxLine, o.Trace)
 	r.out.OnHangUp = func() { r.endChildren() } // their answers come before the router stops
@@ -230,8 +255,11 @@ func (r *router) start() (*child, error) {
 	return c, nil
 }
 
-// startProcess starts a child acpbridge.
+// startProcess starts a child: the agent command, or acpbridge.
 func (r *router) startProcess() (*child, error) {
+	if r.command != nil {
+		return r.startAgent()
+	}
 	cmd := exec.Command(r.exe, r.args...)
 	cmd.Env = r.env
 	if r.detPart > 0 {
@@ -250,7 +278,60 @@ func (r *router) startProcess() (*child, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting a child acpbridge: %w", err)
 	}
-	return &child{r: r, cmd: cmd, in: in, stdout: outp, exited: make(chan struct{}), pending: map[int64]forwarded{}}, nil
+	return &child{r: r, cmd: cmd, in: in, stdout: outp, exited: make(chan struct{}), pending: map[int64]forwarded{}, ready: true}, nil
+}
+
+// startAgent starts a child running the agent command, in the router's
+// working directory with its environment as it is, in a process group of
+// its own (the keeper ends it should the router be killed). Its first
+// requests wait for its initialize answer.
+func (r *router) startAgent() (*child, error) {
+	cmd := r.guard.Command(r.command[0], r.command[1:])
+	cmd.Env = r.env
+	errTail := &tail{}
+	cmd.Stderr = io.MultiWriter(r.errw, errTail)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	outp, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the agent %q: %w", r.command[0], err)
+	}
+	if err := r.guard.Started(cmd); err != nil {
+		r.log.Warn("an agent's children may outlive the router if it is killed", "err", err)
+	}
+	return &child{r: r, cmd: cmd, in: in, stdout: outp, exited: make(chan struct{}), pending: map[int64]forwarded{}, errTail: errTail}, nil
+}
+
+// tail keeps the last bytes written to it (a child's stderr).
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailBytes = 2048
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > tailBytes {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-tailBytes:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	if t == nil {
+		return ""
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.buf))
 }
 
 // initialize sends the child the client's initialize params, once; the
@@ -265,10 +346,17 @@ func (c *child) initialize(params json.RawMessage) {
 	}
 }
 
-// spares is how many started children wait for the next threads: two, so
-// that threads opened at an editor's pace each find one ready (a burst
-// faster than a process starts drains them; docs/performance.md).
-const spares = 2
+// DefaultSpares is how many started children wait for the next threads by
+// default: two acpbridge children, so that threads opened at an editor's
+// pace each find one ready (a burst faster than a process starts drains
+// them; docs/performance.md); one of another agent, which may be a large
+// process (--spares).
+func DefaultSpares(command []string) int {
+	if command != nil {
+		return 1
+	}
+	return 2
+}
 
 // warmUp starts children until spares of them wait or are starting
 // (within --max-children): several warmUps at once (three threads
@@ -276,7 +364,7 @@ const spares = 2
 func (r *router) warmUp() {
 	for {
 		r.mu.Lock()
-		need := len(r.spares)+r.warming < spares && !r.closing && r.countLocked() < r.maxChildren
+		need := len(r.spares)+r.warming < r.spareCount && !r.closing && r.countLocked() < r.maxChildren
 		if need {
 			r.starting++
 			r.warming++
@@ -294,15 +382,29 @@ func (r *router) warmUp() {
 			return
 		}
 		r.mu.Lock()
-		if len(r.spares) < spares && !r.closing {
+		init := r.initArgs
+		if len(r.spares) < r.spareCount && !r.closing {
 			r.spares = append(r.spares, c)
 			c = nil
 		}
 		r.mu.Unlock()
+		if c == nil && init != nil {
+			r.spares0(init) // a spare that started as the client's initialize came
+		}
 		if c != nil {
 			c.in.Close()
 			return
 		}
+	}
+}
+
+// spares0 initializes the spares not initialized yet.
+func (r *router) spares0(init json.RawMessage) {
+	r.mu.Lock()
+	waiting := slices.Clone(r.spares)
+	r.mu.Unlock()
+	for _, c := range waiting {
+		c.initialize(init)
 	}
 }
 
@@ -465,6 +567,10 @@ func (r *router) duplicate(id json.RawMessage) bool {
 func (r *router) dispatch(id json.RawMessage, e envelope, session *string) {
 	switch e.Method {
 	case acp.MethodInitialize:
+		if r.command != nil {
+			r.initializeAgent(id, e.Params)
+			return
+		}
 		// Answered here: the children are this binary with these flags, so
 		// their capabilities are known. The children waiting are
 		// initialized now, each started later at its start.
@@ -490,6 +596,39 @@ func (r *router) dispatch(id json.RawMessage, e envelope, session *string) {
 	default:
 		r.toSession(id, e, session)
 	}
+}
+
+// initializeAgent forwards the client's initialize to a child of the agent
+// (a spare, or one started now), whose answer goes back as it is (but for
+// session/close, which the router offers when the agent does not); the
+// other spares, and every child started later, get the same params.
+func (r *router) initializeAgent(id json.RawMessage, params json.RawMessage) {
+	r.mu.Lock()
+	var c *child
+	if len(r.spares) > 0 {
+		c = r.spares[0]
+	} else {
+		r.starting++
+	}
+	r.mu.Unlock()
+	if c == nil {
+		var err error
+		if c, err = r.start(); err != nil {
+			r.answer(id, nil, acp.Errorf(acp.CodeInternal, "cannot start the agent (%v): check the command after -- in the agent's settings", err))
+			return
+		}
+		r.mu.Lock()
+		r.spares = append(r.spares, c)
+		r.mu.Unlock()
+	}
+	c.mu.Lock()
+	c.initialized = true
+	c.mu.Unlock()
+	c.send(forwarded{clientID: id, method: acp.MethodInitialize}, acp.MethodInitialize, params)
+	r.mu.Lock()
+	r.initArgs = append(json.RawMessage(nil), params...)
+	r.mu.Unlock()
+	r.spares0(r.initArgs)
 }
 
 // reopen opens a session for session/load or resume in a child of its
@@ -520,7 +659,22 @@ func (r *router) toSession(id json.RawMessage, e envelope, session *string) {
 			WithData(map[string]string{"sessionId": *session}))
 		return
 	}
-	c.send(forwarded{clientID: id, method: e.Method}, e.Method, e.Params)
+	r.mu.Lock()
+	noClose := r.noClose
+	r.mu.Unlock()
+	if e.Method == acp.MethodSessionClose && noClose {
+		// The agent cannot close a session: ending its process does.
+		r.mu.Lock()
+		if r.sessions[*session] == c {
+			delete(r.sessions, *session)
+		}
+		c.ending = true
+		r.mu.Unlock()
+		r.answer(id, struct{}{}, nil)
+		r.endChild(c)
+		return
+	}
+	c.send(forwarded{clientID: id, method: e.Method, params: authParams(e)}, e.Method, e.Params)
 }
 
 // child returns the child serving session id, or nil.
@@ -537,7 +691,7 @@ func (r *router) child(id string) *child {
 // what it was sent: these requests never hold a thread's slot.
 func (r *router) forwardWarm(e envelope) {
 	if c := r.spare(); c != nil {
-		c.send(forwarded{clientID: e.ID, method: e.Method}, e.Method, e.Params)
+		c.send(forwarded{clientID: e.ID, method: e.Method, params: authParams(e)}, e.Method, e.Params)
 		return
 	}
 	r.mu.Lock()
@@ -614,13 +768,52 @@ func (c *child) send(f forwarded, method string, params json.RawMessage) {
 	c.nextID++
 	id := c.nextID
 	c.pending[id] = f
+	head := jsonenc.AppendString(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":`, id), method)
+	if !c.ready && method != acp.MethodInitialize && !(f.clientID == nil && method == acp.MethodAuthenticate) {
+		// Its initialize is not answered yet: an agent may refuse what
+		// comes before (the TypeScript SDK does).
+		c.backlog = append(c.backlog, messageLine(head, params))
+		c.mu.Unlock()
+		return
+	}
 	c.mu.Unlock()
-	c.writeMessage(jsonenc.AppendString(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":`, id), method), params)
+	c.writeMessage(head, params)
 }
 
-// notify forwards a notification of the client's to the child.
+// messageLine is a whole message line: head, params, end.
+func messageLine(head []byte, params json.RawMessage) []byte {
+	if len(params) == 0 {
+		return append(head, '}')
+	}
+	return append(append(append(head, `,"params":`...), params...), '}')
+}
+
+// setReady lets the child's held lines go, in order, and the next ones
+// straight after them.
+func (c *child) setReady() {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	c.mu.Lock()
+	backlog := c.backlog
+	c.backlog, c.ready = nil, true
+	c.mu.Unlock()
+	for _, line := range backlog {
+		c.in.Write(append(line, '\n'))
+	}
+}
+
+// notify forwards a notification of the client's to the child (held with
+// its requests until it is ready).
 func (c *child) notify(method string, params json.RawMessage) {
-	c.writeMessage(jsonenc.AppendString([]byte(`{"jsonrpc":"2.0","method":`), method), params)
+	head := jsonenc.AppendString([]byte(`{"jsonrpc":"2.0","method":`), method)
+	c.mu.Lock()
+	if !c.ready {
+		c.backlog = append(c.backlog, messageLine(head, params))
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	c.writeMessage(head, params)
 }
 
 // writeMessage writes a message's head, its params as they are, and its end.
@@ -691,8 +884,11 @@ var notificationPrefix = []byte(`{"jsonrpc":"2.0","method":"`)
 
 // handle passes one line of the child's on.
 func (c *child) handle(line []byte) {
-	if bytes.HasPrefix(line, notificationPrefix) {
-		c.r.out.Forward(line) // session/update: unchanged, in order, not decoded
+	if bytes.HasPrefix(line, notificationPrefix) && !bytes.Contains(line, []byte(`"id"`)) {
+		// A notification for sure (it has no id anywhere): session/update,
+		// unchanged, in order, not decoded. A request written with its
+		// method first is decoded below.
+		c.r.out.Forward(line)
 		return
 	}
 	var e envelope
@@ -720,9 +916,32 @@ func (c *child) handle(line []byte) {
 
 // answered passes a child's response on and updates the routing.
 func (r *router) answered(c *child, f forwarded, e envelope) {
+	if f.method == acp.MethodSessionNew && len(e.Error) == 0 {
+		if refused := r.sameSession(c, f, e); refused {
+			return
+		}
+	}
 	r.track(c, f, e)
+	switch {
+	case f.method == acp.MethodInitialize:
+		if f.clientID != nil {
+			e.Result = r.learnAgent(e.Result)
+		}
+		r.mu.Lock()
+		auth := r.authArgs
+		r.mu.Unlock()
+		if auth != nil && len(e.Error) == 0 {
+			c.send(forwarded{method: acp.MethodAuthenticate}, acp.MethodAuthenticate, auth)
+		} else {
+			c.setReady()
+		}
+	case f.method == acp.MethodAuthenticate && f.clientID == nil:
+		c.setReady()
+	case f.method == acp.MethodAuthenticate && len(e.Error) == 0:
+		r.authenticated(c, f.params)
+	}
 	if f.clientID == nil {
-		return // the router's own initialize of a new child
+		return // the router's own initialize or authenticate of a child
 	}
 	resp := acp.Response{JSONRPC: "2.0", ID: f.clientID, Result: e.Result, Error: e.Error}
 	if len(e.Error) > 0 {
@@ -734,6 +953,86 @@ func (r *router) answered(c *child, f forwarded, e envelope) {
 		r.out.Flush() // the thread is open before its successor's process starts
 		go r.warmUp()
 	}
+}
+
+// learnAgent notes from the agent's initialize answer whether it offers
+// session/close; when it does not, the router offers it (ending the
+// child), so that an editor still frees processes.
+func (r *router) learnAgent(result json.RawMessage) json.RawMessage {
+	var res map[string]json.RawMessage
+	if json.Unmarshal(result, &res) != nil {
+		return result
+	}
+	var caps map[string]json.RawMessage
+	json.Unmarshal(res["agentCapabilities"], &caps)
+	var sc map[string]json.RawMessage
+	json.Unmarshal(caps["sessionCapabilities"], &sc)
+	if _, ok := sc["close"]; ok {
+		return result
+	}
+	r.mu.Lock()
+	r.noClose = true
+	r.mu.Unlock()
+	if caps == nil {
+		caps = map[string]json.RawMessage{}
+	}
+	if sc == nil {
+		sc = map[string]json.RawMessage{}
+	}
+	sc["close"] = json.RawMessage(`{}`)
+	caps["sessionCapabilities"], _ = json.Marshal(sc)
+	res["agentCapabilities"], _ = json.Marshal(caps)
+	out, err := json.Marshal(res)
+	if err != nil {
+		return result
+	}
+	return out
+}
+
+// authenticated repeats a successful authenticate to every other child:
+// authentication is per process, and each thread's child must have it.
+func (r *router) authenticated(done *child, params json.RawMessage) {
+	r.mu.Lock()
+	r.authArgs = params
+	var others []*child
+	for c := range r.children {
+		if c != done {
+			others = append(others, c)
+		}
+	}
+	r.mu.Unlock()
+	for _, c := range others {
+		c.mu.Lock()
+		ready := c.ready
+		c.mu.Unlock()
+		if ready { // one not ready gets it after its initialize answer
+			c.send(forwarded{method: acp.MethodAuthenticate}, acp.MethodAuthenticate, params)
+		}
+	}
+}
+
+// sameSession refuses a session/new whose answer names a session already
+// live on this connection in another child (an agent that always answers
+// the same id): the client is told, and the child ended.
+func (r *router) sameSession(c *child, f forwarded, e envelope) bool {
+	var res struct {
+		SessionID string `json:"sessionId"`
+	}
+	json.Unmarshal(e.Result, &res)
+	r.mu.Lock()
+	other, live := r.sessions[res.SessionID]
+	live = live && other != c
+	if live {
+		c.ending = true
+	}
+	r.mu.Unlock()
+	if !live {
+		return false
+	}
+	r.answer(f.clientID, nil, acp.Errorf(acp.CodeInternal, "the agent answered session/new with session id %q, which is already live on this connection in another of its processes; each session needs an id of its own: fix the agent, or close the other thread first", res.SessionID))
+	r.endChild(c)
+	go r.warmUp()
+	return true
 }
 
 // opening is whether method opens a session, in a child taken from the spares.
@@ -775,9 +1074,41 @@ func (r *router) track(c *child, f forwarded, e envelope) {
 	}
 	r.mu.Unlock()
 	if ends {
-		c.in.Close()
+		r.endChild(c)
 	}
 }
+
+// endChild ends a child as its session's close: its stdin closed (it ends
+// as at EOF); an agent child that has not ended a while later gets
+// SIGTERM, then SIGKILL, with its group, so that one ignoring EOF does not
+// keep its thread's memory.
+func (r *router) endChild(c *child) {
+	c.in.Close()
+	if r.command == nil {
+		return
+	}
+	go func() {
+		for _, step := range []struct {
+			after time.Duration
+			end   func(pid int)
+		}{{agentEOFWait, proc.TermGroup}, {agentTermWait, r.guard.KillGroup}} {
+			select {
+			case <-c.exited:
+				return
+			case <-time.After(step.after):
+				step.end(c.cmd.Process.Pid)
+			}
+		}
+	}()
+}
+
+// How long an agent child may take to end after its stdin's close before
+// SIGTERM, and after SIGTERM before SIGKILL: within the router's exit
+// budget.
+const (
+	agentEOFWait  = time.Second
+	agentTermWait = 500 * time.Millisecond
+)
 
 // callClient forwards a child's request to the client and its answer back.
 func (c *child) callClient(e envelope) {
@@ -826,7 +1157,7 @@ func (c *child) died() {
 	c.pending = map[int64]forwarded{}
 	c.dead = true
 	c.mu.Unlock()
-	if len(pending) > 0 || (!closing && session != "" && c.cmd.ProcessState != nil && !c.cmd.ProcessState.Success()) {
+	if (len(pending) > 0 && !closing) || (!closing && session != "" && c.cmd.ProcessState != nil && !c.cmd.ProcessState.Success()) {
 		if session == "" {
 			r.log.Error("a spare agent process ended", "pid", c.cmd.Process.Pid, "status", c.cmd.ProcessState.String())
 		} else {
@@ -855,6 +1186,10 @@ func (c *child) answerUnanswered(session string, pending map[int64]forwarded, en
 		}
 		if ending && f.method == acp.MethodSessionPrompt {
 			c.r.answer(f.clientID, acp.PromptResult{StopReason: acp.StopCancelled}, nil)
+			continue
+		}
+		if f.method == acp.MethodInitialize {
+			c.r.answer(f.clientID, nil, acp.Errorf(acp.CodeInternal, "the agent %q ended (%s) before it answered initialize; its stderr ends: %s", strings.Join(c.r.command, " "), c.cmd.ProcessState, cmp.Or(c.errTail.String(), "(nothing)")))
 			continue
 		}
 		if session == "" { // a spare serving what names no session
@@ -889,6 +1224,11 @@ func (r *router) endChildren() []*child {
 // them (bounded), and kills what is left.
 func (r *router) shutdown() {
 	all := r.endChildren()
+	if r.command != nil {
+		for _, c := range all {
+			r.endChild(c) // SIGTERM, then SIGKILL, for one that ignores its stdin's end
+		}
+	}
 	deadline := time.NewTimer(fanoutExitWait)
 	defer deadline.Stop()
 	for _, c := range all {

@@ -25,6 +25,9 @@ func keeperAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: tr
 
 func killGroup(pgid int) { syscall.Kill(-pgid, syscall.SIGKILL) }
 
+// TermGroup asks the process group pgid to end (SIGTERM).
+func TermGroup(pgid int) { syscall.Kill(-pgid, syscall.SIGTERM) }
+
 // useJobs: Unix ends children by process group.
 const useJobs = false
 

@@ -156,6 +156,10 @@ func ChildAcpbridgeAttr() *syscall.SysProcAttr { return nil }
 
 func keeperAttr() *syscall.SysProcAttr { return nil }
 
+// TermGroup: Windows has no signal to ask a process group to end; the
+// job's end follows.
+func TermGroup(int) {}
+
 // killGroup is never called on Windows (useJobs): a child is ended
 // through its job.
 func killGroup(int) {}

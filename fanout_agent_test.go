@@ -1,0 +1,196 @@
+//go:build linux
+
+// fanout_agent_test.go runs the router in front of another agent,
+// `acpbridge --fanout -- CMD`: testdata/oneagent, a single-session agent
+// on the standard library whose flags make it behave as agents in the wild
+// do (requests written method first, authentication required, no
+// session/close, the same session id every time, deaf to its stdin's end).
+
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var (
+	oneOnce sync.Once
+	onePath string
+	oneErr  error
+)
+
+// oneAgent builds testdata/oneagent once.
+func oneAgent(t *testing.T) string {
+	t.Helper()
+	oneOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "oneagent")
+		if err != nil {
+			oneErr = err
+			return
+		}
+		onePath = filepath.Join(dir, "oneagent")
+		if out, err := exec.Command("go", "build", "-o", onePath, "./testdata/oneagent").CombinedOutput(); err != nil {
+			oneErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	require.NoError(t, oneErr)
+	return onePath
+}
+
+// startRouted runs acpbridge --fanout in front of oneagent with flags,
+// which keeps its sessions in a directory of the test's.
+func startRouted(t *testing.T, flags ...string) *procAgent {
+	t.Helper()
+	return startProcessWith(t, nil, func(cmd *exec.Cmd, _ *testAgent) {
+		cmd.Env = append(os.Environ(), "ONEAGENT_STATE="+t.TempDir())
+	}, append([]string{"--fanout", "--state-dir", t.TempDir(), "--", oneAgent(t)}, flags...)...)
+}
+
+// agentPid is the pid of the oneagent process serving sid (its ids name it).
+func agentPid(t *testing.T, sid string) int {
+	t.Helper()
+	parts := strings.Split(sid, "-")
+	require.Len(t, parts, 3, "a oneagent session id: %s", sid)
+	pid, err := strconv.Atoi(parts[1])
+	require.NoError(t, err)
+	return pid
+}
+
+// Verify Zed's flows through the router on another agent: its initialize
+// answer relayed, three threads streaming at once, their permission
+// requests (written method first) answered out of order and routed back,
+// a file read through the client, a cancel, and a close that ends only
+// that thread's process.
+func TestFanoutAgent_flows(t *testing.T) {
+	t.Parallel()
+	p := startRouted(t, "-method-first")
+	r := decodeResponse(t, p.call(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true}}}}`))
+	require.Nil(t, r.Error)
+	assert.Contains(t, string(r.Result), `"agentInfo":{"name":"oneagent","version":"1.0.0"}`, "the agent's own answer")
+	var sids []string
+	for i := range 3 {
+		sids = append(sids, p.openSession(10+i))
+	}
+	assert.Len(t, map[int]bool{agentPid(t, sids[0]): true, agentPid(t, sids[1]): true, agentPid(t, sids[2]): true}, 3, "a process each")
+	var lines []string
+	for i, sid := range sids {
+		lines = append(lines, prompt(20+i, sid, "please ask"))
+	}
+	p.sendTogether(lines...)
+	var asks []json.RawMessage
+	for len(asks) < 3 {
+		var m struct{ ID json.RawMessage }
+		require.NoError(t, json.Unmarshal(p.await(`{"method":"session/request_permission"}`), &m))
+		asks = append(asks, m.ID)
+	}
+	for i := len(asks) - 1; i >= 0; i-- { // out of order
+		p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"yes"}}}`, asks[i]))
+	}
+	_, rs, _ := p.collect(20, 21, 22)
+	for i := range 3 {
+		assert.Equal(t, "end_turn", stopReason(t, rs[20+i]), "thread %d", i)
+	}
+
+	p.send(prompt(30, sids[0], "read /notes.txt"))
+	var read struct{ ID json.RawMessage }
+	require.NoError(t, json.Unmarshal(p.await(`{"method":"fs/read_text_file"}`), &read))
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"content":"remember the milk"}}`, read.ID))
+	ups, r := p.updatesUntil(30)
+	require.Nil(t, r.Error)
+	assert.Contains(t, strings.Join(ups, "\n"), "remember the milk", "the client's answer reached the agent")
+
+	p.send(prompt(31, sids[1], "wait"))
+	p.await(`{"method":"session/update","params":{"update":{"content":{"text":"One, "}}}}`)
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, sids[1]))
+	_, rs, _ = p.collect(31)
+	assert.Equal(t, "cancelled", stopReason(t, rs[31]))
+
+	r = decodeResponse(t, p.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":40,"method":"session/close","params":{"sessionId":%q}}`, sids[2])))
+	require.Nil(t, r.Error)
+	assertGone(t, agentPid(t, sids[2]), "the closed thread's process")
+	_, r = p.turnUpdates(41, sids[0], "still here")
+	require.Nil(t, r.Error, "the other threads go on")
+	p.close()
+}
+
+// Verify authentication through the router: session/new before it gets the
+// agent's own refusal; after the client's authenticate, every thread opens,
+// in spares started before it and children started after it alike.
+func TestFanoutAgent_authenticate(t *testing.T) {
+	t.Parallel()
+	p := startRouted(t, "-auth")
+	p.call(initLine)
+	r := decodeResponse(t, p.call(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`))
+	require.NotNil(t, r.Error)
+	assert.Equal(t, -32000, r.Error.Code, "the agent asks for authentication")
+	r = decodeResponse(t, p.call(`{"jsonrpc":"2.0","id":2,"method":"authenticate","params":{"methodId":"token"}}`))
+	require.Nil(t, r.Error)
+	for i := range 3 {
+		p.openSession(10 + i)
+	}
+	p.close()
+}
+
+// Verify an agent that offers no session/close and answers every
+// session/new with the same id: the router offers close (and answers it by
+// ending the child), and refuses the second session/new with an error
+// saying why, ending that child.
+func TestFanoutAgent_noCloseSameID(t *testing.T) {
+	t.Parallel()
+	p := startRouted(t, "-no-close", "-same-id")
+	r := decodeResponse(t, p.call(initLine))
+	require.Nil(t, r.Error)
+	assert.Contains(t, string(r.Result), `"sessionCapabilities":{"close":{}}`, "close is offered for the agent")
+	sid := p.openSession(1)
+	assert.Equal(t, "session-1", sid)
+	p.send(newLine(2))
+	_, rs, _ := p.collect(2)
+	require.NotNil(t, rs[2].Error, "a second session with the same id")
+	assert.Contains(t, rs[2].Error.Message, `session id "session-1", which is already live on this connection`)
+	r = decodeResponse(t, p.call(`{"jsonrpc":"2.0","id":3,"method":"session/close","params":{"sessionId":"session-1"}}`))
+	require.Nil(t, r.Error)
+	assert.JSONEq(t, `{}`, string(r.Result))
+	p.openSession(4) // the id is free again
+	p.close()
+}
+
+// Verify that an agent deaf to its stdin's end (and to SIGTERM) does not
+// hold the router's exit: stdin's end, then SIGTERM, then SIGKILL.
+func TestFanoutAgent_ignoresEOF(t *testing.T) {
+	t.Parallel()
+	p := startRouted(t, "-ignore-eof")
+	p.call(initLine)
+	sid := p.openSession(1)
+	p.close() // asserts exit status 0
+	assertGone(t, agentPid(t, sid), "an agent deaf to EOF, after the router's end")
+}
+
+// Verify an agent that cannot start, or ends before answering initialize:
+// the client's initialize gets an error carrying what went wrong (the
+// agent's stderr), not a hang.
+func TestFanoutAgent_cannotStart(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		command []string
+		says    string
+	}{
+		{[]string{"sh", "-c", "echo the agent needs a key >&2; exit 3"}, "the agent needs a key"},
+		{[]string{"/no/such/agent"}, "cannot start the agent"},
+	} {
+		p := startProcess(t, nil, append([]string{"--fanout", "--state-dir", t.TempDir(), "--"}, c.command...)...)
+		r := decodeResponse(t, p.call(initLine))
+		require.NotNil(t, r.Error, "%v", c.command)
+		assert.Contains(t, r.Error.Message, c.says)
+		p.close()
+	}
+}

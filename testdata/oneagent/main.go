@@ -1,0 +1,255 @@
+// Command oneagent is a small single-session ACP agent, the generic child
+// the --fanout router tests run behind `acpbridge --fanout -- CMD`: it
+// refuses a second session, persists its sessions (a file per session in
+// ONEAGENT_STATE, default the working directory), streams its answer in
+// three chunks, asks permission when the prompt says "ask", and reads a
+// file through the client when it says "read PATH". Standard library only.
+//
+// Flags make it behave as agents in the wild do: -method-first writes its
+// requests with "method" before "id" (the TypeScript SDK's order); -auth
+// requires authenticate before session/new; -no-close does not offer
+// session/close; -same-id answers every session/new with "session-1";
+// -ignore-eof keeps running at stdin's end and ignores SIGTERM;
+// -start-delay D sleeps before serving (a slow-starting agent).
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+type agent struct {
+	methodFirst, needAuth, noClose, sameID bool
+
+	mu       sync.Mutex
+	w        *bufio.Writer
+	authed   bool
+	session  string
+	pending  map[string]chan json.RawMessage // our requests to the client, by id
+	nextID   int
+	state    string
+	cancelMu sync.Mutex
+	cancel   chan struct{}
+}
+
+func main() {
+	a := &agent{w: bufio.NewWriter(os.Stdout), pending: map[string]chan json.RawMessage{}}
+	flag.BoolVar(&a.methodFirst, "method-first", false, "write method before id")
+	flag.BoolVar(&a.needAuth, "auth", false, "require authenticate")
+	flag.BoolVar(&a.noClose, "no-close", false, "do not offer session/close")
+	flag.BoolVar(&a.sameID, "same-id", false, "answer every session/new with session-1")
+	ignoreEOF := flag.Bool("ignore-eof", false, "keep running at stdin's end, ignoring SIGTERM")
+	delay := flag.Duration("start-delay", 0, "sleep before serving")
+	flag.Parse()
+	a.state = os.Getenv("ONEAGENT_STATE")
+	if a.state == "" {
+		a.state, _ = os.Getwd()
+	}
+	time.Sleep(*delay)
+	if *ignoreEOF {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	sc := bufio.NewScanner(os.Stdin)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(sc.Bytes(), &m) != nil {
+			continue
+		}
+		if m.Method == "" { // an answer to one of our requests
+			a.mu.Lock()
+			ch := a.pending[string(m.ID)]
+			delete(a.pending, string(m.ID))
+			a.mu.Unlock()
+			if ch != nil {
+				ch <- append(m.Result, m.Error...)
+			}
+			continue
+		}
+		if len(m.ID) == 0 {
+			if m.Method == "session/cancel" {
+				a.cancelTurn()
+			}
+			continue
+		}
+		go a.serve(m.ID, m.Method, m.Params)
+	}
+	if *ignoreEOF {
+		select {}
+	}
+}
+
+func (a *agent) write(v any) {
+	b, _ := json.Marshal(v)
+	a.mu.Lock()
+	a.w.Write(b)
+	a.w.WriteByte('\n')
+	a.w.Flush()
+	a.mu.Unlock()
+}
+
+func (a *agent) answer(id json.RawMessage, result any) {
+	a.write(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+func (a *agent) fail(id json.RawMessage, code int, msg string) {
+	a.write(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
+}
+
+func (a *agent) update(sid string, u map[string]any) {
+	a.write(map[string]any{"jsonrpc": "2.0", "method": "session/update", "params": map[string]any{"sessionId": sid, "update": u}})
+}
+
+// call sends a request to the client and waits for its answer.
+func (a *agent) call(method string, params any) json.RawMessage {
+	a.mu.Lock()
+	a.nextID++
+	id := fmt.Sprint(a.nextID)
+	ch := make(chan json.RawMessage, 1)
+	a.pending[id] = ch
+	a.mu.Unlock()
+	p, _ := json.Marshal(params)
+	var line string
+	if a.methodFirst { // as the TypeScript SDK writes its requests
+		line = fmt.Sprintf(`{"jsonrpc":"2.0","method":%q,"id":%s,"params":%s}`, method, id, p)
+	} else {
+		line = fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":%q,"params":%s}`, id, method, p)
+	}
+	a.mu.Lock()
+	a.w.WriteString(line + "\n")
+	a.w.Flush()
+	a.mu.Unlock()
+	return <-ch
+}
+
+func (a *agent) cancelTurn() {
+	a.cancelMu.Lock()
+	if a.cancel != nil {
+		close(a.cancel)
+		a.cancel = nil
+	}
+	a.cancelMu.Unlock()
+}
+
+func (a *agent) serve(id json.RawMessage, method string, params json.RawMessage) {
+	var p struct {
+		SessionID string `json:"sessionId"`
+		Prompt    []struct {
+			Text string `json:"text"`
+		} `json:"prompt"`
+	}
+	json.Unmarshal(params, &p)
+	switch method {
+	case "initialize":
+		caps := map[string]any{"loadSession": true, "sessionCapabilities": map[string]any{}}
+		if !a.noClose {
+			caps["sessionCapabilities"] = map[string]any{"close": map[string]any{}}
+		}
+		auth := []any{}
+		if a.needAuth {
+			auth = []any{map[string]any{"id": "token", "name": "Token"}}
+		}
+		a.answer(id, map[string]any{"protocolVersion": 1, "agentCapabilities": caps, "authMethods": auth,
+			"agentInfo": map[string]any{"name": "oneagent", "version": "1.0.0"}})
+	case "authenticate":
+		a.mu.Lock()
+		a.authed = true
+		a.mu.Unlock()
+		a.answer(id, map[string]any{})
+	case "session/new", "session/load":
+		a.mu.Lock()
+		authed, live := a.authed || !a.needAuth, a.session
+		a.mu.Unlock()
+		switch {
+		case !authed:
+			a.fail(id, -32000, "authentication required")
+			return
+		case live != "":
+			a.fail(id, 1001, "oneagent serves one session per process; "+live+" is live")
+			return
+		}
+		sid := p.SessionID
+		if method == "session/new" {
+			sid = fmt.Sprintf("one-%d-%d", os.Getpid(), time.Now().UnixNano())
+			if a.sameID {
+				sid = "session-1"
+			}
+			os.WriteFile(filepath.Join(a.state, sid+".session"), nil, 0o644)
+		} else if _, err := os.Stat(filepath.Join(a.state, sid+".session")); err != nil {
+			a.fail(id, -32002, "no session "+sid)
+			return
+		}
+		a.mu.Lock()
+		a.session = sid
+		a.mu.Unlock()
+		if method == "session/load" {
+			history, _ := os.ReadFile(filepath.Join(a.state, sid+".session"))
+			for _, text := range strings.Split(strings.TrimSpace(string(history)), "\n") {
+				if text != "" {
+					a.update(sid, map[string]any{"sessionUpdate": "user_message_chunk", "content": map[string]any{"type": "text", "text": text}})
+				}
+			}
+			a.answer(id, map[string]any{})
+			return
+		}
+		a.answer(id, map[string]any{"sessionId": sid})
+	case "session/close":
+		a.mu.Lock()
+		a.session = ""
+		a.mu.Unlock()
+		a.answer(id, map[string]any{})
+	case "session/prompt":
+		a.prompt(id, p.SessionID, p.Prompt[0].Text)
+	default:
+		a.fail(id, -32601, "method not found: "+method)
+	}
+}
+
+func (a *agent) prompt(id json.RawMessage, sid, text string) {
+	f, _ := os.OpenFile(filepath.Join(a.state, sid+".session"), os.O_APPEND|os.O_WRONLY, 0)
+	fmt.Fprintln(f, text)
+	f.Close()
+	cancel := make(chan struct{})
+	a.cancelMu.Lock()
+	a.cancel = cancel
+	a.cancelMu.Unlock()
+	chunk := func(s string) {
+		a.update(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": s}})
+	}
+	chunk("One, ")
+	if strings.Contains(text, "ask") {
+		res := a.call("session/request_permission", map[string]any{"sessionId": sid,
+			"toolCall": map[string]any{"toolCallId": "t1", "title": "Do it"},
+			"options":  []any{map[string]any{"optionId": "yes", "name": "Yes", "kind": "allow_once"}, map[string]any{"optionId": "no", "name": "No", "kind": "reject_once"}}})
+		chunk("asked: " + string(res) + ", ")
+	}
+	if i := strings.Index(text, "read "); i >= 0 {
+		res := a.call("fs/read_text_file", map[string]any{"sessionId": sid, "path": strings.TrimSpace(text[i+5:])})
+		chunk("read: " + string(res) + ", ")
+	}
+	if strings.Contains(text, "wait") {
+		select {
+		case <-cancel:
+			a.answer(id, map[string]any{"stopReason": "cancelled"})
+			return
+		case <-time.After(time.Minute):
+		}
+	}
+	chunk("two, three.")
+	a.answer(id, map[string]any{"stopReason": "end_turn"})
+}
