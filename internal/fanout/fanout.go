@@ -267,6 +267,16 @@ func (r *router) startProcess() (*child, error) {
 	}
 	cmd.Stderr = r.errw
 	cmd.SysProcAttr = proc.ChildAcpbridgeAttr() // ends as at EOF should the router die
+	c, err := r.startChild(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("starting a child acpbridge: %w", err)
+	}
+	c.ready = true // acpbridge takes requests before its initialize is answered, in order
+	return c, nil
+}
+
+// startChild starts cmd with pipes to its stdin and from its stdout.
+func (r *router) startChild(cmd *exec.Cmd) (*child, error) {
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -276,9 +286,9 @@ func (r *router) startProcess() (*child, error) {
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting a child acpbridge: %w", err)
+		return nil, err
 	}
-	return &child{r: r, cmd: cmd, in: in, stdout: outp, exited: make(chan struct{}), pending: map[int64]forwarded{}, ready: true}, nil
+	return &child{r: r, cmd: cmd, in: in, stdout: outp, exited: make(chan struct{}), pending: map[int64]forwarded{}}, nil
 }
 
 // startAgent starts a child running the agent command, in the router's
@@ -290,21 +300,15 @@ func (r *router) startAgent() (*child, error) {
 	cmd.Env = r.env
 	errTail := &tail{}
 	cmd.Stderr = io.MultiWriter(r.errw, errTail)
-	in, err := cmd.StdinPipe()
+	c, err := r.startChild(cmd)
 	if err != nil {
-		return nil, err
-	}
-	outp, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting the agent %q: %w", r.command[0], err)
 	}
 	if err := r.guard.Started(cmd); err != nil {
 		r.log.Warn("an agent's children may outlive the router if it is killed", "err", err)
 	}
-	return &child{r: r, cmd: cmd, in: in, stdout: outp, exited: make(chan struct{}), pending: map[int64]forwarded{}, errTail: errTail}, nil
+	c.errTail = errTail
+	return c, nil
 }
 
 // tail keeps the last bytes written to it (a child's stderr).
