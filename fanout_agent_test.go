@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -193,4 +194,26 @@ func TestFanoutAgent_cannotStart(t *testing.T) {
 		assert.Contains(t, r.Error.Message, c.says)
 		p.close()
 	}
+}
+
+// Verify recovery on an agent that can load but not resume: a thread whose
+// process was killed answers its next prompt in a new process, reopened
+// with session/load, whose replay the client does not see (it shows the
+// conversation already).
+func TestFanoutAgent_reopenedWithLoad(t *testing.T) {
+	t.Parallel()
+	p := startRouted(t)
+	p.call(initLine)
+	sid := p.openSession(1)
+	_, r := p.turnUpdates(2, sid, "first words")
+	require.Nil(t, r.Error)
+	old := agentPid(t, sid)
+	require.NoError(t, syscall.Kill(old, syscall.SIGKILL))
+	assertGone(t, old, "the killed agent")
+	ups, r := p.turnUpdates(3, sid, "second words")
+	require.Nil(t, r.Error, "the next prompt of the thread")
+	assert.Equal(t, "end_turn", stopReason(t, r))
+	assert.NotContains(t, strings.Join(ups, "\n"), "first words", "the load's replay is not the client's")
+	assert.Contains(t, strings.Join(ups, "\n"), "two, three.")
+	p.close()
 }

@@ -198,10 +198,13 @@ func TestFanout_closeAndLoad(t *testing.T) {
 }
 
 // Verify that a child killed mid-turn fails its pending prompt with an
-// error naming the session, and that the other sessions go on.
+// error naming the session, that the thread's next prompt is answered (the
+// router reopens the session in a new child, with session/resume, and the
+// session goes on where its log stopped), and that the other sessions go
+// on.
 func TestFanout_childKilled(t *testing.T) {
 	t.Parallel()
-	p := startFanout(t, `{"chunks":[{"text":"Streaming"},{"delayMs":600000}]}`)
+	p := startFanout(t, `{"chunks":[{"text":"Streaming"},{"delayMs":600000}]}`, `{"chunks":[{"text":"Back."}]}`)
 	p.call(initLine)
 	a, b := p.openSession(10), p.openSession(11)
 	p.send(prompt(20, a, "long"))
@@ -210,10 +213,13 @@ func TestFanout_childKilled(t *testing.T) {
 	_, rs, _ := p.collect(20)
 	require.NotNil(t, rs[20].Error, "the prompt of a killed child")
 	assert.Contains(t, rs[20].Error.Message, a)
+	killed := holder(t, p.state, a)
 	p.send(prompt(21, a, "again"))
-	_, rs, _ = p.collect(21)
-	require.NotNil(t, rs[21].Error)
-	assert.Equal(t, -32002, rs[21].Error.Code, "the dead session is not served")
+	ups, rs, _ := p.collect(21)
+	require.Nil(t, rs[21].Error, "the next prompt of a thread whose process died")
+	assert.Equal(t, "end_turn", stopReason(t, rs[21]))
+	assert.Contains(t, fmt.Sprint(ups), "Back.", "the session continued where its log stopped")
+	assert.NotEqual(t, killed, holder(t, p.state, a), "in a new process")
 
 	p.send(prompt(22, b, "still here"))
 	p.await(`{"params":{"update":{"content":{"text":"Streaming"}}}}`)

@@ -77,16 +77,19 @@ type router struct {
 	spareCount  int         // --spares
 
 	mu        sync.Mutex
-	initArgs  json.RawMessage   // the client's initialize params, for new children
-	authArgs  json.RawMessage   // a successful authenticate's params, repeated to children started after it
-	noClose   bool              // the agent offers no session/close: the router answers it, ending the child
-	spares    []*child          // started (and initialized once the client has), serving no session
-	sessions  map[string]*child // session id → its child
-	inflight  map[string]bool   // the client's request ids not answered yet
-	children  map[*child]bool   // every child alive
-	starting  int               // children being started, each in a slot of --max-children
-	warming   int               // of those, the ones warmUp starts as spares
-	transient *child            // a child of the moment serving what names no session, or nil
+	initArgs  json.RawMessage            // the client's initialize params, for new children
+	authArgs  json.RawMessage            // a successful authenticate's params, repeated to children started after it
+	noClose   bool                       // the agent offers no session/close: the router answers it, ending the child
+	reopenBy  string                     // how a session whose child died is opened again: session/resume, session/load, or "" (it is not)
+	openedBy  map[string]json.RawMessage // each open session's opening params (cwd, MCP servers), to reopen it
+	lost      map[string]json.RawMessage // sessions whose child died, by id: their opening params
+	spares    []*child                   // started (and initialized once the client has), serving no session
+	sessions  map[string]*child          // session id → its child
+	inflight  map[string]bool            // the client's request ids not answered yet
+	children  map[*child]bool            // every child alive
+	starting  int                        // children being started, each in a slot of --max-children
+	warming   int                        // of those, the ones warmUp starts as spares
+	transient *child                     // a child of the moment serving what names no session, or nil
 	closing   bool
 }
 
@@ -107,6 +110,7 @@ type child struct {
 	mu          sync.Mutex // guards the fields below
 	initialized bool       // the client's initialize was sent to it
 	ready       bool       // its initialize (and a repeated authenticate) answered: requests go straight to it
+	swallow     bool       // it replays a session the router reopens with session/load: its updates are not the client's
 	backlog     [][]byte   // lines held until it is ready
 	nextID      int64
 	pending     map[int64]forwarded // our requests to it, by its id
@@ -119,7 +123,8 @@ type forwarded struct {
 	method   string
 	session  string          // for load and resume: the session it opens
 	once     bool            // the child was started for this request and ends after it
-	params   json.RawMessage // authenticate's, to repeat it to later children
+	params   json.RawMessage // an opening's (to reopen the session) or authenticate's (to repeat it)
+	reopened time.Time       // the router's own reopening of a lost session: when it began
 }
 
 // authParams keeps an authenticate's params, which a success makes the
@@ -176,8 +181,12 @@ func Serve(ctx context.Context, o Options, stdin io.Reader, stdout io.Writer) in
 	// id for the client's, up to 20 digits longer.
 	args := append(withoutFanout(o.Args), fmt.Sprintf("--max-line-bytes=%d", o.MaxLine+rewrapSlack))
 	part, _ := strconv.Atoi(envValue(o.Env, deterministicVar))
-	r := &router{log: o.Log, exe: exe, args: args, env: o.Env, detPart: part, command: o.Command, guard: o.Guard, spareCount: o.Spares, errw: o.Stderr, maxChildren: o.MaxChildren, version: o.Version,
+	r := &router{log: o.Log, exe: exe, args: args, env: o.Env, detPart: part, command: o.Command, guard: o.Guard, spareCount: o.Spares,
+		openedBy: map[string]json.RawMessage{}, lost: map[string]json.RawMessage{}, errw: o.Stderr, maxChildren: o.MaxChildren, version: o.Version,
 		sessions: map[string]*child{}, children: map[*child]bool{}, inflight: map[string]bool{}}
+	if r.command == nil {
+		r.reopenBy = acp.MethodSessionResume // acpbridge resumes any session it persisted
+	}
 	r.out = channel.NewWire(stdin, stdout, o.MaxLine, o.Trace)
 	r.out.OnHangUp = func() { r.endChildren() } // their answers come before the router stops
 	go r.warmUp()                               // initialize is answered here: it need not wait
@@ -659,6 +668,9 @@ func (r *router) toSession(id json.RawMessage, e envelope, session *string) {
 	}
 	c := r.child(*session)
 	if c == nil {
+		c = r.reopenLost(*session)
+	}
+	if c == nil {
 		r.answer(id, nil, acp.Errorf(acp.CodeResourceNotFound, "session %s is not open on this connection; open it with session/load or session/resume, or create one with session/new", *session).
 			WithData(map[string]string{"sessionId": *session}))
 		return
@@ -679,6 +691,45 @@ func (r *router) toSession(id json.RawMessage, e envelope, session *string) {
 		return
 	}
 	c.send(forwarded{clientID: id, method: e.Method, params: authParams(e)}, e.Method, e.Params)
+}
+
+// reopenLost opens again, in a new child, a session whose child died: with
+// session/resume where the agent offers it, else with session/load, whose
+// replay the client does not see (it shows the conversation already). The
+// request that named the session follows it to the child, in order. nil
+// when the session was not lost (or cannot be reopened).
+func (r *router) reopenLost(session string) *child {
+	r.mu.Lock()
+	opened, lost := r.lost[session]
+	method := r.reopenBy
+	delete(r.lost, session)
+	r.mu.Unlock()
+	if !lost || method == "" {
+		return nil
+	}
+	c, err := r.takeWarm()
+	if err != nil {
+		r.log.Warn("cannot reopen a session whose process ended", "session", session, "err", err)
+		return nil
+	}
+	var p map[string]json.RawMessage
+	json.Unmarshal(opened, &p)
+	if p == nil {
+		p = map[string]json.RawMessage{}
+	}
+	p["sessionId"], _ = json.Marshal(session)
+	params, _ := json.Marshal(p)
+	r.mu.Lock()
+	r.sessions[session] = c
+	r.openedBy[session] = opened
+	c.session = session
+	r.mu.Unlock()
+	c.mu.Lock()
+	c.swallow = method == acp.MethodSessionLoad
+	c.mu.Unlock()
+	r.log.Debug("reopening a session whose process ended", "session", session, "with", method, "pid", c.cmd.Process.Pid)
+	c.send(forwarded{method: method, session: session, reopened: time.Now()}, method, params)
+	return c
 }
 
 // child returns the child serving session id, or nil.
@@ -734,7 +785,7 @@ func (r *router) open(e envelope, session string) {
 		c.session = session
 		r.mu.Unlock()
 	}
-	c.send(forwarded{clientID: e.ID, method: e.Method, session: session}, e.Method, e.Params)
+	c.send(forwarded{clientID: e.ID, method: e.Method, session: session, params: e.Params}, e.Method, e.Params)
 }
 
 // answer writes a response to the client.
@@ -888,11 +939,16 @@ var notificationPrefix = []byte(`{"jsonrpc":"2.0","method":"`)
 
 // handle passes one line of the child's on.
 func (c *child) handle(line []byte) {
+	c.mu.Lock()
+	swallow := c.swallow
+	c.mu.Unlock()
 	if bytes.HasPrefix(line, notificationPrefix) && !bytes.Contains(line, []byte(`"id"`)) {
 		// A notification for sure (it has no id anywhere): session/update,
 		// unchanged, in order, not decoded. A request written with its
 		// method first is decoded below.
-		c.r.out.Forward(line)
+		if !swallow {
+			c.r.out.Forward(line)
+		}
 		return
 	}
 	var e envelope
@@ -902,7 +958,9 @@ func (c *child) handle(line []byte) {
 	}
 	switch {
 	case e.Method != "" && len(e.ID) == 0:
-		c.r.out.Forward(line) // session/update: unchanged, in order
+		if !swallow {
+			c.r.out.Forward(line) // session/update: unchanged, in order
+		}
 	case e.Method != "":
 		go c.callClient(e) // it waits for the client
 	default:
@@ -941,6 +999,11 @@ func (r *router) answered(c *child, f forwarded, e envelope) {
 		}
 	case f.method == acp.MethodAuthenticate && f.clientID == nil:
 		c.setReady()
+	case !f.reopened.IsZero():
+		c.mu.Lock()
+		c.swallow = false
+		c.mu.Unlock()
+		r.log.Debug("reopened a session whose process ended", "session", f.session, "with", f.method, "failed", len(e.Error) > 0, "took", time.Since(f.reopened))
 	case f.method == acp.MethodAuthenticate && len(e.Error) == 0:
 		r.authenticated(c, f.params)
 	}
@@ -971,6 +1034,14 @@ func (r *router) learnAgent(result json.RawMessage) json.RawMessage {
 	json.Unmarshal(res["agentCapabilities"], &caps)
 	var sc map[string]json.RawMessage
 	json.Unmarshal(caps["sessionCapabilities"], &sc)
+	r.mu.Lock()
+	switch _, resume := sc["resume"]; {
+	case resume:
+		r.reopenBy = acp.MethodSessionResume
+	case string(caps["loadSession"]) == "true":
+		r.reopenBy = acp.MethodSessionLoad
+	}
+	r.mu.Unlock()
 	if _, ok := sc["close"]; ok {
 		return result
 	}
@@ -1061,6 +1132,9 @@ func (r *router) track(c *child, f forwarded, e envelope) {
 		json.Unmarshal(e.Result, &res)
 		r.sessions[res.SessionID] = c
 		c.session = res.SessionID
+		r.openedBy[res.SessionID] = f.params
+	case opens && !failed && f.clientID != nil:
+		r.openedBy[session] = f.params
 	case opens && failed: // the child serves nothing and goes
 		if session != "" && r.sessions[session] == c {
 			delete(r.sessions, session)
@@ -1069,6 +1143,7 @@ func (r *router) track(c *child, f forwarded, e envelope) {
 		if r.sessions[c.session] == c {
 			delete(r.sessions, c.session)
 		}
+		delete(r.openedBy, c.session)
 	}
 	if ends {
 		c.ending = true
@@ -1153,6 +1228,9 @@ func (c *child) died() {
 	session := c.session
 	if session != "" && r.sessions[session] == c {
 		delete(r.sessions, session)
+		if opened, ok := r.openedBy[session]; ok && r.reopenBy != "" && !c.ending {
+			r.lost[session] = opened // reopened on its next request
+		}
 	}
 	closing := r.closing
 	r.mu.Unlock()
