@@ -209,7 +209,7 @@ func TestFanoutAgent_reopenedWithLoad(t *testing.T) {
 	require.Nil(t, r.Error)
 	old := agentPid(t, sid)
 	require.NoError(t, syscall.Kill(old, syscall.SIGKILL))
-	assertGone(t, old, "the killed agent")
+	p.stderr.waitFor(t, "the process of a session ended") // the router has seen it go
 	ups, r := p.turnUpdates(3, sid, "second words")
 	require.Nil(t, r.Error, "the next prompt of the thread")
 	assert.Equal(t, "end_turn", stopReason(t, r))

@@ -252,14 +252,14 @@ func TestFanout_eofWithLiveTurns(t *testing.T) {
 	assert.Contains(t, lastTurnEnd(t, p.state, a), `"interrupted":true`)
 }
 
-// Verify stdin's EOF on a router with 150 sessions, each running a
+// Verify stdin's EOF on a router with 100 sessions, each running a
 // command: every child ends as one acpbridge does at EOF, however many end
 // at once on however few cores: its prompt answered cancelled (by the
 // child, or by the router for a child that ended first), its turn
 // persisted, nothing killed.
 func TestFanout_eofWithManyCommands(t *testing.T) {
 	t.Parallel()
-	const n = 150
+	const n = 100
 	p := startProcess(t, nil, "--fanout", "--max-children", strconv.Itoa(n+4), "--model",
 		"replay:"+writeFixture(t, `{"chunks":[{"toolCall":{"id":"c","name":"run_command","input":{"command":"sleep 600"}}}]}`))
 	p.call(initLine)
@@ -405,18 +405,22 @@ func TestFanout_signal(t *testing.T) {
 }
 
 // Verify that --max-children caps the router's processes, the warm spare
-// included: one more session/new is refused with an error naming the flag;
-// session/list and session/delete still answer at the cap; and after a
-// close a new thread opens again.
+// included: with every thread busy, one more session/new is refused with an
+// error naming the flag; session/list and session/delete still answer at
+// the cap; and after a close a new thread opens again.
 func TestFanout_maxChildren(t *testing.T) {
 	t.Parallel()
-	p := startProcess(t, nil, "--fanout", "--max-children", "2", "--model", "replay:"+writeFixture(t, `{"chunks":[{"text":"x"}]}`))
+	p := startProcess(t, nil, "--fanout", "--max-children", "2", "--model", "replay:"+writeFixture(t, `{"chunks":[{"text":"Streaming"},{"delayMs":600000}]}`))
 	p.call(initLine)
 	a := p.openSession(10)
-	p.openSession(11)
+	b := p.openSession(11)
+	for i, sid := range []string{a, b} {
+		p.send(prompt(50+i, sid, "busy"))
+		p.await(fmt.Sprintf(`{"params":{"sessionId":%q,"update":{"content":{"text":"Streaming"}}}}`, sid))
+	}
 	p.send(`{"jsonrpc":"2.0","id":12,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`)
 	_, rs, _ := p.collect(12)
-	require.NotNil(t, rs[12].Error, "a third session/new over --max-children 2")
+	require.NotNil(t, rs[12].Error, "a third session/new over --max-children 2, no thread idle")
 	assert.Contains(t, rs[12].Error.Message, "--max-children 2")
 	// At the cap, what names no session is still answered (by a child of
 	// the moment): the list shows both sessions, a delete is the agent's.
@@ -632,5 +636,77 @@ func TestCancelRequest_fanout(t *testing.T) {
 	_, rs, _ := p.collect(11)
 	require.Nil(t, rs[11].Error)
 	assert.JSONEq(t, `{"stopReason":"cancelled"}`, string(rs[11].Result))
+	p.close()
+}
+
+// Verify idle eviction: threads prompted once and then idle past
+// --idle-timeout give their processes back; prompted again, each answers
+// in a new process (its session resumed); a thread whose turn still
+// streams past the timeout keeps its process.
+func TestFanout_idleEviction(t *testing.T) {
+	t.Parallel()
+	p := startProcess(t, nil, "--fanout", "--idle-timeout", "300ms", "--model", "replay:"+writeFixture(t,
+		`{"chunks":[{"text":"Once."}]}`, `{"chunks":[{"text":"Again."}]}`))
+	p.call(initLine)
+	var sids []string
+	var pids []int
+	for i := range 3 {
+		sid := p.openSession(10 + i)
+		_, r := p.turnUpdates(20+i, sid, "once")
+		require.Nil(t, r.Error)
+		sids, pids = append(sids, sid), append(pids, holder(t, p.state, sid))
+	}
+	for _, pid := range pids {
+		assertGone(t, pid, "an idle thread's process")
+	}
+	for i, sid := range sids {
+		ups, r := p.turnUpdates(30+i, sid, "again")
+		require.Nil(t, r.Error, "thread %d after its eviction", i)
+		assert.Contains(t, strings.Join(ups, "\n"), "Again.", "thread %d continued its session", i)
+		assert.NotEqual(t, pids[i], holder(t, p.state, sid))
+	}
+	p.close()
+}
+
+// Verify that a thread streaming a long answer past --idle-timeout is not
+// evicted: its turn is cancelled by the client, not by the router.
+func TestFanout_busyNotEvicted(t *testing.T) {
+	t.Parallel()
+	p := startProcess(t, nil, "--fanout", "--idle-timeout", "200ms", "--log-level", "debug", "--model", "replay:"+writeFixture(t,
+		`{"chunks":[{"text":"Streaming"},{"delayMs":600000}]}`, `{"chunks":[{"text":"Quick."}]}`))
+	p.call(initLine)
+	busy := p.openSession(10)
+	idle := p.openSession(11)
+	p.send(prompt(20, busy, "long"))
+	p.await(`{"params":{"update":{"content":{"text":"Streaming"}}}}`)
+	p.stderr.waitFor(t, "evicting a thread's process") // the idle one, past the timeout
+	assert.Contains(t, p.stderr.String(), "session="+idle)
+	assert.NotContains(t, p.stderr.String(), "session="+busy+" why=idle")
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, busy))
+	_, rs, _ := p.collect(20)
+	assert.Equal(t, "cancelled", stopReason(t, rs[20]), "the busy thread's own process answered")
+	p.close()
+}
+
+// Verify that --max-children counts live processes: with a cap of 4, ten
+// threads opened one after another and each prompted all work, the least
+// recently used idle one giving its process up for the next.
+func TestFanout_capEvictsLeastRecent(t *testing.T) {
+	t.Parallel()
+	entries := make([]string, 20)
+	for i := range entries {
+		entries[i] = `{"chunks":[{"text":"ok"}]}`
+	}
+	p := startProcess(t, nil, "--fanout", "--max-children", "4", "--model", "replay:"+writeFixture(t, entries...))
+	p.call(initLine)
+	var sids []string
+	for i := range 10 {
+		sid := p.openSession(100 + i)
+		_, r := p.turnUpdates(200+i, sid, "hello")
+		require.Nil(t, r.Error, "thread %d", i)
+		sids = append(sids, sid)
+	}
+	_, r := p.turnUpdates(300, sids[0], "the first again")
+	require.Nil(t, r.Error, "the first thread, evicted long ago, reopened")
 	p.close()
 }

@@ -70,11 +70,12 @@ type router struct {
 	started atomic.Int64
 	errw    io.Writer
 
-	maxChildren int         // --max-children: children alive at most, the spares included
-	version     string      // acpbridge's, which initialize's answer names
-	command     []string    // the agent's command line, or nil for acpbridge
-	guard       *proc.Guard // for command children
-	spareCount  int         // --spares
+	maxChildren int           // --max-children: children alive at most, the spares included
+	version     string        // acpbridge's, which initialize's answer names
+	command     []string      // the agent's command line, or nil for acpbridge
+	guard       *proc.Guard   // for command children
+	spareCount  int           // --spares
+	idleTimeout time.Duration // --idle-timeout, or 0
 
 	mu        sync.Mutex
 	initArgs  json.RawMessage            // the client's initialize params, for new children
@@ -110,6 +111,8 @@ type child struct {
 	mu          sync.Mutex // guards the fields below
 	initialized bool       // the client's initialize was sent to it
 	ready       bool       // its initialize (and a repeated authenticate) answered: requests go straight to it
+	active      time.Time  // when a request of the client's last went to it or was answered, or one of its own to the client
+	calling     int        // its requests open at the client
 	swallow     bool       // it replays a session the router reopens with session/load: its updates are not the client's
 	backlog     [][]byte   // lines held until it is ready
 	nextID      int64
@@ -138,11 +141,12 @@ func authParams(e envelope) json.RawMessage {
 
 // Options configure the router.
 type Options struct {
-	Version     string   // acpbridge's, which initialize's answer names
-	Args        []string // acpbridge's command line, which the children get less --fanout
-	Env         []string // the children's environment
-	MaxLine     int      // --max-line-bytes
-	MaxChildren int      // --max-children
+	Version     string        // acpbridge's, which initialize's answer names
+	Args        []string      // acpbridge's command line, which the children get less --fanout
+	Env         []string      // the children's environment
+	MaxLine     int           // --max-line-bytes
+	MaxChildren int           // --max-children
+	IdleTimeout time.Duration // --idle-timeout: a thread idle this long gives its process back (0: never)
 	Log         *slog.Logger
 	Stderr      io.Writer       // the children's stderr
 	Trace       *channel.Tracer // --trace, or nil
@@ -182,7 +186,7 @@ func Serve(ctx context.Context, o Options, stdin io.Reader, stdout io.Writer) in
 	args := append(withoutFanout(o.Args), fmt.Sprintf("--max-line-bytes=%d", o.MaxLine+rewrapSlack))
 	part, _ := strconv.Atoi(envValue(o.Env, deterministicVar))
 	r := &router{log: o.Log, exe: exe, args: args, env: o.Env, detPart: part, command: o.Command, guard: o.Guard, spareCount: o.Spares,
-		openedBy: map[string]json.RawMessage{}, lost: map[string]json.RawMessage{}, errw: o.Stderr, maxChildren: o.MaxChildren, version: o.Version,
+		openedBy: map[string]json.RawMessage{}, lost: map[string]json.RawMessage{}, idleTimeout: o.IdleTimeout, errw: o.Stderr, maxChildren: o.MaxChildren, version: o.Version,
 		sessions: map[string]*child{}, children: map[*child]bool{}, inflight: map[string]bool{}}
 	if r.command == nil {
 		r.reopenBy = acp.MethodSessionResume // acpbridge resumes any session it persisted
@@ -190,6 +194,9 @@ func Serve(ctx context.Context, o Options, stdin io.Reader, stdout io.Writer) in
 	r.out = channel.NewWire(stdin, stdout, o.MaxLine, o.Trace)
 	r.out.OnHangUp = func() { r.endChildren() } // their answers come before the router stops
 	go r.warmUp()                               // initialize is answered here: it need not wait
+	if r.idleTimeout > 0 {
+		go r.evictIdle(ctx)
+	}
 	r.serve(ctx)
 	r.shutdown()
 	return 0
@@ -460,6 +467,9 @@ func (r *router) takeWarm() (*child, error) {
 	r.mu.Unlock()
 	if c != nil {
 		return c, nil
+	}
+	if n >= r.maxChildren && r.evictLeastRecent() {
+		return r.takeWarm() // the evicted thread's process no longer counts
 	}
 	if n >= r.maxChildren {
 		return nil, fmt.Errorf("this acpbridge --fanout already runs %d processes (its sessions, those being opened, its spares), its limit (--max-children %d): close a thread, or start acpbridge with a higher --max-children", n, r.maxChildren)
@@ -732,6 +742,86 @@ func (r *router) reopenLost(session string) *child {
 	return c
 }
 
+// idle reports whether the child serves a session with nothing in flight:
+// no request of the client's pending (so no turn running), none of its own
+// open at the client; and since when.
+func (c *child) idleSince() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.active, len(c.pending) == 0 && c.calling == 0 && !c.dead
+}
+
+// evictIdle ends, every so often, the processes of threads idle for the
+// idle timeout: their sessions stay open for the client and are reopened,
+// as after a crash, on their next request.
+func (r *router) evictIdle(ctx context.Context) {
+	tick := time.NewTicker(min(r.idleTimeout/2, time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		r.mu.Lock()
+		if r.closing {
+			r.mu.Unlock()
+			return
+		}
+		var idle []*child
+		for _, c := range r.sessions {
+			if since, ok := c.idleSince(); ok && time.Since(since) >= r.idleTimeout {
+				idle = append(idle, c)
+			}
+		}
+		r.mu.Unlock()
+		for _, c := range idle {
+			r.evict(c, "idle")
+		}
+	}
+}
+
+// evict gives back the process of an idle thread: the session is closed in
+// it (where the agent offers session/close; else the process just ends) and
+// the child ends; the session stays open for the client, lost until its
+// next request reopens it.
+func (r *router) evict(c *child, why string) bool {
+	r.mu.Lock()
+	sid := c.session
+	opened, ok := r.openedBy[sid]
+	if !ok || r.sessions[sid] != c || c.ending || r.reopenBy == "" {
+		r.mu.Unlock()
+		return false
+	}
+	delete(r.sessions, sid)
+	r.lost[sid] = opened
+	c.ending = true
+	noClose := r.noClose
+	r.mu.Unlock()
+	r.log.Debug("evicting a thread's process", "session", sid, "why", why, "pid", c.cmd.Process.Pid)
+	if noClose {
+		r.endChild(c)
+	} else {
+		c.send(forwarded{method: acp.MethodSessionClose, session: sid}, acp.MethodSessionClose, json.RawMessage(fmt.Sprintf(`{"sessionId":%q}`, sid)))
+	}
+	return true
+}
+
+// evictLeastRecent evicts the idle thread used least recently, to make room
+// under --max-children; it reports whether there was one.
+func (r *router) evictLeastRecent() bool {
+	r.mu.Lock()
+	var lru *child
+	var oldest time.Time
+	for _, c := range r.sessions {
+		if since, ok := c.idleSince(); ok && (lru == nil || since.Before(oldest)) {
+			lru, oldest = c, since
+		}
+	}
+	r.mu.Unlock()
+	return lru != nil && r.evict(lru, "--max-children")
+}
+
 // child returns the child serving session id, or nil.
 func (r *router) child(id string) *child {
 	r.mu.Lock()
@@ -823,6 +913,7 @@ func (c *child) send(f forwarded, method string, params json.RawMessage) {
 	c.nextID++
 	id := c.nextID
 	c.pending[id] = f
+	c.active = time.Now()
 	head := jsonenc.AppendString(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":`, id), method)
 	if !c.ready && method != acp.MethodInitialize && !(f.clientID == nil && method == acp.MethodAuthenticate) {
 		// Its initialize is not answered yet: an agent may refuse what
@@ -968,6 +1059,7 @@ func (c *child) handle(line []byte) {
 		c.mu.Lock()
 		f, ok := c.pending[n]
 		delete(c.pending, n)
+		c.active = time.Now()
 		c.mu.Unlock()
 		if err != nil || !ok {
 			return
@@ -1143,7 +1235,9 @@ func (r *router) track(c *child, f forwarded, e envelope) {
 		if r.sessions[c.session] == c {
 			delete(r.sessions, c.session)
 		}
-		delete(r.openedBy, c.session)
+		if _, evicted := r.lost[c.session]; !evicted {
+			delete(r.openedBy, c.session)
+		}
 	}
 	if ends {
 		c.ending = true
@@ -1191,6 +1285,15 @@ const (
 
 // callClient forwards a child's request to the client and its answer back.
 func (c *child) callClient(e envelope) {
+	c.mu.Lock()
+	c.calling++
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.calling--
+		c.active = time.Now()
+		c.mu.Unlock()
+	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
