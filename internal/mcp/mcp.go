@@ -394,10 +394,15 @@ func (h *Hub) refreshSoon(srv *mcpServer) {
 	srv.refreshing = true
 	h.mu.Unlock()
 	h.goOwned(func() {
+		late := 0 // refreshes in a row that timed out
 		for {
-			h.refresh(srv)
+			if errors.Is(h.refresh(srv), context.DeadlineExceeded) {
+				late++ // a server still flooding the connection: its answer comes later
+			} else {
+				late = 0
+			}
 			h.mu.Lock()
-			again := srv.stale && !h.closed
+			again := (srv.stale || (late > 0 && late < refreshTries)) && !h.closed
 			srv.stale, srv.refreshing = false, again
 			h.mu.Unlock()
 			if !again {
@@ -407,19 +412,24 @@ func (h *Hub) refreshSoon(srv *mcpServer) {
 	})
 }
 
+// refreshTries is how many refreshes in a row may time out before the
+// tools are left as last listed (until the server's next notification).
+const refreshTries = 4
+
 // refresh lists a server's tools again.
-func (h *Hub) refresh(srv *mcpServer) {
+func (h *Hub) refresh(srv *mcpServer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	tools, err := listTools(ctx, srv.session)
 	if err != nil {
 		h.log.Warn("refreshing an MCP server's tools failed", "server", srv.spec.Name, "err", err)
-		return
+		return err
 	}
 	h.mu.Lock()
 	srv.tools = tools
 	h.mu.Unlock()
 	h.log.Info("MCP server's tools changed", "server", srv.spec.Name, "tools", len(tools))
+	return nil
 }
 
 // TakeNotices returns what the user has not been told yet.
