@@ -51,6 +51,10 @@ try {
 agent.stdin.end();
 const code = await exited;
 console.log(`the prompt ended: ${stop}; updates seen: ${seen.join(", ")}; scenario serve exited ${code}`);
+if (!wrong && !seen.includes("usage_update")) {
+  console.error("FAIL: the client was not told the context's usage (usage_update)");
+  process.exit(1);
+}
 if (wrong ? code === 0 : code !== 0 || stop !== "end_turn") {
   console.error(wrong ? "FAIL: scenario serve accepted a client that rejected the write" : "FAIL: the client did not do what editor_turn.txtar says");
   process.exit(1);
