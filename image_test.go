@@ -97,3 +97,15 @@ func TestImage_modelRejects(t *testing.T) {
 	assert.Contains(t, r.Error.Message, "the model rejected the prompt's image")
 	assert.Contains(t, r.Error.Message, "choose a model that reads images")
 }
+
+// Verify the per-prompt limit: images each under 20 MiB that together pass
+// 50 MiB are refused with -32602 naming the block that passes it.
+func TestImage_promptLimit(t *testing.T) {
+	t.Parallel()
+	data := base64.StdEncoding.EncodeToString(make([]byte, 18<<20))
+	block := json.RawMessage(`{"type":"image","mimeType":"image/png","data":"` + data + `"}`)
+	_, err := parsePrompt([]json.RawMessage{json.RawMessage(`{"type":"text","text":"three"}`), block, block, block})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "prompt[3]")
+	assert.Contains(t, err.Error(), "more than 50 MiB")
+}
