@@ -1,12 +1,13 @@
 // Package fanout holds the router of --fanout: many sessions on one connection,
-// each in a single-session acpbridge child process of its own. It is for
-// clients that open several sessions on one agent process (Zed's threads);
-// the one-session agent (the root's session.go) is untouched, and the demultiplexing
-// lives here only.
+// each in a single-session child process of its own: acpbridge, or with
+// `--fanout -- CMD` any single-session ACP agent. It is for clients that
+// open several sessions on one agent process (Zed's threads); the
+// one-session agent (the root's session.go) is untouched, and the
+// demultiplexing lives here only.
 //
-// What the router holds: which child serves which session id, and for each
-// child the requests it forwarded and has not seen answered. Nothing else
-// of a session.
+// What the router holds: which child serves which session id, each open
+// session's opening params (to reopen it), and for each child the requests
+// it forwarded and has not seen answered. Nothing else of a session.
 //
 //   - A warm child (started and initialized with the client's initialize
 //     params) waits for the next session/new, load or resume, so opening a
@@ -23,9 +24,11 @@
 //     through the channel's own requests (Wire.Call), with ids unique on the
 //     connection; the answer goes back to the child with its own id.
 //   - session/close ends the child once it has answered. A child that dies
-//     fails its pending requests with an error naming the session and is not
-//     restarted. stdin EOF or a signal closes every child's stdin (each ends
-//     as at EOF) and the router exits 0 within a second.
+//     fails its pending requests with an error naming the session; its
+//     session is reopened in a new child on its next request (resume, or
+//     load with the replay not passed on), as is a session whose idle child
+//     --idle-timeout ended. stdin EOF or a signal closes every child's stdin
+//     (each ends as at EOF) and the router exits 0 within its budget.
 package fanout
 
 import (
