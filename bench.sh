@@ -145,6 +145,11 @@ for n in 10 50; do
     python3 bench/fanout/idle_pss.py "$n" "TS SDK agent" node "$ts/agent.js"
   fi
 done
+echo "== idle threads past --idle-timeout: the router's tree with 50 evicted threads against the router alone (3 runs)"
+IDLE_WAIT=3 python3 bench/fanout/idle_pss.py 50 "acpbridge --fanout, 50 threads evicted" "$out/acpbridge" --fanout --idle-timeout 1s --state-dir "$state"
+IDLE_WAIT=3 python3 bench/fanout/idle_pss.py 0 "acpbridge --fanout, no thread" "$out/acpbridge" --fanout --idle-timeout 1s --state-dir "$state"
+echo "== reopening an evicted thread: time to the first update of its next prompt against a live thread's"
+python3 bench/fanout/reopen.py "$out/acpbridge" "$RUNS"
 
 # Last: the search tree's 100,000 files, written and removed, keep the
 # disk's journal busy for a while after, and every fsync measured then (a

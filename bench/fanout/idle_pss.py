@@ -5,9 +5,10 @@ it for acpbridge --fanout and, beside it, the Go and TypeScript SDK agents).
   idle_pss.py N NAME CMD [ARG...]
 
 Starts CMD, initializes, opens N sessions one after another, waits for the
-spares a --fanout router starts, and sums the PSS of the process and every
-process below it (Linux: /proc/PID/smaps_rollup); three runs, the median
-with the range.
+spares a --fanout router starts (IDLE_WAIT seconds, default 0.5: past a
+router's --idle-timeout, what its evicted threads leave), and sums the PSS
+of the process and every process below it (Linux: /proc/PID/smaps_rollup);
+three runs, the median with the range.
 """
 import os, sys, tempfile, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -35,7 +36,7 @@ def measure(cmd):
     a.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
     for _ in range(n):
         assert "result" in a.call("session/new", {"cwd": cwd, "mcpServers": []})
-    time.sleep(0.5)  # let the next warm child finish starting
+    time.sleep(float(os.environ.get("IDLE_WAIT", "0.5")))  # the next warm child starts; idle ones may be evicted
     procs = tree(a.pid)
     total = sum(pss(x) for x in procs) / 1024
     a.close(timeout=5)
@@ -43,4 +44,4 @@ def measure(cmd):
 
 n, name, cmd = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
 v = sorted(measure(cmd) for _ in range(3))
-print(f"  {name}, {n} sessions: {v[1][0]:.1f} MiB (runs {v[0][0]:.1f}-{v[2][0]:.1f}), {v[1][1]} processes, {v[1][0] / n:.2f} MiB a session")
+print(f"  {name}, {n} sessions: {v[1][0]:.1f} MiB (runs {v[0][0]:.1f}-{v[2][0]:.1f}), {v[1][1]} processes, {v[1][0] / max(n, 1):.2f} MiB a session")
