@@ -150,6 +150,9 @@ IDLE_WAIT=3 python3 bench/fanout/idle_pss.py 50 "acpbridge --fanout, 50 threads 
 IDLE_WAIT=3 python3 bench/fanout/idle_pss.py 0 "acpbridge --fanout, no thread" "$out/acpbridge" --fanout --idle-timeout 1s --state-dir "$state"
 echo "== reopening an evicted thread: time to the first update of its next prompt against a live thread's"
 python3 bench/fanout/reopen.py "$out/acpbridge" "$RUNS"
+echo "== another agent behind the router (testdata/oneagent): session/new with a slow start hidden by a spare, a prompt's first update, a permission round trip"
+go build -o "$out/oneagent" ./testdata/oneagent
+python3 bench/fanout/agent.py "$out/acpbridge" "$out/oneagent" "$RUNS"
 
 # Last: the search tree's 100,000 files, written and removed, keep the
 # disk's journal busy for a while after, and every fsync measured then (a
