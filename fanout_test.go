@@ -679,9 +679,8 @@ func TestFanout_busyNotEvicted(t *testing.T) {
 	idle := p.openSession(11)
 	p.send(prompt(20, busy, "long"))
 	p.await(`{"params":{"update":{"content":{"text":"Streaming"}}}}`)
-	p.stderr.waitFor(t, "evicting a thread's process") // the idle one, past the timeout
-	assert.Contains(t, p.stderr.String(), "session="+idle)
-	assert.NotContains(t, p.stderr.String(), "session="+busy+" why=idle")
+	p.stderr.waitFor(t, `msg="evicting a thread's process" session=`+idle) // the idle one, past the timeout
+	assert.NotContains(t, p.stderr.String(), `msg="evicting a thread's process" session=`+busy)
 	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, busy))
 	_, rs, _ := p.collect(20)
 	assert.Equal(t, "cancelled", stopReason(t, rs[20]), "the busy thread's own process answered")
@@ -708,5 +707,50 @@ func TestFanout_capEvictsLeastRecent(t *testing.T) {
 	}
 	_, r := p.turnUpdates(300, sids[0], "the first again")
 	require.Nil(t, r.Error, "the first thread, evicted long ago, reopened")
+	p.close()
+}
+
+// Verify that a thread whose process was killed while idle answers its
+// next prompt with its history: the model's request holds the earlier turn
+// (the session resumed from its log in a new process).
+func TestFanout_recoveredHistory(t *testing.T) {
+	t.Parallel()
+	f := newFakeOpenAI(t, fakeReply{file: "text.sse"}, fakeReply{file: "text.sse"})
+	p := startProcessWith(t, nil, func(cmd *exec.Cmd, _ *testAgent) {
+		cmd.Env = append(os.Environ(), "OPENAI_API_KEY="+testKey)
+	}, "--fanout", "--model", "openai:gpt-test", "--base-url", f.srv.URL+"/v1", "--models", "gpt-test")
+	p.call(initLine)
+	sid := p.openSession(1)
+	_, r := p.turnUpdates(2, sid, "the first question")
+	require.Nil(t, r.Error)
+	require.NoError(t, syscall.Kill(holder(t, p.state, sid), syscall.SIGKILL))
+	p.stderr.waitFor(t, "the process of a session ended")
+	_, r = p.turnUpdates(3, sid, "the second question")
+	require.Nil(t, r.Error)
+	assert.Equal(t, "end_turn", stopReason(t, r))
+	sent, _ := json.Marshal(f.request(1).body["messages"])
+	assert.Contains(t, string(sent), "the first question", "the earlier turn reached the model")
+	assert.Contains(t, string(sent), "Hello there!", "and the answer to it")
+	p.close()
+}
+
+// Verify that a thread waiting on the client's permission answer past
+// --idle-timeout keeps its process (another, idle, is evicted meanwhile),
+// and its turn completes once the client answers.
+func TestFanout_askingNotEvicted(t *testing.T) {
+	t.Parallel()
+	p := startProcess(t, nil, "--fanout", "--idle-timeout", "200ms", "--log-level", "debug", "--model", "replay:"+writeFixture(t,
+		`{"chunks":[{"toolCall":{"id":"w1","name":"write_file","input":{"path":"x.txt","content":"x"}}}]}`, `{"chunks":[{"text":"Written."}]}`))
+	p.call(initLine)
+	asking := p.openSession(10)
+	idle := p.openSession(11)
+	p.send(prompt(20, asking, "write"))
+	var req struct{ ID json.RawMessage }
+	require.NoError(t, json.Unmarshal(p.await(`{"method":"session/request_permission"}`), &req))
+	p.stderr.waitFor(t, `msg="evicting a thread's process" session=`+idle) // the idle one, past the timeout
+	assert.NotContains(t, p.stderr.String(), `msg="evicting a thread's process" session=`+asking)
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"allow_once"}}}`, req.ID))
+	_, rs, _ := p.collect(20)
+	assert.Equal(t, "end_turn", stopReason(t, rs[20]), "its own process answered")
 	p.close()
 }
