@@ -639,18 +639,18 @@ func TestCancelRequest_fanout(t *testing.T) {
 	p.close()
 }
 
-// Verify idle eviction: threads prompted once and then idle past
-// --idle-timeout give their processes back; prompted again, each answers
-// in a new process (its session resumed); a thread whose turn still
-// streams past the timeout keeps its process.
+// Verify idle eviction: ten threads prompted once and then idle past
+// --idle-timeout give their processes back; three of them prompted again
+// each answer in a new process (their sessions resumed), and the others
+// stay evicted.
 func TestFanout_idleEviction(t *testing.T) {
 	t.Parallel()
-	p := startProcess(t, nil, "--fanout", "--idle-timeout", "300ms", "--model", "replay:"+writeFixture(t,
-		`{"chunks":[{"text":"Once."}]}`, `{"chunks":[{"text":"Again."}]}`))
+	entries := []string{`{"chunks":[{"text":"Once."}]}`, `{"chunks":[{"text":"Again."}]}`}
+	p := startProcess(t, nil, "--fanout", "--idle-timeout", "300ms", "--model", "replay:"+writeFixture(t, entries...))
 	p.call(initLine)
 	var sids []string
 	var pids []int
-	for i := range 3 {
+	for i := range 10 {
 		sid := p.openSession(10 + i)
 		_, r := p.turnUpdates(20+i, sid, "once")
 		require.Nil(t, r.Error)
@@ -659,11 +659,14 @@ func TestFanout_idleEviction(t *testing.T) {
 	for _, pid := range pids {
 		assertGone(t, pid, "an idle thread's process")
 	}
-	for i, sid := range sids {
-		ups, r := p.turnUpdates(30+i, sid, "again")
+	for i, sid := range sids[:3] {
+		ups, r := p.turnUpdates(40+i, sid, "again")
 		require.Nil(t, r.Error, "thread %d after its eviction", i)
 		assert.Contains(t, strings.Join(ups, "\n"), "Again.", "thread %d continued its session", i)
-		assert.NotEqual(t, pids[i], holder(t, p.state, sid))
+		assert.NotEqual(t, pids[i], holder(t, p.state, sid), "thread %d in a new process", i)
+	}
+	for i, sid := range sids[3:] {
+		assert.Equal(t, pids[3+i], holder(t, p.state, sid), "thread %d stays evicted (its log's holder is the process that ended)", 3+i)
 	}
 	p.close()
 }
