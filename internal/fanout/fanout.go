@@ -801,7 +801,8 @@ func (r *router) evict(c *child, why string) bool {
 	c.ending = true
 	noClose := r.noClose
 	r.mu.Unlock()
-	r.log.Debug("evicting a thread's process", "session", sid, "why", why, "pid", c.cmd.Process.Pid)
+	since, _ := c.idleSince()
+	r.log.Debug("evicting a thread's process", "session", sid, "why", why, "pid", c.cmd.Process.Pid, "idle", time.Since(since).Round(time.Millisecond))
 	if noClose {
 		r.endChild(c)
 	} else {
