@@ -217,3 +217,35 @@ func TestFanoutAgent_reopenedWithLoad(t *testing.T) {
 	assert.Contains(t, strings.Join(ups, "\n"), "two, three.")
 	p.close()
 }
+
+// Verify, on another agent: a session loaded after the router's restart (a
+// new router, the agent's own store) replays and answers; and stdin's end
+// with a turn running answers that prompt cancelled and exits 0.
+func TestFanoutAgent_restartAndEOF(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	start := func() *procAgent {
+		return startProcessWith(t, nil, func(cmd *exec.Cmd, _ *testAgent) {
+			cmd.Env = append(os.Environ(), "ONEAGENT_STATE="+state)
+		}, "--fanout", "--state-dir", t.TempDir(), "--", oneAgent(t))
+	}
+	p := start()
+	p.call(initLine)
+	sid := p.openSession(1)
+	_, r := p.turnUpdates(2, sid, "remember this")
+	require.Nil(t, r.Error)
+	p.close()
+
+	p = start()
+	p.call(initLine)
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"session/load","params":{"sessionId":%q,"cwd":"$CWD","mcpServers":[]}}`, sid))
+	ups, rs, _ := p.collect(3)
+	require.Nil(t, rs[3].Error, "the load in a new router")
+	assert.Contains(t, fmt.Sprint(ups), "remember this", "its replay reaches the client")
+	p.send(prompt(4, sid, "wait"))
+	p.await(`{"method":"session/update","params":{"update":{"content":{"text":"One, "}}}}`)
+	p.stdin.Close()
+	_, rs, _ = p.collect(4)
+	assert.Equal(t, "cancelled", stopReason(t, rs[4]), "the running prompt at stdin's end")
+	p.close() // exit status 0
+}
