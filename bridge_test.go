@@ -763,16 +763,3 @@ func withoutMessageID(t testing.TB, update string) string {
 	b, _ := json.Marshal(m)
 	return string(b)
 }
-
-// copyFile copies from to a new file to with mode.
-func copyFile(t *testing.T, from, to string, mode os.FileMode) {
-	t.Helper()
-	src, err := os.Open(from)
-	require.NoError(t, err)
-	defer src.Close()
-	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	require.NoError(t, err)
-	_, err = io.Copy(dst, src)
-	require.NoError(t, err)
-	require.NoError(t, dst.Close())
-}

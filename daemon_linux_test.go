@@ -5,6 +5,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -24,7 +25,7 @@ func TestDaemon_endedWithItsCommand(t *testing.T) {
 	marker := filepath.Join(dir, "acpbridge-daemon-"+filepath.Base(dir))
 	sleep, err := exec.LookPath("sleep")
 	require.NoError(t, err)
-	copyFile(t, sleep, marker, 0o755)
+	require.NoError(t, os.Symlink(sleep, marker)) // a link, not a copy: a copy's write descriptor, held by a parallel test's fork, makes exec fail (ETXTBSY)
 	command := fmt.Sprintf(`(setsid %q 300 &); sleep 100`, marker)
 	fixture := writeFixture(t,
 		fmt.Sprintf(`{"chunks":[{"toolCall":{"id":"c1","name":"run_command","input":{"command":%q,"timeout_ms":500}}}]}`, command),

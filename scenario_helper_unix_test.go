@@ -30,7 +30,7 @@ func TestScenario_agentHelperEnded(t *testing.T) {
 	marker := filepath.Join(dir, "acpbridge-helper-"+filepath.Base(dir))
 	sleep, err := exec.LookPath("sleep")
 	require.NoError(t, err)
-	copyFile(t, sleep, marker, 0o755)
+	require.NoError(t, os.Symlink(sleep, marker)) // a link, not a copy: a copy's write descriptor, held by a parallel test's fork, makes exec fail (ETXTBSY)
 	toy := filepath.Join(dir, "toy.sh")
 	require.NoError(t, os.WriteFile(toy, []byte("#!/bin/sh\n(\""+marker+"\" 300 &)\nexec \""+bin+"\" \"$@\"\n"), 0o755))
 	out, err := exec.Command(bin, "scenario", "run", "--agent", "toy=sh "+toy+" $FLAGS", "fixtures/plain_turn.txtar").CombinedOutput()

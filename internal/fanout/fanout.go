@@ -739,6 +739,7 @@ func (r *router) reopenLost(session string) *child {
 	r.mu.Unlock()
 	c.mu.Lock()
 	c.swallow = method == acp.MethodSessionLoad
+	c.ready = false // the request that named the session waits for the reopening's answer: an agent may run the two at once
 	c.mu.Unlock()
 	r.log.Debug("reopening a session whose process ended", "session", session, "with", method, "pid", c.cmd.Process.Pid)
 	c.send(forwarded{method: method, session: session, reopened: time.Now()}, method, params)
@@ -919,7 +920,7 @@ func (c *child) send(f forwarded, method string, params json.RawMessage) {
 	c.pending[id] = f
 	c.active = time.Now()
 	head := jsonenc.AppendString(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":`, id), method)
-	if !c.ready && method != acp.MethodInitialize && !(f.clientID == nil && method == acp.MethodAuthenticate) {
+	if !c.ready && method != acp.MethodInitialize && !(f.clientID == nil && method == acp.MethodAuthenticate) && f.reopened.IsZero() {
 		// Its initialize is not answered yet: an agent may refuse what
 		// comes before (the TypeScript SDK does).
 		c.backlog = append(c.backlog, messageLine(head, params))
@@ -1099,6 +1100,7 @@ func (r *router) answered(c *child, f forwarded, e envelope) {
 		c.mu.Lock()
 		c.swallow = false
 		c.mu.Unlock()
+		c.setReady()
 		r.log.Debug("reopened a session whose process ended", "session", f.session, "with", f.method, "failed", len(e.Error) > 0, "took", time.Since(f.reopened))
 	case f.method == acp.MethodAuthenticate && len(e.Error) == 0:
 		r.authenticated(c, f.params)
