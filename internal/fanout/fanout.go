@@ -117,6 +117,7 @@ type child struct {
 	active      time.Time  // when a request of the client's last went to it or was answered, or one of its own to the client
 	calling     int        // its requests open at the client
 	swallow     bool       // it replays a session the router reopens with session/load: its updates are not the client's
+	reopening   bool       // the router's reopening of a session is out: it is not ready before its answer
 	backlog     [][]byte   // lines held until it is ready
 	nextID      int64
 	pending     map[int64]forwarded // our requests to it, by its id
@@ -739,7 +740,7 @@ func (r *router) reopenLost(session string) *child {
 	r.mu.Unlock()
 	c.mu.Lock()
 	c.swallow = method == acp.MethodSessionLoad
-	c.ready = false // the request that named the session waits for the reopening's answer: an agent may run the two at once
+	c.ready, c.reopening = false, true // the request that named the session waits for the reopening's answer: an agent may run the two at once
 	c.mu.Unlock()
 	r.log.Debug("reopening a session whose process ended", "session", session, "with", method, "pid", c.cmd.Process.Pid)
 	c.send(forwarded{method: method, session: session, reopened: time.Now()}, method, params)
@@ -945,6 +946,10 @@ func (c *child) setReady() {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	c.mu.Lock()
+	if c.reopening {
+		c.mu.Unlock()
+		return // the reopening's answer makes it ready
+	}
 	backlog := c.backlog
 	c.backlog, c.ready = nil, true
 	c.mu.Unlock()
@@ -1098,7 +1103,7 @@ func (r *router) answered(c *child, f forwarded, e envelope) {
 		c.setReady()
 	case !f.reopened.IsZero():
 		c.mu.Lock()
-		c.swallow = false
+		c.swallow, c.reopening = false, false
 		c.mu.Unlock()
 		c.setReady()
 		r.log.Debug("reopened a session whose process ended", "session", f.session, "with", f.method, "failed", len(e.Error) > 0, "took", time.Since(f.reopened))
