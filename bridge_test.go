@@ -203,20 +203,50 @@ func (ta *testAgent) attach(run func(stdin io.Reader, stdout io.WriteCloser)) {
 	outR, outW := io.Pipe()
 	ta.stdin = inW
 	go run(inR, outW)
+	// stdout is read at once, whatever the test is doing, as an editor
+	// reads it: a test that is still writing a long pipelined batch must
+	// not stop the agent's answers (the agent then stops reading stdin,
+	// and the test's write never ends).
+	read := make(chan []byte)
 	go func() {
 		r := bufio.NewReaderSize(outR, 1<<20)
 		for {
 			line, err := r.ReadBytes('\n')
 			if len(line) > 0 {
-				ta.lines <- bytes.TrimSuffix(line, []byte("\n"))
+				read <- bytes.TrimSuffix(line, []byte("\n"))
 			}
 			if err != nil {
-				close(ta.lines)
+				close(read)
 				return
 			}
 		}
 	}()
+	go queueLines(read, ta.lines)
 	ta.t.Cleanup(func() { ta.close() })
+}
+
+// queueLines passes every line from in to out, holding as many as out's
+// reader has not taken yet, and closes out after in.
+func queueLines(in <-chan []byte, out chan<- []byte) {
+	var queue [][]byte
+	for in != nil || len(queue) > 0 {
+		var send chan<- []byte
+		var head []byte
+		if len(queue) > 0 {
+			send, head = out, queue[0]
+		}
+		select {
+		case line, ok := <-in:
+			if !ok {
+				in = nil
+				continue
+			}
+			queue = append(queue, line)
+		case send <- head:
+			queue = queue[1:]
+		}
+	}
+	close(out)
 }
 
 // expand replaces the stand-ins in a client line.
