@@ -172,7 +172,7 @@ func run(ctx context.Context, caught <-chan struct{}, guard *proc.Guard, args []
 			fmt.Fprintf(stderr, "acpbridge scenario: cannot find this program's path (%v); run it with --agent PATH\n", err)
 			self = "acpbridge"
 		}
-		return scenario.Main(ctx, args[1:], self, stdin, stdout, stderr)
+		return scenario.Main(ctx, args[1:], self, versionLine(), stdin, stdout, stderr)
 	}
 	a, trace, code := setup(args, stdout, stderr)
 	if a == nil {

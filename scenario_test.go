@@ -8,12 +8,16 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -358,10 +362,21 @@ func TestScenario_compareTwoAgents(t *testing.T) {
 	assert.Contains(t, report, "ok   testdata/scenarios/compare_text.txtar [fanout]", "acpbridge --fanout gets the file's flags too")
 	assert.Contains(t, report, "ok   testdata/scenarios/permission_by_kind.txtar [fanout]")
 	assert.Contains(t, report, "5 passed, 1 failed")
-	assert.Regexp(t, `\| fanout \| ok \| [0-9.]+ / [0-9.]+, [0-9.]+ / [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \| [0-9]+ \|`, report)
-	assert.Regexp(t, `\| acpbridge \| ok \| [0-9.]+ / [0-9.]+, [0-9.]+ / [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \| 1 \|`, report, "acpbridge's figures: two turns")
-	assert.Regexp(t, `\| multi \| ok \| [0-9.]+ / [0-9.]+, [0-9.]+ / [0-9.]+ \|`, report)
+	assert.Contains(t, report, "| figure | acpbridge | multi | fanout |")
+	assert.Contains(t, report, "| runs passed | 1/1 | 0/1 | 1/1 |", "permission_by_kind: multi failed")
+	assert.Regexp(t, `\| spawn → initialize answered \(ms\) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|`, report)
+	assert.Regexp(t, `\| session/new answered \(ms\) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|`, report)
+	assert.Regexp(t, `\| turn 2: answer \(ms\) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|`, report, "two turns")
+	assert.Regexp(t, `\| turn 1: model requests \| 1 \| 1 \| 1 \|`, report, "one model call each in compare_text's first turn")
+	assert.Regexp(t, `\| turn 1: model requests \| 2 \| 1 \| 2 \|`, report, "permission_by_kind: the call and the one after the tool")
+	assert.Regexp(t, `\| turn 1: agent messages \| 5 \| 3 \| 5 \|`, report)
+	assert.Regexp(t, `\| processes \| 1 \| 1 \| [3-9] \|`, report, "acpbridge alone; the router with its children")
 	assert.Contains(t, report, `at .result.agentInfo.name: "acpbridge" / "multiagent"`)
+	assert.Contains(t, report, `where multi and fanout differ`, "every pair, the second and third too")
+	assert.Contains(t, report, "acpbridge and fanout sent the same lines")
+	turn := strings.Index(report, "only acpbridge sent")
+	handshake := strings.Index(report, ".result.agentCapabilities")
+	assert.True(t, turn >= 0 && handshake > turn, "the turns' differences before the handshake's")
 	assert.Contains(t, report, `only acpbridge sent {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"$SESSION","update":{"sessionUpdate":"session_info_update"`)
 	assert.NotContains(t, report, ".params.update.content", "the same answer from the same model, however each split it")
 	assert.NotContains(t, report, "sk-users-own-key")
@@ -511,5 +526,179 @@ func TestScenario_goldensIndexed(t *testing.T) {
 	require.NoError(t, err)
 	for _, f := range files {
 		assert.Contains(t, string(doc), "| `"+filepath.Base(f)+"` |", "docs/scenarios.md's index of the goldens")
+	}
+}
+
+// Verify what a researcher publishes: --repeat runs a warm-up per agent
+// then N counted runs, interleaved; --json holds every run's figures and
+// the machine; --report writes report.md and SVG charts that parse.
+func TestScenario_repeatJSONAndReport(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	dir := t.TempDir()
+	other := filepath.Join(dir, "multi")
+	out, err := exec.Command("go", "build", "-o", other, "./testdata/multiagent").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	jsonPath, reportDir := filepath.Join(dir, "runs.json"), filepath.Join(dir, "report")
+	res, err := exec.Command(bin, "scenario", "run", "--agent", bin, "--agent", "multi="+other, "--repeat", "3",
+		"--json", jsonPath, "--report", reportDir, "testdata/scenarios/compare_text.txtar").CombinedOutput()
+	report := string(res)
+	require.NoError(t, err, "%s", report)
+	assert.Equal(t, 1, strings.Count(report, "[acpbridge] (warm-up run)"), "one warm-up each")
+	assert.Equal(t, 1, strings.Count(report, "[multi] (warm-up run)"))
+	a3, m1 := strings.Index(report, "[acpbridge] (run 3 of 3)"), strings.Index(report, "[multi] (run 1 of 3)")
+	a1 := strings.Index(report, "[acpbridge] (run 1 of 3)")
+	assert.True(t, a1 >= 0 && m1 > a1 && a3 > m1, "interleaved: acpbridge, multi, acpbridge, ...")
+	assert.Contains(t, report, "6 passed, 0 failed", "the warm-up runs are not counted")
+	assert.Contains(t, report, "| runs passed | 3/3 | 3/3 |")
+	assert.Contains(t, report, "(median over 3 runs after a warm-up run, min–max in parentheses")
+
+	var got struct {
+		Environment struct {
+			OS, Arch, Go, Acpbridge string
+			CPUs                    int
+			Command                 []string
+		}
+		Agents []struct {
+			Name    string
+			Command []string
+		}
+		Scenarios []struct {
+			Path    string
+			Repeat  int
+			Results []struct {
+				Agent   string
+				Runs    []map[string]any
+				Summary map[string]struct {
+					N                 int
+					Median, Low, High float64
+					Spread            string
+				}
+			}
+			Differences []struct {
+				A, B  string
+				Lines []string
+			}
+		}
+	}
+	b, err := os.ReadFile(jsonPath)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &got))
+	assert.Equal(t, runtime.GOOS, got.Environment.OS)
+	assert.Positive(t, got.Environment.CPUs)
+	assert.Contains(t, got.Environment.Acpbridge, "acpbridge ")
+	assert.Equal(t, []string{other}, got.Agents[1].Command)
+	require.Len(t, got.Scenarios, 1)
+	sc := got.Scenarios[0]
+	assert.Equal(t, 3, sc.Repeat)
+	require.Len(t, sc.Results, 2)
+	for _, ar := range sc.Results {
+		require.Len(t, ar.Runs, 3, "%s: the counted runs, no warm-up", ar.Agent)
+		for _, run := range ar.Runs {
+			for _, field := range []string{"passed", "agentLines", "initializeMs", "newSessionMs", "turns", "cpuMs", "peakRssBytes", "peakPssBytes", "processes"} {
+				assert.Contains(t, run, field, "%s", ar.Agent)
+			}
+			turns := run["turns"].([]any)
+			require.Len(t, turns, 2)
+			for _, field := range []string{"firstUpdateMs", "answerMs", "messages", "bytes", "modelRequests", "modelRequestBytes", "tokensServed"} {
+				assert.Contains(t, turns[0], field)
+			}
+			assert.Equal(t, 1.0, turns[0].(map[string]any)["modelRequests"])
+		}
+		s := ar.Summary["turn 1: answer (ms)"]
+		assert.Equal(t, 3, s.N)
+		assert.Equal(t, "min-max", s.Spread)
+		assert.True(t, s.Low <= s.Median && s.Median <= s.High)
+	}
+	require.Len(t, sc.Differences, 1)
+	assert.Equal(t, "acpbridge", sc.Differences[0].A)
+
+	md, err := os.ReadFile(filepath.Join(reportDir, "report.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(md), "| runs passed | 3/3 | 3/3 |")
+	assert.Contains(t, string(md), "![turn 1: answer (ms)](")
+	svgs, _ := filepath.Glob(filepath.Join(reportDir, "*.svg"))
+	assert.GreaterOrEqual(t, len(svgs), 10, "a chart per figure")
+	for _, svg := range svgs {
+		b, err := os.ReadFile(svg)
+		require.NoError(t, err)
+		dec := xml.NewDecoder(bytes.NewReader(b))
+		for {
+			_, err := dec.Token()
+			if err == io.EOF {
+				break
+			}
+			require.NoError(t, err, "%s does not parse", svg)
+		}
+		assert.Contains(t, string(b), `<svg xmlns="http://www.w3.org/2000/svg"`)
+		assert.Contains(t, string(b), ">multi</text>", "a bar per agent")
+	}
+}
+
+// Verify `scenario model`: the served model on its own, for an agent run
+// by another harness: the base URL first on stdout, the fixture's answers
+// (a scenario's too), and the end at stdin's end.
+func TestScenario_modelOnItsOwn(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(binary(t), "scenario", "model", "testdata/scenarios/compare_text.txtar")
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	url, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err, "stderr: %s", stderr.String())
+	url = strings.TrimSpace(url)
+	assert.Regexp(t, `^http://127\.0\.0\.1:[0-9]+/v1$`, url)
+	for _, want := range []string{"Hello from the model.", "A second answer."} {
+		resp, err := http.Post(url+"/chat/completions", "application/json",
+			strings.NewReader(`{"model":"scenario-model","messages":[{"role":"user","content":"hi"}]}`))
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Contains(t, string(b), `"content":"`+want+`"`)
+	}
+	stdin.Close()
+	require.NoError(t, cmd.Wait(), "it ends at stdin's end, status 0")
+
+	res, err := exec.Command(binary(t), "scenario", "model", "testdata/scenarios/nothing.txtar").CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(res), "nothing.txtar")
+}
+
+// Verify the neutral recording: acpbridge recorded with --neutral passes
+// unchanged on another agent (the multi-session test agent) that answers
+// the same, where the plain recording fails it at its first line.
+func TestScenario_neutralRecordingPassesOnAnotherAgent(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	dir := t.TempDir()
+	other := filepath.Join(dir, "multi")
+	out, err := exec.Command("go", "build", "-o", other, "./testdata/multiagent").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	fixture := filepath.Join(dir, "model.jsonl")
+	require.NoError(t, os.WriteFile(fixture, []byte(`{"expect":"Say hello","chunks":[{"text":"Hello "},{"text":"there."}]}`+"\n"), 0o644))
+	cwd := filepath.Join(dir, "work")
+	require.NoError(t, os.Mkdir(cwd, 0o755))
+	for _, neutral := range []bool{false, true} {
+		file := filepath.Join(dir, fmt.Sprintf("neutral-%v.txtar", neutral))
+		args := []string{"scenario", "record", "--out", file}
+		if neutral {
+			args = append(args, "--neutral")
+		}
+		cmd := exec.Command(bin, append(args, "--", bin, "--model", "replay:"+fixture, "--state-dir", filepath.Join(dir, "state"))...)
+		recordOneTurn(t, cmd, cwd, "Say hello.")
+		res, err := exec.Command(bin, "scenario", "run", "--agent", bin, "--agent", "multi="+other, file).CombinedOutput()
+		if !neutral {
+			require.Error(t, err)
+			assert.Contains(t, string(res), "FAIL "+file+" [multi]")
+			continue
+		}
+		b, _ := os.ReadFile(file)
+		require.NoError(t, err, "%s\n%s", res, b)
+		assert.Contains(t, string(res), "ok   "+file+" [acpbridge]")
+		assert.Contains(t, string(res), "ok   "+file+" [multi]")
 	}
 }

@@ -182,6 +182,52 @@ func (m *Replay) Resume(state json.RawMessage) error {
 	return nil
 }
 
+// Seek makes the next call serve the fixture's entry n+1 (n entries
+// consumed): a server that hands entries to several conversations, each
+// served by a Replay of its own, moves each to the entry it chose.
+func (m *Replay) Seek(n int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.moveTo(n)
+}
+
+// Expects is each entry's expect ("" for an entry without one), in order,
+// read from the fixture as it is now.
+func (m *Replay) Expects() ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.moveTo(0); err != nil {
+		return nil, err
+	}
+	var out []string
+	for {
+		if err := m.skipToEntry(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, m.moveTo(0)
+			}
+			return nil, err
+		}
+		m.line++
+		lr := &lineReader{r: m.r, sum: m.sum}
+		var e struct {
+			Expect string `json:"expect"`
+		}
+		err := json.NewDecoder(lr).Decode(&e)
+		lr.drain()
+		m.served++
+		if err != nil {
+			return nil, fmt.Errorf("replay fixture %s line %d: %v", m.path, m.line, err)
+		}
+		out = append(out, e.Expect)
+	}
+}
+
+// Matches reports whether an entry's expect (with its root placeholders)
+// is met by the request's newest message, as a call checks it.
+func Matches(expect string, req *Request) bool {
+	return strings.Contains(req.Conv.Newest(), fromPlaceholders(expect, req.Roots))
+}
+
 // moveTo makes n the number of entries consumed, reading the fixture again
 // from its start to go back.
 func (m *Replay) moveTo(n int) error {
@@ -321,11 +367,10 @@ func (m *Replay) expect(dec *json.Decoder, req *Request) error {
 
 // checkExpect checks that the newest message contains want.
 func (m *Replay) checkExpect(want string, req *Request) error {
-	want = fromPlaceholders(want, req.Roots)
-	if got := req.Conv.Newest(); !strings.Contains(got, want) {
+	if !Matches(want, req) {
 		return Errorf(
 			"replay fixture %s line %d (entry %d) expected the newest message to contain %q, but it was %q; the conversation has diverged from the recording",
-			m.path, m.line, m.served+1, want, clip.Marked(got, 400))
+			m.path, m.line, m.served+1, fromPlaceholders(want, req.Roots), clip.Marked(req.Conv.Newest(), 400))
 	}
 	return nil
 }

@@ -157,7 +157,7 @@ func Exec(command []string) func(flags []string, env Env) (*Agent, error) {
 			wait()
 		}
 		return &Agent{Stdin: closingStdin{stdin, watch}, Stdout: stdout, Wait: wait, Kill: kill, Stderr: errTail.String,
-			Stats: func() Stats { wait(); return stats }}, nil
+			Stats: func() Stats { wait(); return stats }, Settled: watch.settled}, nil
 	}
 }
 

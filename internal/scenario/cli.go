@@ -21,16 +21,21 @@ import (
 )
 
 const usage = `Usage:
-  acpbridge scenario run [--agent [NAME=]CMD]... [--update [--accept-errors]] [--timeout D] FILE...  (flags may follow the files)
+  acpbridge scenario run [--agent [NAME=]CMD]... [--repeat N] [--json FILE] [--report DIR] [--diff-limit N]
+                         [--update [--accept-errors]] [--timeout D] FILE...  (flags may follow the files)
   acpbridge scenario serve [--report FILE] [--timeout D] FILE
-  acpbridge scenario record --out FILE [--append] [--deterministic] -- CMD [ARG...]
+  acpbridge scenario record --out FILE [--append] [--deterministic] [--neutral] -- CMD [ARG...]
+  acpbridge scenario model [--cwd DIR] FILE
 
 run starts the agent for each scenario file, plays the client's side and
 checks every line the agent sends. The agent is this acpbridge with the
 file's flags, or each --agent [NAME=]CMD in turn (CMD split as a shell
 would; acpbridge gets the file's flags, another agent its flags/NAME
 section's, or the file's where CMD has the word $FLAGS); with several, each
-gets its line, their figures side by side and where they differ. The file's
+gets its line, their figures side by side and where each pair differs.
+--repeat N runs each agent once unmeasured, then N times, interleaved, and
+gives each figure's median and spread; --json and --report write every
+figure, the machine's description and charts for others to read. The file's
 model fixture is served as an OpenAI-compatible endpoint: every agent gets
 OPENAI_BASE_URL and MODEL_URL (and $MODEL_URL in its flags) naming it, and a
 dummy OPENAI_API_KEY. --update rewrites the < lines from what the agent sent
@@ -48,28 +53,41 @@ the report file (by default FILE's name with .serve-report.txt).
 record sits between an editor and the agent command CMD, passes every
 message through unchanged and writes the conversation to FILE as a scenario.
 --append adds this process's conversation to FILE as its next part (a client
-that starts a process per prompt); --deterministic makes the file byte-stable.
+that starts a process per prompt); --deterministic makes the file byte-stable;
+--neutral writes what another agent that behaves the same would also pass
+(permissions answered by kind, the agent's wording and capabilities free;
+its tool calls, requests and stop reasons pinned).
+
+model serves FILE's model fixture (a scenario's, or a .jsonl fixture) as the
+OpenAI-compatible endpoint run gives its agents, for an agent driven by
+another harness: it prints the base URL (ending in /v1) as its first line
+and serves until stdin ends or a signal. Conversations calling at once each
+follow the fixture from their own position.
 `
 
 // Main runs `acpbridge scenario ARGS`. self is this acpbridge's path, the
 // agent run when --agent is not given.
-func Main(ctx context.Context, args []string, self string, stdin io.Reader, stdout, stderr io.Writer) int {
+// version is acpbridge's version line, for a comparison's record of where
+// it ran.
+func Main(ctx context.Context, args []string, self, version string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		cliflag.Fail(stderr, "acpbridge scenario", "name a command: run, serve or record")
+		cliflag.Fail(stderr, "acpbridge scenario", "name a command: run, serve, record or model")
 		return 2
 	}
 	switch args[0] {
 	case "run":
-		return runCommand(args[1:], self, stdout, stderr)
+		return runCommand(args[1:], self, version, stdout, stderr)
 	case "record":
 		return recordCommand(ctx, args[1:], self, stdin, stdout, stderr)
 	case "serve":
 		return serveCommand(args[1:], stdin, stdout, stderr)
+	case "model":
+		return modelCommand(ctx, args[1:], stdin, stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	cliflag.Fail(stderr, "acpbridge scenario", "unknown command %q (run, serve or record)", args[0])
+	cliflag.Fail(stderr, "acpbridge scenario", "unknown command %q (run, serve, record or model)", args[0])
 	return 2
 }
 
@@ -108,7 +126,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string, cmd string, stdout, stde
 	}
 }
 
-func runCommand(args []string, self string, stdout, stderr io.Writer) int {
+func runCommand(args []string, self, version string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("scenario run", flag.ContinueOnError)
 	var agents []agentSpec
 	fs.Func("agent", "an agent to run, `[NAME=]CMD` quoted as a shell would (repeat it to compare agents); default: this acpbridge", func(v string) error {
@@ -122,48 +140,172 @@ func runCommand(args []string, self string, stdout, stderr io.Writer) int {
 	acceptErrors := fs.Bool("accept-errors", false, "with --update: write a response that is an error where the file had none")
 	timeout := 10 * time.Second
 	fs.Var(durationFlag{&timeout}, "timeout", "how long to wait for each line, with a unit")
+	repeat := fs.Int("repeat", 0, "run each agent `N` times after a warm-up run, interleaved, and give each figure's median and spread")
+	jsonOut := fs.String("json", "", "write every run's figures and the machine's description to `FILE`")
+	reportDir := fs.String("report", "", "write report.md and an SVG chart per figure to `DIR`")
+	diffLimit := fs.Int("diff-limit", 20, "list at most `N` differences per pair of agents (0: all)")
 	files, ok, status := parseInterspersed(fs, args, "acpbridge scenario run", stdout, stderr)
 	if !ok {
 		return status
 	}
-	if len(files) == 0 {
+	switch {
+	case len(files) == 0:
 		cliflag.Fail(stderr, "acpbridge scenario run", "name at least one scenario file")
+		return 2
+	case *repeat < 0 || *diffLimit < 0:
+		cliflag.Fail(stderr, "acpbridge scenario run", "--repeat and --diff-limit take a number of 0 or more")
 		return 2
 	}
 	named := len(agents) > 0 // each result line then says which agent ran
 	if !named {
 		agents = []agentSpec{{name: "acpbridge", command: []string{self}, acpbridge: true}}
 	}
-	if *upd && len(agents) > 1 {
-		fmt.Fprint(stderr, "acpbridge scenario run: --update rewrites a file from one agent: name one --agent\n")
+	if *upd && (len(agents) > 1 || *repeat > 0) {
+		fmt.Fprint(stderr, "acpbridge scenario run: --update rewrites a file from one run of one agent: name one --agent, without --repeat\n")
 		return 2
 	}
 	names := uniqueNames(agents)
-	failed, runs := 0, 0
+	cmp := &comparison{Environment: newEnvironment(version, append([]string{"acpbridge", "scenario", "run"}, args...))}
+	for i, a := range agents {
+		cmp.Agents = append(cmp.Agents, agentRecord{Name: names[i], Command: a.command})
+	}
+	failed, total := 0, 0
 	for _, path := range files {
-		var results []Result
-		for i, a := range agents {
-			opt := Options{Start: Exec(a.command), Flags: a.flags, Timeout: timeout, Update: *upd, AcceptErrors: *acceptErrors}
-			label := ""
-			if named {
-				label = " [" + names[i] + "]"
+		runs := make([][]Result, len(agents))
+		// One warm-up run each (files cached, binaries paged in), then
+		// the counted runs, the agents interleaved so that a slower
+		// minute of the machine falls on all of them.
+		rounds, warm := max(1, *repeat), *repeat > 0
+		for round := range rounds + btoi(warm) {
+			for i, a := range agents {
+				opt := Options{Start: Exec(a.command), Flags: a.flags, Timeout: timeout, Update: *upd, AcceptErrors: *acceptErrors}
+				label := ""
+				if named {
+					label = " [" + names[i] + "]"
+				}
+				switch {
+				case warm && round == 0:
+					label += " (warm-up run)"
+				case *repeat > 1:
+					label += fmt.Sprintf(" (run %d of %d)", round+1-btoi(warm), *repeat)
+				}
+				res, ok := runFile(path, opt, label, stdout)
+				if warm && round == 0 {
+					continue // not counted
+				}
+				total++
+				if !ok {
+					failed++
+				}
+				runs[i] = append(runs[i], res)
 			}
-			res, ok := runFile(path, opt, label, stdout)
-			runs++
-			if !ok {
-				failed++
-			}
-			results = append(results, res)
 		}
-		if len(agents) > 1 {
-			fmt.Fprintf(stdout, "  %s, side by side:\n%s%s", path, figuresTable(names, results), compareRuns(names, results))
+		first := make([]Result, len(agents))
+		for i := range runs {
+			first[i] = runs[i][0]
+		}
+		diffs := compareAll(names, first, *diffLimit)
+		if len(agents) > 1 || *repeat > 0 {
+			fmt.Fprintf(stdout, "  %s, side by side:\n%s%s", path, figuresTable(names, runs), showDifferences(diffs))
+		}
+		cmp.Scenarios = append(cmp.Scenarios, newScenarioRecord(path, names, runs, diffs))
+	}
+	fmt.Fprintf(stdout, "%d passed, %d failed\n", total-failed, failed)
+	if *jsonOut != "" {
+		if err := cmp.writeJSON(*jsonOut); err != nil {
+			fmt.Fprintf(stderr, "acpbridge scenario run: writing --json %s: %v\n", *jsonOut, err)
+			return 1
 		}
 	}
-	fmt.Fprintf(stdout, "%d passed, %d failed\n", runs-failed, failed)
+	if *reportDir != "" {
+		if err := cmp.writeReport(*reportDir); err != nil {
+			fmt.Fprintf(stderr, "acpbridge scenario run: writing --report %s: %v\n", *reportDir, err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "the report is in %s\n", filepath.Join(*reportDir, "report.md"))
+	}
 	if failed > 0 {
 		return 1
 	}
 	return 0
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func modelCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("scenario model", flag.ContinueOnError)
+	cwd := fs.String("cwd", "", "the agent's workspace, put in place of {cwd} in an entry's expect (default: the current directory)")
+	files, ok, status := parseInterspersed(fs, args, "acpbridge scenario model", stdout, stderr)
+	if !ok {
+		return status
+	}
+	if len(files) != 1 {
+		cliflag.Fail(stderr, "acpbridge scenario model", "name one scenario or model fixture file")
+		return 2
+	}
+	if *cwd == "" {
+		*cwd, _ = os.Getwd()
+	}
+	path, cleanup, err := modelFixture(files[0])
+	defer cleanup()
+	if err != nil {
+		fmt.Fprintf(stderr, "acpbridge scenario model: %v\n", err)
+		return 2
+	}
+	m, err := serveModel(path, []string{*cwd})
+	if err != nil {
+		fmt.Fprintf(stderr, "acpbridge scenario model: %v\n", err)
+		return 1
+	}
+	defer m.Close()
+	fmt.Fprintln(stdout, m.URL)
+	fmt.Fprintf(stderr, "acpbridge scenario model: serving %s at %s (any API key; the model %q) until stdin ends\n", files[0], m.URL, servedModelName)
+	done := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, stdin)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	return 0
+}
+
+// modelFixture is the model fixture file names: itself, or, for a
+// scenario, the fixture its run would serve, written into a temporary
+// directory that cleanup removes.
+func modelFixture(file string) (path string, cleanup func(), err error) {
+	cleanup = func() {}
+	if !strings.HasSuffix(file, ".txtar") {
+		return file, cleanup, nil
+	}
+	sc, err := Load(file)
+	if err != nil {
+		return "", cleanup, err
+	}
+	dir, err := os.MkdirTemp("", "scenario-model-")
+	if err != nil {
+		return "", cleanup, err
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	r := &run{sc: sc, v: newVars()}
+	if err := r.makeEnv(dir); err != nil {
+		return "", cleanup, err
+	}
+	var own []string
+	for _, f := range sc.Flags {
+		own = append(own, r.expandPaths(f, true))
+	}
+	if path = fixtureOf(own, dir); path == "" {
+		return "", cleanup, fmt.Errorf("%s has no model fixture (a -- model.jsonl -- section, or one its flags replay with --model replay:$DIR/NAME)", file)
+	}
+	return path, cleanup, nil
 }
 
 func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -231,6 +373,7 @@ func recordCommand(ctx context.Context, args []string, self string, stdin io.Rea
 	fs := flag.NewFlagSet("scenario record", flag.ContinueOnError)
 	out := fs.String("out", "", "the scenario `FILE` to write")
 	appendPart := fs.Bool("append", false, "add this process's conversation to FILE, after a restart, when FILE exists (a client that starts a process per prompt, such as acpx)")
+	neutral := fs.Bool("neutral", false, "write an agent-neutral scenario: permissions answered by kind, the agent's wording free, its requests, tool calls and stop reasons pinned")
 	det := fs.Bool("deterministic", false, "stable ids and clock in acpbridge (it sets ACPBRIDGE_DETERMINISTIC) and no date in FILE: the same conversation records byte for byte the same")
 	if ok, status := cliflag.Parse(fs, args, "acpbridge scenario record", usage+"\nscenario record's flags:\n", stdout, stderr); !ok {
 		return status
@@ -240,7 +383,7 @@ func recordCommand(ctx context.Context, args []string, self string, stdin io.Rea
 		cliflag.Fail(stderr, "acpbridge scenario record", "give --out FILE and the agent command after --")
 		return 2
 	}
-	rec := &Recorder{Self: self, Deterministic: *det, Parts: *appendPart}
+	rec := &Recorder{Self: self, Deterministic: *det, Parts: *appendPart, Neutral: *neutral}
 	if isAcpbridge(command[0], self) {
 		rec.StateDir = stateDirOf(command[1:])
 	}
@@ -287,7 +430,7 @@ func recordCommand(ctx context.Context, args []string, self string, stdin io.Rea
 	if rec.Prior != nil {
 		what = fmt.Sprintf("added part %d to", part)
 	}
-	fmt.Fprintf(stderr, "acpbridge scenario record: %s %s; run it with: acpbridge scenario run %s\n", what, *out, *out)
+	fmt.Fprintf(stderr, "acpbridge scenario record: %s %s; run it with: %s\n", what, *out, RunHint(command, self, *out))
 	return code
 }
 

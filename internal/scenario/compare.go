@@ -19,17 +19,18 @@ import (
 // times read the same in both runs), and consecutive message or thought
 // chunks of one session joined into one line, so that how an agent splits
 // its stream does not count.
-func view(lines [][]byte, env Env) []any {
+// raw holds, for each line of the view, the index of the agent's line it
+// starts at.
+func view(lines [][]byte, env Env) (out []any, raw []int) {
 	v := newVars()
 	v.set("CWD", env.Cwd)
 	v.set("STATE", env.State)
 	v.set("DIR", env.Dir)
-	var out []any
 	var joining any // the last chunk line, while chunks of its kind follow
-	for _, line := range lines {
+	for n, line := range lines {
 		text, err := v.generalize(line, nil, true)
 		if err != nil {
-			out = append(out, string(line))
+			out, raw = append(out, string(line)), append(raw, n)
 			joining = nil
 			continue
 		}
@@ -40,13 +41,13 @@ func view(lines [][]byte, env Env) []any {
 				continue
 			}
 			joining = x
-			out = append(out, x)
+			out, raw = append(out, x), append(raw, n)
 			continue
 		}
 		joining = nil
-		out = append(out, x)
+		out, raw = append(out, x), append(raw, n)
 	}
-	return out
+	return out, raw
 }
 
 // chunkOf returns the kind of a message or thought chunk line and its
@@ -75,32 +76,81 @@ func sameSession(a, b any) bool {
 	return sid(a) == sid(b)
 }
 
-// differences lists, at most max, where the views a and b differ. The
-// lines are first aligned by kind (a response to an id, a method and its
-// update kind), so that a line one agent sends and the other does not
-// shows as that, not as a shift of every line after it; aligned lines are
-// compared as JSON values, path by path.
-func differences(nameA string, a []any, nameB string, b []any, max int) []string {
-	var out []string
-	for _, p := range align(a, b) {
-		if len(out) >= max {
-			out = append(out, "(more differences not shown)")
-			break
+// runView is one run of one agent as the comparison sees it.
+type runView struct {
+	name   string
+	lines  []any
+	raw    []int // each line's index among the agent's lines
+	before int   // the agent's lines before the first prompt: its handshake
+	err    error // the run's failure, or nil
+}
+
+func newRunView(name string, res Result) runView {
+	lines, raw := view(res.Received, res.Env)
+	return runView{name: name, lines: lines, raw: raw, before: res.BeforeTurns, err: res.Err}
+}
+
+// differences lists where the runs a and b differ, the turns' lines before
+// the handshake's, at most limit (0: all). The lines are first aligned by
+// kind (a response to an id, a method and its update kind and status), so
+// that a line one agent sends and the other does not shows as that, not as
+// a shift of every line after it; aligned lines are compared as JSON
+// values, path by path. When a run failed, the lines after its last are
+// not compared: the list ends saying where it stopped.
+func differences(a, b runView, limit int) []string {
+	pairs := align(a.lines, b.lines)
+	stop := ""
+	for side, r := range []runView{a, b} {
+		if r.err == nil {
+			continue
 		}
-		switch {
-		case p.i < 0:
-			out = append(out, fmt.Sprintf("%s's line %d: only %s sent %s", nameB, p.j+1, nameB, show(b[p.j])))
-		case p.j < 0:
-			out = append(out, fmt.Sprintf("%s's line %d: only %s sent %s", nameA, p.i+1, nameA, show(a[p.i])))
-		default:
-			var paths []string
-			diffValues("", a[p.i], b[p.j], &paths)
-			for _, d := range paths {
-				out = append(out, fmt.Sprintf("line %d / %d (%s) at %s", p.i+1, p.j+1, what(a[p.i]), d))
+		last := -1 // the last pair holding a line of r
+		for k, p := range pairs {
+			if side == 0 && p.i >= 0 || side == 1 && p.j >= 0 {
+				last = k
 			}
 		}
+		if last+1 < len(pairs) {
+			stop = fmt.Sprintf("%s failed after its line %d (%s); the %d lines after it are not compared", r.name, len(r.raw), firstLine(r.err), len(pairs)-last-1)
+			pairs = pairs[:last+1]
+		}
+	}
+	var turns, handshake []string
+	for _, p := range pairs {
+		var found []string
+		inTurn := p.i >= 0 && a.raw[p.i] >= a.before || p.j >= 0 && b.raw[p.j] >= b.before
+		switch {
+		case p.i < 0:
+			found = append(found, fmt.Sprintf("%s's line %d: only %s sent %s", b.name, b.raw[p.j]+1, b.name, show(b.lines[p.j])))
+		case p.j < 0:
+			found = append(found, fmt.Sprintf("%s's line %d: only %s sent %s", a.name, a.raw[p.i]+1, a.name, show(a.lines[p.i])))
+		default:
+			var paths []string
+			diffValues("", a.lines[p.i], b.lines[p.j], &paths)
+			for _, d := range paths {
+				found = append(found, fmt.Sprintf("line %d / %d (%s) at %s", a.raw[p.i]+1, b.raw[p.j]+1, what(a.lines[p.i]), d))
+			}
+		}
+		if inTurn {
+			turns = append(turns, found...)
+		} else {
+			handshake = append(handshake, found...)
+		}
+	}
+	out := append(turns, handshake...)
+	if limit > 0 && len(out) > limit {
+		out = append(out[:limit], fmt.Sprintf("(%d more differences not shown: --diff-limit 0 shows them all)", len(out)-limit))
+	}
+	if stop != "" {
+		out = append(out, stop)
 	}
 	return out
+}
+
+// firstLine is the first line of err's message.
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
 }
 
 // pair is a line of a (i) and of b (j) aligned; -1 where a side has none.
@@ -170,6 +220,9 @@ func kinds(lines []any) []string {
 		params, _ := m["params"].(map[string]any)
 		update, _ := params["update"].(map[string]any)
 		out[i] = fmt.Sprintf("%s %v", method, update["sessionUpdate"])
+		if status, ok := update["status"].(string); ok {
+			out[i] += " " + status // a tool call's in_progress is not its completed
+		}
 	}
 	return out
 }
@@ -229,19 +282,35 @@ func show(x any) string {
 	return clip.Marked(string(b), 160)
 }
 
-// compareRuns is the report of where each agent after the first differs
-// from the first.
-func compareRuns(names []string, results []Result) string {
+// pairDifferences is where each pair of agents differ, for every pair,
+// from each agent's first counted run.
+type pairDifferences struct {
+	A, B  string
+	Lines []string // none: they sent the same lines
+}
+
+// compareAll compares every pair of agents' runs.
+func compareAll(names []string, first []Result, limit int) []pairDifferences {
+	var out []pairDifferences
+	for i := range first {
+		for j := i + 1; j < len(first); j++ {
+			d := differences(newRunView(names[i], first[i]), newRunView(names[j], first[j]), limit)
+			out = append(out, pairDifferences{A: names[i], B: names[j], Lines: d})
+		}
+	}
+	return out
+}
+
+// showDifferences is the report of compareAll.
+func showDifferences(all []pairDifferences) string {
 	var sb strings.Builder
-	base := view(results[0].Received, results[0].Env)
-	for i := 1; i < len(results); i++ {
-		diffs := differences(names[0], base, names[i], view(results[i].Received, results[i].Env), 20)
-		if len(diffs) == 0 {
-			fmt.Fprintf(&sb, "  %s and %s sent the same lines (chunks joined; ids and times as variables)\n", names[0], names[i])
+	for _, p := range all {
+		if len(p.Lines) == 0 {
+			fmt.Fprintf(&sb, "  %s and %s sent the same lines (chunks joined; ids and times as variables)\n", p.A, p.B)
 			continue
 		}
-		fmt.Fprintf(&sb, "  where %s and %s differ (values: %s / %s):\n", names[0], names[i], names[0], names[i])
-		for _, d := range diffs {
+		fmt.Fprintf(&sb, "  where %s and %s differ, the turns first (values: %s / %s):\n", p.A, p.B, p.A, p.B)
+		for _, d := range p.Lines {
 			sb.WriteString("    " + d + "\n")
 		}
 	}

@@ -4,6 +4,7 @@
 package scenario
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -69,9 +70,55 @@ func TestDifferences_alignedAndChunksJoined(t *testing.T) {
 		[]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"other-9","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hello"}}}}`),
 		[]byte(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"cancelled"}}`),
 	}
-	diffs := differences("A", view(a, env), "B", view(b, env), 20)
+	diffs := differences(newRunView("A", Result{Received: a, Env: env, BeforeTurns: 1}), newRunView("B", Result{Received: b, Env: env, BeforeTurns: 1}), 20)
 	assert.Equal(t, []string{
-		`A's line 3: only A sent {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"$SESSION","update":{"sessionUpdate":"session_info_update","title":"t"}}}`,
-		`line 4 / 3 (the response 2) at .result.stopReason: "end_turn" / "cancelled"`,
-	}, diffs, "session ids as variables, chunks joined, the extra line aligned")
+		`A's line 4: only A sent {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"$SESSION","update":{"sessionUpdate":"session_info_update","title":"t"}}}`,
+		`line 5 / 3 (the response 2) at .result.stopReason: "end_turn" / "cancelled"`,
+	}, diffs, "session ids as variables, chunks joined, the extra line aligned; line numbers are the agents' own")
+}
+
+func update(sid, kind, extra string) []byte {
+	return []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"` + sid + `","update":{"sessionUpdate":"` + kind + `"` + extra + `}}}`)
+}
+
+// Verify the comparison's order and alignment: a turn's differences come
+// before the handshake's, an extra in_progress update is reported as the
+// one line only one agent sent (not paired with the other's completed),
+// --diff-limit cuts with a count, and a failed run's block says where it
+// stopped instead of listing every line of the other.
+func TestDifferences_turnsFirstAlignedAndCut(t *testing.T) {
+	env := Env{Dir: "/d", Cwd: "/d/cwd", State: "/d/state"}
+	a := [][]byte{
+		[]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentInfo":{"name":"a"}}}`),
+		[]byte(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s"}}`),
+		update("s", "tool_call", `,"toolCallId":"c","status":"pending","title":"w"`),
+		update("s", "tool_call_update", `,"toolCallId":"c","status":"in_progress"`),
+		update("s", "tool_call_update", `,"toolCallId":"c","status":"completed","content":[]`),
+		[]byte(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`),
+	}
+	b := [][]byte{
+		[]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentInfo":{"name":"b"}}}`),
+		[]byte(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s"}}`),
+		update("s", "tool_call", `,"toolCallId":"c","status":"pending","title":"w"`),
+		update("s", "tool_call_update", `,"toolCallId":"c","status":"completed","content":[{"type":"content"}]`),
+		[]byte(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`),
+	}
+	ra := newRunView("A", Result{Received: a, Env: env, BeforeTurns: 2})
+	rb := newRunView("B", Result{Received: b, Env: env, BeforeTurns: 2})
+	diffs := differences(ra, rb, 0)
+	require.Len(t, diffs, 3)
+	assert.Contains(t, diffs[0], `A's line 4: only A sent {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"$SESSION","update":{"sessionUpdate":"tool_call_update","status":"in_progress"`)
+	assert.Equal(t, []string{
+		`line 5 / 4 (session/update) at .params.update.content: [] / [{"type":"content"}]`,
+		`line 1 / 1 (the response 0) at .result.agentInfo.name: "a" / "b"`,
+	}, diffs[1:], "the turn first, the extra in_progress alone, completed with completed")
+
+	assert.Equal(t, []string{diffs[0], "(2 more differences not shown: --diff-limit 0 shows them all)"}, differences(ra, rb, 1))
+
+	failed := newRunView("B", Result{Received: b[:2], Env: env, BeforeTurns: 2, Err: errors.New("timed out waiting for < line 9\nbindings: ...")})
+	diffs = differences(ra, failed, 0)
+	assert.Equal(t, []string{
+		`line 1 / 1 (the response 0) at .result.agentInfo.name: "a" / "b"`,
+		`B failed after its line 2 (timed out waiting for < line 9); the 4 lines after it are not compared`,
+	}, diffs)
 }

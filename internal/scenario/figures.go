@@ -1,29 +1,38 @@
 // figures.go holds what a run measures of an agent, for comparing agents
-// side by side: each turn's times as the client saw them, and the agent's
-// memory, CPU and processes.
+// side by side: each turn's times, messages and model calls as the client
+// and the served model saw them, and the agent's memory, CPU and processes.
 
 package scenario
 
 import (
-	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
 	"time"
 )
 
 // Turn is one prompt as the client saw it: from the request's write to the
-// first session/update after it, and to its answer.
-type Turn struct{ FirstUpdate, Answer time.Duration }
+// first session/update after it, and to its answer; the lines the agent
+// sent meanwhile (the answer included) and their bytes; and what the
+// served model was asked meanwhile.
+type Turn struct {
+	FirstUpdate, Answer time.Duration
+	Messages            int
+	Bytes               int64
+	Model               servedCount
+}
 
 // Stats is what an agent's processes used over a run. A figure the
 // platform cannot give is -1.
 type Stats struct {
-	PeakRSS   int64         // bytes: the largest sum over the process tree of each process's peak RSS so far (sampled)
-	PeakPSS   int64         // bytes: the largest sum of proportional set sizes over the tree seen
-	CPU       time.Duration // user and system time of the agent and the children it waited for
-	Processes int           // the most processes seen in its tree at once (-1: never seen)
+	PeakRSS int64         // bytes: the largest sum over the process tree of each process's peak RSS so far (sampled)
+	PeakPSS int64         // bytes: the largest sum of proportional set sizes over the tree seen
+	CPU     time.Duration // user and system time of the agent and the children it waited for
+	// Processes is the most processes in its tree at once whenever the
+	// agent had answered every request (and as its stdin closed): what it
+	// keeps running, counted the same way every run, not a command's
+	// short-lived shell a sampler may or may not catch (-1: never seen).
+	Processes int
 }
 
 // sampler watches a process tree until stopped, keeping the peaks.
@@ -59,7 +68,14 @@ func (s *sampler) loop() {
 	}
 }
 
-func (s *sampler) sample() {
+// sample measures the tree's memory.
+func (s *sampler) sample() { s.measure(false) }
+
+// settled measures the tree's memory and counts its processes: the agent
+// has answered everything it was asked.
+func (s *sampler) settled() { s.measure(true) }
+
+func (s *sampler) measure(count bool) {
 	rss, pss, n, ok := treeMemory(s.pid)
 	if !ok {
 		return
@@ -68,18 +84,20 @@ func (s *sampler) sample() {
 	defer s.mu.Unlock()
 	s.stats.PeakRSS = max(s.stats.PeakRSS, rss)
 	s.stats.PeakPSS = max(s.stats.PeakPSS, pss)
-	s.stats.Processes = max(s.stats.Processes, n)
+	if count {
+		s.stats.Processes = max(s.stats.Processes, n)
+	}
 }
 
-// closingStdin is the agent's stdin that takes a sample as the run closes
-// it: the agent has done its work and not yet exited.
+// closingStdin is the agent's stdin that counts as the run closes it: the
+// agent has done its work and not yet exited.
 type closingStdin struct {
 	io.WriteCloser
 	s *sampler
 }
 
 func (c closingStdin) Close() error {
-	c.s.sample()
+	c.s.settled()
 	return c.WriteCloser.Close()
 }
 
@@ -104,46 +122,4 @@ func (s *sampler) finish(ps *os.ProcessState) Stats {
 		}
 	}
 	return s.stats
-}
-
-// figuresTable is the agents' figures for one scenario, side by side.
-func figuresTable(names []string, results []Result) string {
-	var sb strings.Builder
-	sb.WriteString("  | agent | result | turns: first update / answer (ms) | peak RSS (MiB) | peak PSS (MiB) | CPU (ms) | processes |\n")
-	sb.WriteString("  |---|---|---|---|---|---|---|\n")
-	for i, res := range results {
-		verdict := "ok"
-		if res.Err != nil {
-			verdict = "FAIL"
-		}
-		var turns []string
-		for _, t := range res.Turns {
-			turns = append(turns, fmt.Sprintf("%s / %s", ms(t.FirstUpdate), ms(t.Answer)))
-		}
-		if len(turns) == 0 {
-			turns = []string{"–"}
-		}
-		st := res.Stats
-		procs := "n/a"
-		if st.Processes > 0 {
-			procs = fmt.Sprint(st.Processes)
-		}
-		fmt.Fprintf(&sb, "  | %s | %s | %s | %s | %s | %.0f | %s |\n", names[i], verdict, strings.Join(turns, ", "),
-			mib(st.PeakRSS), mib(st.PeakPSS), float64(st.CPU.Microseconds())/1000, procs)
-	}
-	return sb.String()
-}
-
-func ms(d time.Duration) string {
-	if d < 0 {
-		return "–"
-	}
-	return fmt.Sprintf("%.1f", float64(d.Microseconds())/1000)
-}
-
-func mib(b int64) string {
-	if b < 0 {
-		return "n/a"
-	}
-	return fmt.Sprintf("%.1f", float64(b)/(1<<20))
 }

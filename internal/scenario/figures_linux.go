@@ -58,3 +58,18 @@ func maxRSS(ps *os.ProcessState) int64 {
 	}
 	return -1
 }
+
+// machine is the kernel's release and the CPU's model name.
+func machine() (kernel, cpu string) {
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = string(bytes.TrimSpace(b))
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			if name, val, ok := bytes.Cut(line, []byte(":")); ok && string(bytes.TrimSpace(name)) == "model name" {
+				return kernel, string(bytes.TrimSpace(val))
+			}
+		}
+	}
+	return kernel, cpu
+}

@@ -36,6 +36,9 @@ type Recorder struct {
 	// section, for the next part (--append) to write the same values as
 	// the same variables.
 	Parts bool
+	// Neutral writes an agent-neutral scenario (neutral.go): what another
+	// agent that behaves the same passes unchanged.
+	Neutral bool
 
 	mu       sync.Mutex
 	events   []event
@@ -211,15 +214,30 @@ func (rec *Recorder) Scenario(cmd []string) []byte {
 		if rec.Deterministic {
 			date = ""
 		}
-		sc = &Scenario{Comment: fmt.Sprintf("Recorded by acpbridge scenario record%s from:\n  %s\nRun it with: acpbridge scenario run FILE\n",
-			date, strings.Join(cmd, " "))}
-		sc.Sections = append(sc.Sections, Section{Name: "flags", Data: strings.Join(flags, " ") + "\n"})
+		sc = &Scenario{Comment: fmt.Sprintf("Recorded by acpbridge scenario record%s from:\n  %s\nRun it with: %s\n",
+			date, strings.Join(cmd, " "), RunHint(cmd, rec.Self, "FILE"))}
+		if isAcpbridge(cmd[0], rec.Self) {
+			sc.Sections = append(sc.Sections, Section{Name: "flags", Data: strings.Join(flags, " ") + "\n"})
+		} else {
+			// Another agent's arguments are its own, not acpbridge's: in
+			// its flags/NAME section, for --agent NAME=CMD.
+			sc.Sections = append(sc.Sections, Section{Name: "flags", Data: "\n"},
+				Section{Name: "flags/" + agentName(cmd[0]), Data: strings.Join(flags, " ") + "\n"})
+		}
+		if rec.Neutral {
+			for i := range files {
+				files[i].Data = neutralFixture(files[i].Data)
+			}
+		}
 		sc.Sections = append(sc.Sections, files...)
 		sc.Sections = append(sc.Sections, Section{Name: "transcript"})
 	}
 	v := newVars()
 	sc.seedBindings(v)
 	tr := rec.transcriptWith(v)
+	if rec.Neutral {
+		tr = neutralTranscript(tr)
+	}
 	if realModel {
 		tr = strings.ReplaceAll(tr, `"`+freeOption+`"`, `"$ANY"`)
 	}
@@ -236,6 +254,29 @@ func (rec *Recorder) Scenario(cmd []string) []byte {
 		sc.setSection(recordBindings, v.bindingsText())
 	}
 	return sc.Format()
+}
+
+// agentName is the name --agent gives a command by default: its
+// program's base name.
+func agentName(program string) string {
+	return strings.TrimSuffix(filepath.Base(program), ".exe")
+}
+
+// RunHint is the command that runs a scenario recorded from cmd: plain for
+// acpbridge, with --agent naming the agent for another.
+func RunHint(cmd []string, self, file string) string {
+	if len(cmd) == 0 || isAcpbridge(cmd[0], self) {
+		return "acpbridge scenario run " + file
+	}
+	return fmt.Sprintf("acpbridge scenario run --agent %s %s", shellQuote(agentName(cmd[0])+"="+strings.Join(cmd[:1], " ")), file)
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if !strings.ContainsAny(s, " \t'\"$\\*?[]#~;&|<>()") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // noteWorkspaceFiles notes the workspace files the agent's tool calls

@@ -28,6 +28,9 @@ type Agent struct {
 	Kill   func()        // ends it at once
 	Stderr func() string // the last of what it wrote to stderr
 	Stats  func() Stats  // what it used, once it has exited; nil when not measured
+	// Settled, when set, is called whenever the agent has answered every
+	// request the client sent: its processes are counted then.
+	Settled func()
 }
 
 // Env is where a run takes place: the run directory and, under it, the
@@ -65,8 +68,16 @@ type Result struct {
 
 	Env      Env      // where it ran (gone by the time Run returns)
 	Received [][]byte // every line the agent sent
-	Turns    []Turn   // each prompt's times, in the order they were sent
+	Turns    []Turn   // each prompt's figures, in the order they were sent
 	Stats    Stats    // what the agent used (zero when not measured)
+
+	// Initialize is from the agent's start to its answer to initialize,
+	// NewSession from the first session/new's write to its answer; -1
+	// when the run had none.
+	Initialize, NewSession time.Duration
+	// BeforeTurns is how many lines the agent sent before the first
+	// prompt was written: its handshake.
+	BeforeTurns int
 }
 
 // Failure is a difference between the scenario and the agent.
@@ -100,6 +111,13 @@ type run struct {
 	got     [][]byte                      // every line the agent sent
 	turns   []Turn
 	prompts map[string]*promptClock // prompts sent and not yet answered, by id
+	methods map[string]string       // the method of each request not yet answered, by id
+	sentAt  map[string]time.Time    // when each of them was written
+
+	started     time.Time     // when the first agent process started
+	initialize  time.Duration // see Result
+	newSession  time.Duration
+	beforeTurns int // -1 until the first prompt is written
 }
 
 // promptClock times one prompt.
@@ -107,6 +125,7 @@ type promptClock struct {
 	sent  time.Time
 	turn  int // its index in run.turns
 	first bool
+	model servedCount // the served model's count when it was written
 }
 
 // permissionOption is one option of a permission request.
@@ -121,7 +140,8 @@ func Run(sc *Scenario, opt Options) Result {
 		opt.Timeout = 10 * time.Second
 	}
 	r := &run{sc: sc, opt: opt, v: newVars(), pending: map[string]bool{}, options: map[string][]permissionOption{},
-		prompts: map[string]*promptClock{}}
+		prompts: map[string]*promptClock{}, methods: map[string]string{}, sentAt: map[string]time.Time{},
+		initialize: -1, newSession: -1, beforeTurns: -1}
 	res := Result{Path: sc.Path}
 	dir, err := r.prepare()
 	if dir != "" {
@@ -141,6 +161,10 @@ func Run(sc *Scenario, opt Options) Result {
 		r.agent.Kill()
 	}
 	res.Err, res.Lines, res.Received, res.Turns, res.Env = err, r.n, r.got, r.turns, r.env
+	res.Initialize, res.NewSession, res.BeforeTurns = r.initialize, r.newSession, r.beforeTurns
+	if res.BeforeTurns < 0 {
+		res.BeforeTurns = r.n
+	}
 	if r.agent != nil && r.agent.Stats != nil {
 		r.agent.Wait()
 		res.Stats = r.agent.Stats()
@@ -183,6 +207,9 @@ func (r *run) prepare() (string, error) {
 
 // start starts the agent with the run's flags.
 func (r *run) start() error {
+	if r.started.IsZero() {
+		r.started = time.Now()
+	}
 	agent, err := r.opt.Start(r.flags, r.env)
 	if err != nil {
 		return &Failure{r.sc.Path, 0, fmt.Sprintf("starting the agent: %v", err)}
@@ -399,9 +426,14 @@ func (r *run) sendText(st Step) (string, error) {
 		Method string          `json:"method"`
 	}
 	if json.Unmarshal([]byte(text), &m) == nil && m.Method != "" && len(m.ID) > 0 {
-		r.pending[string(m.ID)] = true
+		id := string(m.ID)
+		r.pending[id] = true
+		r.methods[id], r.sentAt[id] = m.Method, time.Now()
 		if m.Method == "session/prompt" {
-			r.prompts[string(m.ID)] = &promptClock{sent: time.Now(), turn: len(r.turns)}
+			if r.beforeTurns < 0 {
+				r.beforeTurns = r.n
+			}
+			r.prompts[id] = &promptClock{sent: time.Now(), turn: len(r.turns), model: r.model.count()}
 			r.turns = append(r.turns, Turn{FirstUpdate: -1, Answer: -1})
 		}
 	}
@@ -449,6 +481,10 @@ func (r *run) read(at int, waiting string) (line []byte, ok bool, err error) {
 		}
 		r.n++
 		r.got = append(r.got, line)
+		for _, p := range r.prompts { // the line counts to every turn running
+			r.turns[p.turn].Messages++
+			r.turns[p.turn].Bytes += int64(len(line)) + 1
+		}
 		if _, err := decode(line); err != nil {
 			return nil, false, r.fail(at, fmt.Sprintf("the agent's line %d is not JSON (%v): %s", r.n, err, clip.Marked(string(line), 300)))
 		}
@@ -486,10 +522,28 @@ func (r *run) answered(line []byte) {
 		}
 	case len(m.ID) == 0:
 	case m.Method == nil:
-		delete(r.pending, string(m.ID))
-		if p := r.prompts[string(m.ID)]; p != nil {
-			r.turns[p.turn].Answer = now.Sub(p.sent)
-			delete(r.prompts, string(m.ID))
+		id := string(m.ID)
+		delete(r.pending, id)
+		switch r.methods[id] {
+		case "initialize":
+			if r.initialize < 0 {
+				r.initialize = now.Sub(r.started)
+			}
+		case "session/new":
+			if r.newSession < 0 {
+				r.newSession = now.Sub(r.sentAt[id])
+			}
+		}
+		delete(r.methods, id)
+		delete(r.sentAt, id)
+		if p := r.prompts[id]; p != nil {
+			t := &r.turns[p.turn]
+			t.Answer = now.Sub(p.sent)
+			t.Model = r.model.count().since(p.model)
+			delete(r.prompts, id)
+		}
+		if len(r.pending) == 0 && r.agent.Settled != nil {
+			r.agent.Settled()
 		}
 	case *m.Method == "session/request_permission":
 		r.options[string(m.ID)] = m.Params.Options

@@ -3,17 +3,31 @@
 // acpbridge or another, gets the same model answers. The fixture is read
 // by acpbridge's own replay model: the same format, the same checks of an
 // entry's expect, the same errors.
+//
+// Several conversations may call it at once (an agent's threads run in
+// parallel). Each is told apart by its messages so far — a call whose
+// messages extend those of an earlier call continues that call's
+// conversation — and each follows the fixture from its own position: a
+// call gets the first entry after its conversation's last that no other
+// conversation has had — or, when that one's expect is not met by the
+// call's newest message, the first later one whose expect is (else the
+// first, whose check then says how the call diverged). Parallel
+// threads with different prompts get the same entries every time,
+// whatever order their calls come in.
 
 package scenario
 
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"acpbridge/internal/acp"
@@ -26,13 +40,48 @@ const maxServedRequest = 64 << 20
 // servedModelName is the model the endpoint says it serves.
 const servedModelName = "scenario-model"
 
-// servedModel is one run's endpoint: each chat completion, whichever agent
-// or session asks, is answered by the fixture's next entry.
+// servedModel is one endpoint: each chat completion is answered by the
+// entry its conversation is at.
 type servedModel struct {
-	URL    string // the base URL, ending in /v1
-	srv    *http.Server
-	replay *model.Replay // a sequence: it answers one call at a time
-	roots  []string      // the run's workspace, for paths in an entry's expect
+	URL   string // the base URL, ending in /v1
+	srv   *http.Server
+	path  string   // the fixture
+	roots []string // the run's workspace, for paths in an entry's expect
+
+	mu      sync.Mutex // guards the fields below
+	expects []string   // each entry's expect, "" for none
+	had     []bool     // whether a conversation has had the entry
+	convs   []*conversation
+	counted servedCount
+}
+
+// conversation is one caller's place in the fixture.
+type conversation struct {
+	seen   []string      // the messages of its last call, role and text
+	next   int           // the entries before this one are behind it
+	replay *model.Replay // its own reader of the fixture
+}
+
+// servedCount is what the endpoint has served so far.
+type servedCount struct {
+	Requests int   `json:"requests"` // chat completions asked for
+	Bytes    int64 `json:"bytes"`    // their request bodies
+	Tokens   int64 `json:"tokens"`   // the usage the entries reported, prompt and completion
+}
+
+// since is what was served after an earlier count.
+func (c servedCount) since(before servedCount) servedCount {
+	return servedCount{c.Requests - before.Requests, c.Bytes - before.Bytes, c.Tokens - before.Tokens}
+}
+
+// count is what m has served so far; nothing for a run without a model.
+func (m *servedModel) count() servedCount {
+	if m == nil {
+		return servedCount{}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.counted
 }
 
 // serveModel serves the replay fixture at path on a port of its own; roots
@@ -42,11 +91,16 @@ func serveModel(path string, roots []string) (*servedModel, error) {
 	if err != nil {
 		return nil, err
 	}
+	expects, err := replay.Expects()
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("serving the model fixture: %w", err)
 	}
-	m := &servedModel{URL: "http://" + ln.Addr().String() + "/v1", replay: replay, roots: roots}
+	m := &servedModel{URL: "http://" + ln.Addr().String() + "/v1", path: path, roots: roots,
+		expects: expects, had: make([]bool, len(expects))}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", m.complete)
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, _ *http.Request) {
@@ -61,11 +115,12 @@ func serveModel(path string, roots []string) (*servedModel, error) {
 // Close stops the endpoint.
 func (m *servedModel) Close() { m.srv.Close() }
 
-// complete answers one chat completion with the fixture's next entry: as an
-// event stream when the request asks for one, else as one JSON answer. The
-// request's newest message (not the model's) is what an entry's expect is
-// checked against, as in acpbridge.
+// complete answers one chat completion with its conversation's next entry:
+// as an event stream when the request asks for one, else as one JSON
+// answer. The request's newest message (not the model's) is what an
+// entry's expect is checked against, as in acpbridge.
 func (m *servedModel) complete(w http.ResponseWriter, r *http.Request) {
+	body := &countingReader{r: http.MaxBytesReader(w, r.Body, maxServedRequest)}
 	var req struct {
 		Stream   bool `json:"stream"`
 		Messages []struct {
@@ -73,17 +128,93 @@ func (m *servedModel) complete(w http.ResponseWriter, r *http.Request) {
 			Content json.RawMessage `json:"content"`
 		} `json:"messages"`
 	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxServedRequest)).Decode(&req); err != nil {
+	err := json.NewDecoder(body).Decode(&req)
+	m.mu.Lock()
+	m.counted.Requests++
+	m.counted.Bytes += body.n
+	m.mu.Unlock()
+	if err != nil {
 		httpError(w, http.StatusBadRequest, "the request body is not JSON: "+err.Error())
 		return
 	}
-	conv := model.NewConversation(m.replay)
+	var seen []string
+	conv := model.NewConversation(nil)
 	for _, msg := range req.Messages {
-		conv.Add(model.Message{Role: msg.Role, Text: contentText(msg.Content)})
+		text := contentText(msg.Content)
+		conv.Add(model.Message{Role: msg.Role, Text: text})
+		seen = append(seen, msg.Role+"\x00"+text)
 	}
 	call := &servedCall{w: w, stream: req.Stream}
-	stop, err := m.replay.Complete(r.Context(), &model.Request{Conv: conv, Roots: m.roots}, call)
+	mreq := &model.Request{Conv: conv, Roots: m.roots}
+	c, err := m.choose(seen, mreq)
+	if err != nil {
+		call.finish("", err)
+		return
+	}
+	stop, err := c.replay.Complete(r.Context(), mreq, call)
+	if call.usage != nil {
+		m.mu.Lock()
+		m.counted.Tokens += call.tokens
+		m.mu.Unlock()
+	}
 	call.finish(stop, err)
+}
+
+// choose finds the call's conversation (the one whose last call's messages
+// the call's extend the most; a new one when none does), picks its entry
+// (see the file's comment) and moves the conversation's reader to it.
+func (m *servedModel) choose(seen []string, req *model.Request) (*conversation, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var c *conversation
+	for _, k := range m.convs {
+		if len(k.seen) < len(seen) && slices.Equal(k.seen, seen[:len(k.seen)]) && (c == nil || len(k.seen) > len(c.seen)) {
+			c = k
+		}
+	}
+	if c == nil {
+		replay, err := model.NewReplay(m.path)
+		if err != nil {
+			return nil, err
+		}
+		c = &conversation{replay: replay}
+		m.convs = append(m.convs, c)
+	}
+	entry := -1 // the first entry no conversation has had
+	for i := c.next; i < len(m.expects) && entry < 0; i++ {
+		if !m.had[i] {
+			entry = i
+		}
+	}
+	if entry < 0 {
+		return nil, model.Errorf("replay fixture %s has %d entries, and this model call asked for entry %d (the others went to this conversation or another); record the conversation again (--record) or add an entry",
+			m.path, len(m.expects), len(m.expects)+1)
+	}
+	if m.expects[entry] != "" && !model.Matches(m.expects[entry], req) {
+		// Another conversation's, maybe: the first later one whose
+		// expect this call meets; else this one, whose check says how
+		// the call diverged.
+		for i := entry + 1; i < len(m.expects); i++ {
+			if !m.had[i] && m.expects[i] != "" && model.Matches(m.expects[i], req) {
+				entry = i
+				break
+			}
+		}
+	}
+	m.had[entry], c.next, c.seen = true, entry+1, seen
+	return c, c.replay.Seek(entry)
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // contentText is a chat message's text: its content string, or the text
@@ -121,6 +252,7 @@ type servedCall struct {
 	text    strings.Builder
 	calls   []map[string]any
 	usage   map[string]any
+	tokens  int64 // the usage's prompt and completion tokens
 }
 
 func (c *servedCall) TextChunk(s string) error {
@@ -142,6 +274,7 @@ func (c *servedCall) ToolCall(tc model.ToolCall) {
 func (c *servedCall) AddUsage(u model.Usage) {
 	c.usage = map[string]any{"prompt_tokens": u.InputTokens, "completion_tokens": u.OutputTokens,
 		"total_tokens": u.InputTokens + u.OutputTokens}
+	c.tokens = u.InputTokens + u.OutputTokens
 }
 
 func (c *servedCall) Pause() error {

@@ -68,3 +68,35 @@ func TestServedModel(t *testing.T) {
 	assert.Equal(t, 500, code)
 	assert.Contains(t, text, "has 5 entries, and this model call asked for entry 6")
 }
+
+// Verify that conversations calling at once each follow the fixture from
+// their own position, told apart by their messages so far: two threads
+// recorded interleaved get their own entries in order, whichever calls
+// first, and a third conversation's call goes on where its own left off.
+func TestServedModel_conversationsApart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "model.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(`{"expect":"alpha","chunks":[{"text":"A1"}]}
+{"expect":"beta","chunks":[{"text":"B1"}]}
+{"expect":"result a","chunks":[{"text":"A2"}]}
+{"expect":"result b","chunks":[{"text":"B2"}]}
+`), 0o644))
+	for _, order := range [][]string{{"a1", "b1", "a2", "b2"}, {"b1", "b2", "a1", "a2"}, {"b1", "a1", "b2", "a2"}} {
+		m, err := serveModel(path, nil)
+		require.NoError(t, err)
+		msgs := map[string]string{
+			"a1": `[{"role":"system","content":"s"},{"role":"user","content":"alpha"}]`,
+			"b1": `[{"role":"system","content":"s"},{"role":"user","content":"beta"}]`,
+			"a2": `[{"role":"system","content":"s"},{"role":"user","content":"alpha"},{"role":"assistant","content":"A1"},{"role":"tool","content":"result a"}]`,
+			"b2": `[{"role":"system","content":"s"},{"role":"user","content":"beta"},{"role":"assistant","content":"B1"},{"role":"tool","content":"result b"}]`,
+		}
+		for _, call := range order {
+			resp, err := http.Post(m.URL+"/chat/completions", "application/json", strings.NewReader(`{"model":"x","messages":`+msgs[call]+`}`))
+			require.NoError(t, err)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			assert.Contains(t, string(b), `"content":"`+strings.ToUpper(call)+`"`, "order %v, call %s", order, call)
+		}
+		assert.Equal(t, 4, m.count().Requests)
+		m.Close()
+	}
+}

@@ -1,0 +1,172 @@
+// neutral.go turns a recorded transcript into an agent-neutral one
+// (`scenario record --neutral`): what another agent that behaves the same
+// passes unchanged. Permission answers go by the kind of option; the
+// agent's wording, capabilities and stream are free; its requests to the
+// client, its tool calls, the sessions and the stop reasons stay pinned.
+// The model fixture's entries that follow a tool call lose their expect
+// (a tool's result is worded by each agent its own way).
+
+package scenario
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// anyUpdates is the line that lets an agent send any session updates
+// before the next pinned line.
+const anyUpdates = `<* {"jsonrpc":"2.0","method":"session/update","params":"$ANY"}`
+
+// neutralTranscript rewrites a recorded transcript (its lines as
+// transcriptWith writes them) agent-neutrally.
+func neutralTranscript(tr string) string {
+	lines := strings.Split(strings.TrimSuffix(tr, "\n"), "\n")
+	options := map[string][]permissionOption{} // the permission requests' options, by id as written
+	var out []string
+	lastPinned := 0 // out's length after the last pinned agent line
+	for _, line := range lines {
+		text, fromAgent := strings.CutPrefix(line, "< ")
+		if !fromAgent {
+			if client, ok := strings.CutPrefix(line, "> "); ok {
+				line = "> " + answerByKind(client, options)
+			}
+			out = append(out, line)
+			continue
+		}
+		var m map[string]any
+		if json.Unmarshal([]byte(text), &m) != nil {
+			out = append(out, line)
+			continue
+		}
+		pinned, isUpdate := neutralLine(m, options)
+		if isUpdate && pinned == nil {
+			// Free: the any-updates line before the next pinned line
+			// covers it. After the last one, none does: it is kept
+			// where it stood, by its kind (marked until the end).
+			out = append(out, freeMark+"< "+encodeLine(looseUpdate(m)))
+			continue
+		}
+		out = append(out, anyUpdates, "< "+encodeLine(pinned))
+		lastPinned = len(out)
+	}
+	var kept []string
+	for i, line := range out {
+		if free, ok := strings.CutPrefix(line, freeMark); ok {
+			if i < lastPinned {
+				continue
+			}
+			line = free
+		}
+		kept = append(kept, line)
+	}
+	return strings.Join(kept, "\n") + "\n"
+}
+
+// freeMark marks a free update's line while the transcript is rewritten.
+const freeMark = "\x00"
+
+// neutralLine is the pinned form of an agent line, or nil (with isUpdate)
+// for a session update that is free. options gathers the permission
+// requests' options.
+func neutralLine(m map[string]any, options map[string][]permissionOption) (pinned map[string]any, isUpdate bool) {
+	params, _ := m["params"].(map[string]any)
+	method, isCall := m["method"].(string)
+	switch {
+	case method == "session/update":
+		update, _ := params["update"].(map[string]any)
+		if update["sessionUpdate"] != "tool_call" {
+			return nil, true
+		}
+		u := map[string]any{"sessionUpdate": "tool_call", "$REST": true}
+		if k, ok := update["kind"]; ok {
+			u["kind"] = k
+		}
+		return map[string]any{"jsonrpc": "2.0", "method": method, "params": map[string]any{"sessionId": params["sessionId"], "update": u, "$REST": true}}, true
+	case isCall: // a request of the agent's: its method and session pinned
+		if method == "session/request_permission" {
+			b, _ := json.Marshal(params["options"])
+			var opts []permissionOption
+			json.Unmarshal(b, &opts)
+			id, _ := json.Marshal(m["id"])
+			options[string(id)] = opts
+		}
+		p := map[string]any{"$REST": true}
+		if sid, ok := params["sessionId"]; ok {
+			p["sessionId"] = sid
+		}
+		return map[string]any{"jsonrpc": "2.0", "id": m["id"], "method": method, "params": p}, false
+	}
+	if e, isErr := m["error"].(map[string]any); isErr {
+		return map[string]any{"jsonrpc": "2.0", "id": m["id"], "error": map[string]any{"code": e["code"], "message": "$ANY", "$REST": true}}, false
+	}
+	res, _ := m["result"].(map[string]any)
+	kept := map[string]any{"$REST": true}
+	for _, k := range []string{"sessionId", "stopReason"} {
+		if v, ok := res[k]; ok {
+			kept[k] = v
+		}
+	}
+	var result any = kept
+	if len(kept) == 1 {
+		result = "$ANY"
+	}
+	return map[string]any{"jsonrpc": "2.0", "id": m["id"], "result": result}, false
+}
+
+// looseUpdate is a session update pinned by its kind only.
+func looseUpdate(m map[string]any) map[string]any {
+	params, _ := m["params"].(map[string]any)
+	update, _ := params["update"].(map[string]any)
+	return map[string]any{"jsonrpc": "2.0", "method": "session/update", "params": map[string]any{"sessionId": params["sessionId"],
+		"update": map[string]any{"sessionUpdate": update["sessionUpdate"], "$REST": true}, "$REST": true}}
+}
+
+// answerByKind rewrites a client's answer to a permission request from the
+// option's id to its kind.
+func answerByKind(line string, options map[string][]permissionOption) string {
+	var m map[string]any
+	if !strings.Contains(line, `"optionId"`) || json.Unmarshal([]byte(line), &m) != nil {
+		return line
+	}
+	id, _ := json.Marshal(m["id"])
+	res, _ := m["result"].(map[string]any)
+	outcome, _ := res["outcome"].(map[string]any)
+	for _, o := range options[string(id)] {
+		if o.OptionID == outcome["optionId"] {
+			delete(outcome, "optionId")
+			outcome["optionKind"] = o.Kind
+			return encodeLine(m)
+		}
+	}
+	return line
+}
+
+// encodeLine is a transcript line's JSON, without HTML escaping.
+func encodeLine(x any) string {
+	var sb strings.Builder
+	enc := json.NewEncoder(&sb)
+	enc.SetEscapeHTML(false)
+	enc.Encode(x)
+	return strings.TrimSuffix(sb.String(), "\n")
+}
+
+// neutralFixture is a model fixture whose entries after a tool call have no
+// expect: the tool's result, which that expect holds, is each agent's own
+// wording.
+func neutralFixture(fixture string) string {
+	lines := strings.SplitAfter(fixture, "\n")
+	afterCall := false
+	for i, line := range lines {
+		var e map[string]json.RawMessage
+		if json.Unmarshal([]byte(line), &e) != nil {
+			continue // a comment or a blank line
+		}
+		if _, has := e["expect"]; has && afterCall {
+			delete(e, "expect")
+			b, _ := json.Marshal(e)
+			lines[i] = string(b) + "\n"
+		}
+		afterCall = strings.Contains(string(e["chunks"]), `"toolCall"`)
+	}
+	return strings.Join(lines, "")
+}
