@@ -104,16 +104,26 @@ func differences(a, b runView, limit int) []string {
 		if r.err == nil {
 			continue
 		}
-		last := -1 // the last pair holding a line of r
+		// After the last pair of two lines, only r's own lines count:
+		// the other's there are what r never reached.
+		matched := -1
 		for k, p := range pairs {
-			if side == 0 && p.i >= 0 || side == 1 && p.j >= 0 {
-				last = k
+			if p.i >= 0 && p.j >= 0 {
+				matched = k
 			}
 		}
-		if last+1 < len(pairs) {
-			stop = fmt.Sprintf("%s failed after its line %d (%s); the %d lines after it are not compared", r.name, len(r.raw), firstLine(r.err), len(pairs)-last-1)
-			pairs = pairs[:last+1]
+		kept, dropped := pairs[:matched+1], 0
+		for _, p := range pairs[matched+1:] {
+			if side == 0 && p.i >= 0 || side == 1 && p.j >= 0 {
+				kept = append(kept, p)
+			} else {
+				dropped++
+			}
 		}
+		if dropped > 0 {
+			stop = fmt.Sprintf("%s failed after its line %d (%s); the other's %d lines after it are not compared", r.name, len(r.raw), firstLine(r.err), dropped)
+		}
+		pairs = kept
 	}
 	var turns, handshake []string
 	for _, p := range pairs {

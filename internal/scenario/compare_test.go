@@ -119,6 +119,6 @@ func TestDifferences_turnsFirstAlignedAndCut(t *testing.T) {
 	diffs = differences(ra, failed, 0)
 	assert.Equal(t, []string{
 		`line 1 / 1 (the response 0) at .result.agentInfo.name: "a" / "b"`,
-		`B failed after its line 2 (timed out waiting for < line 9); the 4 lines after it are not compared`,
+		`B failed after its line 2 (timed out waiting for < line 9); the other's 4 lines after it are not compared`,
 	}, diffs)
 }

@@ -140,6 +140,9 @@ func (c *comparison) writeJSON(path string) error {
 	if err != nil {
 		return err
 	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
 	return writeAtomically(path, append(b, '\n'))
 }
 

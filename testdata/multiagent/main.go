@@ -1,9 +1,11 @@
 // Command multiagent is a small multi-session ACP agent, the other side of
 // the comparison tests: one process holds any number of sessions, each
 // prompt streamed from an OpenAI-compatible endpoint (OPENAI_BASE_URL,
-// OPENAI_API_KEY) as agent_message_chunk updates. It offers no tools. It
-// uses the standard library only, so that `go build ./testdata/multiagent`
-// needs nothing more.
+// OPENAI_API_KEY) as agent_thought_chunk and agent_message_chunk updates.
+// Its two tools, write_file and run_command, run through the client (a
+// permission request, then fs/write_text_file or terminal/*), as a coding
+// agent's would. It uses the standard library only, so that
+// `go build ./testdata/multiagent` needs nothing more.
 package main
 
 import (
@@ -14,6 +16,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 )
@@ -27,8 +30,17 @@ type message struct {
 	Error   any             `json:"error,omitempty"`
 }
 
+// reply is a client's answer to one of the agent's requests.
+type reply struct {
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
 type session struct {
-	history []map[string]string
+	cwd     string
+	history []map[string]any
 	cancel  context.CancelFunc
 }
 
@@ -37,16 +49,30 @@ type agent struct {
 	out      *json.Encoder
 	sessions map[string]*session
 	next     int
+	calls    int                   // the agent's requests so far
+	waiting  map[string]chan reply // by request id
 }
 
 func main() {
-	a := &agent{out: json.NewEncoder(os.Stdout), sessions: map[string]*session{}}
+	a := &agent{out: json.NewEncoder(os.Stdout), sessions: map[string]*session{}, waiting: map[string]chan reply{}}
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(nil, 64<<20)
 	var wg sync.WaitGroup
 	for sc.Scan() {
 		var m message
 		if json.Unmarshal(sc.Bytes(), &m) != nil {
+			continue
+		}
+		if m.Method == "" && len(m.ID) > 0 { // an answer to the agent's request
+			var r reply
+			json.Unmarshal(sc.Bytes(), &r)
+			a.mu.Lock()
+			ch := a.waiting[string(m.ID)]
+			delete(a.waiting, string(m.ID))
+			a.mu.Unlock()
+			if ch != nil {
+				ch <- r
+			}
 			continue
 		}
 		wg.Add(1)
@@ -56,6 +82,22 @@ func main() {
 		}()
 	}
 	wg.Wait()
+}
+
+// call sends a request to the client and waits for its answer.
+func (a *agent) call(method string, params any) (json.RawMessage, error) {
+	a.mu.Lock()
+	a.calls++
+	id := fmt.Sprint(a.calls)
+	ch := make(chan reply, 1)
+	a.waiting[id] = ch
+	a.mu.Unlock()
+	a.send(message{ID: json.RawMessage(id), Method: method, Params: mustJSON(params)})
+	r := <-ch
+	if r.Error != nil {
+		return nil, fmt.Errorf("%s: %s", method, r.Error.Message)
+	}
+	return r.Result, nil
 }
 
 func (a *agent) send(m message) {
@@ -83,7 +125,11 @@ func (a *agent) handle(m message) {
 		a.mu.Lock()
 		a.next++
 		id := fmt.Sprintf("multi-%d", a.next)
-		a.sessions[id] = &session{}
+		var np struct {
+			Cwd string `json:"cwd"`
+		}
+		json.Unmarshal(m.Params, &np)
+		a.sessions[id] = &session{cwd: np.Cwd}
 		a.mu.Unlock()
 		reply(map[string]any{"sessionId": id})
 	case "session/cancel":
@@ -110,7 +156,26 @@ func (a *agent) handle(m message) {
 	}
 }
 
-// prompt streams one turn of session id from the model.
+// tools are the tools the model is offered.
+var tools = []any{
+	map[string]any{"type": "function", "function": map[string]any{"name": "write_file", "description": "Write a file.",
+		"parameters": map[string]any{"type": "object", "properties": map[string]any{"path": map[string]any{"type": "string"}, "content": map[string]any{"type": "string"}}}}},
+	map[string]any{"type": "function", "function": map[string]any{"name": "run_command", "description": "Run a shell command line.",
+		"parameters": map[string]any{"type": "object", "properties": map[string]any{"command": map[string]any{"type": "string"}}}}},
+}
+
+// toolCall is a tool call the model streamed.
+type toolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// prompt runs one turn of session id: model calls until the model calls
+// no tool.
 func (a *agent) prompt(id, text string) (string, error) {
 	a.mu.Lock()
 	s := a.sessions[id]
@@ -120,27 +185,54 @@ func (a *agent) prompt(id, text string) (string, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	s.history = append(s.history, map[string]string{"role": "user", "content": text})
-	history := append([]map[string]string(nil), s.history...)
+	s.history = append(s.history, map[string]any{"role": "user", "content": text})
 	a.mu.Unlock()
 	defer cancel()
+	for {
+		a.mu.Lock()
+		history := append([]map[string]any(nil), s.history...)
+		a.mu.Unlock()
+		answer, calls, err := a.complete(ctx, id, history)
+		if ctx.Err() != nil {
+			return "cancelled", nil
+		}
+		if err != nil {
+			return "", err
+		}
+		msg := map[string]any{"role": "assistant", "content": answer}
+		if len(calls) > 0 {
+			msg["tool_calls"] = calls
+		}
+		results := []map[string]any{msg}
+		for _, c := range calls {
+			results = append(results, map[string]any{"role": "tool", "tool_call_id": c.ID, "content": a.runTool(id, s.cwd, c)})
+		}
+		a.mu.Lock()
+		s.history = append(s.history, results...)
+		a.mu.Unlock()
+		if len(calls) == 0 {
+			return "end_turn", nil
+		}
+	}
+}
 
-	body, _ := json.Marshal(map[string]any{"model": "default", "stream": true, "messages": history})
+// complete streams one model call into session updates and returns the
+// text and the tool calls.
+func (a *agent) complete(ctx context.Context, id string, history []map[string]any) (string, []toolCall, error) {
+	body, _ := json.Marshal(map[string]any{"model": "default", "stream": true, "messages": history, "tools": tools})
 	req, _ := http.NewRequestWithContext(ctx, "POST", strings.TrimSuffix(os.Getenv("OPENAI_BASE_URL"), "/")+"/chat/completions", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+os.Getenv("OPENAI_API_KEY"))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		if ctx.Err() != nil {
-			return "cancelled", nil
-		}
-		return "", err
+		return "", nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("the model answered %s", resp.Status)
+		return "", nil, fmt.Errorf("the model answered %s", resp.Status)
 	}
 	var answer strings.Builder
+	var calls []toolCall
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 16<<20)
 	for sc.Scan() {
@@ -151,24 +243,102 @@ func (a *agent) prompt(id, text string) (string, error) {
 		var ev struct {
 			Choices []struct {
 				Delta struct {
-					Content string `json:"content"`
+					Content   string `json:"content"`
+					Reasoning string `json:"reasoning_content"`
+					ToolCalls []struct {
+						Index int `json:"index"`
+						toolCall
+					} `json:"tool_calls"`
 				} `json:"delta"`
 			} `json:"choices"`
 		}
-		if json.Unmarshal([]byte(data), &ev) != nil || len(ev.Choices) == 0 || ev.Choices[0].Delta.Content == "" {
+		if json.Unmarshal([]byte(data), &ev) != nil || len(ev.Choices) == 0 {
 			continue
 		}
-		answer.WriteString(ev.Choices[0].Delta.Content)
-		a.send(message{Method: "session/update", Params: mustJSON(map[string]any{"sessionId": id,
-			"update": map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": ev.Choices[0].Delta.Content}}})})
+		d := ev.Choices[0].Delta
+		if d.Reasoning != "" {
+			a.update(id, map[string]any{"sessionUpdate": "agent_thought_chunk", "content": map[string]any{"type": "text", "text": d.Reasoning}})
+		}
+		if d.Content != "" {
+			answer.WriteString(d.Content)
+			a.update(id, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": d.Content}})
+		}
+		for _, tc := range d.ToolCalls {
+			for len(calls) <= tc.Index {
+				calls = append(calls, toolCall{Type: "function"})
+			}
+			c := &calls[tc.Index]
+			c.ID += tc.ID
+			c.Function.Name += tc.Function.Name
+			c.Function.Arguments += tc.Function.Arguments
+		}
 	}
-	if ctx.Err() != nil {
-		return "cancelled", nil
+	return answer.String(), calls, sc.Err()
+}
+
+func (a *agent) update(id string, u map[string]any) {
+	a.send(message{Method: "session/update", Params: mustJSON(map[string]any{"sessionId": id, "update": u})})
+}
+
+// runTool runs one tool call through the client, after asking, and
+// returns its result for the model.
+func (a *agent) runTool(id, cwd string, c toolCall) string {
+	var args struct{ Path, Content, Command string }
+	json.Unmarshal([]byte(c.Function.Arguments), &args)
+	kind, title := "execute", "Run "+args.Command
+	if c.Function.Name == "write_file" {
+		kind, title = "edit", "Write "+args.Path
 	}
-	a.mu.Lock()
-	s.history = append(s.history, map[string]string{"role": "assistant", "content": answer.String()})
-	a.mu.Unlock()
-	return "end_turn", sc.Err()
+	a.update(id, map[string]any{"sessionUpdate": "tool_call", "toolCallId": c.ID, "title": title, "kind": kind, "status": "pending"})
+	finish := func(status, text string) string {
+		a.update(id, map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": c.ID, "status": status,
+			"content": []any{map[string]any{"type": "content", "content": map[string]any{"type": "text", "text": text}}}})
+		return text
+	}
+	res, err := a.call("session/request_permission", map[string]any{"sessionId": id, "toolCall": map[string]any{"toolCallId": c.ID, "title": title},
+		"options": []any{map[string]any{"optionId": "yes", "name": "Allow", "kind": "allow_once"}, map[string]any{"optionId": "no", "name": "Reject", "kind": "reject_once"}}})
+	var perm struct {
+		Outcome struct{ Outcome, OptionID string } `json:"outcome"`
+	}
+	if err == nil {
+		json.Unmarshal(res, &perm)
+	}
+	if perm.Outcome.OptionID != "yes" {
+		return finish("failed", "the user refused")
+	}
+	switch c.Function.Name {
+	case "write_file":
+		path := args.Path
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(cwd, path)
+		}
+		if _, err := a.call("fs/write_text_file", map[string]any{"sessionId": id, "path": path, "content": args.Content}); err != nil {
+			return finish("failed", err.Error())
+		}
+		return finish("completed", fmt.Sprintf("wrote %s", args.Path))
+	case "run_command":
+		res, err := a.call("terminal/create", map[string]any{"sessionId": id, "command": "sh", "args": []string{"-c", args.Command}, "cwd": cwd})
+		if err != nil {
+			return finish("failed", err.Error())
+		}
+		var term struct {
+			TerminalID string `json:"terminalId"`
+		}
+		json.Unmarshal(res, &term)
+		ref := map[string]any{"sessionId": id, "terminalId": term.TerminalID}
+		a.call("terminal/wait_for_exit", ref)
+		out, err := a.call("terminal/output", ref)
+		a.call("terminal/release", ref)
+		if err != nil {
+			return finish("failed", err.Error())
+		}
+		var o struct {
+			Output string `json:"output"`
+		}
+		json.Unmarshal(out, &o)
+		return finish("completed", o.Output)
+	}
+	return finish("failed", "no tool "+c.Function.Name)
 }
 
 func mustJSON(v any) json.RawMessage {
