@@ -76,9 +76,10 @@ const usageText = `%s: an ACP agent that serves one session per process.
 
 Usage: acpbridge [flags]
        acpbridge --fanout [flags]          (many sessions, one child process each)
-       acpbridge scenario run [--agent CMD]... [--update] FILE...
+       acpbridge scenario run [--agent CMD]... [--repeat N] [--report DIR] [--update] FILE...
        acpbridge scenario serve [--report FILE] FILE
-       acpbridge scenario record --out FILE -- CMD [ARG...]
+       acpbridge scenario record --out FILE [--neutral] -- CMD [ARG...]
+       acpbridge scenario model FILE
        acpbridge help | --help | --version
 
 It speaks ACP v1 on stdin/stdout (one JSON-RPC message per line) and logs to

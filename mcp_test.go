@@ -307,7 +307,7 @@ func TestMCP_http(t *testing.T) {
 	sid := ta.newSessionWith(fmt.Sprintf(`{"type":"http","name":"web","url":%q,%s},{"type":"sse","name":"old","url":%q,%s},{"type":"http","name":"locked","url":%q,"headers":[]}`,
 		streamable.URL, headers, sse.URL, headers, streamable.URL))
 	ups, r := ta.turnUpdates(2, sid, "both transports")
-	require.Nil(t, r.Error)
+	require.Nil(t, r.Error, "stderr:\n%s", ta.stderr.String())
 	joined := strings.Join(ups, "\n")
 	assert.Contains(t, ups[0], "MCP server `locked` is unavailable", "the server without its header")
 	assert.Contains(t, joined, `"text":"echo: over http"`)

@@ -167,7 +167,7 @@ func relativeHint(name, dir string, err error) error {
 	if filepath.IsAbs(name) || !strings.ContainsRune(name, filepath.Separator) {
 		return err
 	}
-	return fmt.Errorf("%w (a relative command starts from the run's directory %s: give --agent an absolute path, such as $PWD/%s)", err, dir, name)
+	return fmt.Errorf("%w (a relative command starts from the run's directory %s: give --agent an absolute path, such as $PWD/%s)", err, dir, filepath.Clean(name))
 }
 
 // isolatedEnv is the agent's environment: the user's, less what would
