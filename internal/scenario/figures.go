@@ -25,7 +25,11 @@ type Turn struct {
 // Stats is what an agent's processes used over a run. A figure the
 // platform cannot give is -1.
 type Stats struct {
-	PeakRSS int64         // bytes: the largest sum over the process tree of each process's peak RSS so far (sampled)
+	// PeakRSS is the largest sum, over the process tree whenever the agent
+	// had answered every request, of each process's peak RSS so far
+	// (VmHWM keeps a process's peak between samples; a short-lived
+	// command's shell is not in it).
+	PeakRSS int64
 	PeakPSS int64         // bytes: the largest sum of proportional set sizes over the tree seen
 	CPU     time.Duration // user and system time of the agent and the children it waited for
 	// Processes is the most processes in its tree at once whenever the
@@ -68,11 +72,11 @@ func (s *sampler) loop() {
 	}
 }
 
-// sample measures the tree's memory.
+// sample measures the tree's PSS.
 func (s *sampler) sample() { s.measure(false) }
 
-// settled measures the tree's memory and counts its processes: the agent
-// has answered everything it was asked.
+// settled measures the tree's PSS and peak RSS and counts its processes:
+// the agent has answered everything it was asked.
 func (s *sampler) settled() { s.measure(true) }
 
 func (s *sampler) measure(count bool) {
@@ -82,9 +86,9 @@ func (s *sampler) measure(count bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.stats.PeakRSS = max(s.stats.PeakRSS, rss)
 	s.stats.PeakPSS = max(s.stats.PeakPSS, pss)
 	if count {
+		s.stats.PeakRSS = max(s.stats.PeakRSS, rss)
 		s.stats.Processes = max(s.stats.Processes, n)
 	}
 }
