@@ -124,6 +124,24 @@ func TestFanoutAgent_flows(t *testing.T) {
 	p.close()
 }
 
+// Verify authentication through the router: session/new before it gets the
+// agent's own refusal; after the client's authenticate, every thread opens,
+// in spares started before it and children started after it alike.
+func TestFanoutAgent_authenticate(t *testing.T) {
+	t.Parallel()
+	p := startRouted(t, "-auth")
+	p.call(initLine)
+	r := decodeResponse(t, p.call(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`))
+	require.NotNil(t, r.Error)
+	assert.Equal(t, -32000, r.Error.Code, "the agent asks for authentication")
+	r = decodeResponse(t, p.call(`{"jsonrpc":"2.0","id":2,"method":"authenticate","params":{"methodId":"token"}}`))
+	require.Nil(t, r.Error)
+	for i := range 3 {
+		p.openSession(10 + i)
+	}
+	p.close()
+}
+
 // Verify an agent that offers no session/close and answers every
 // session/new with the same id: the router offers close (and answers it by
 // ending the child), and refuses the second session/new with an error

@@ -111,17 +111,19 @@ type child struct {
 
 	errTail *tail // the end of its stderr, for an error when it ends unready
 
-	mu          sync.Mutex // guards the fields below
-	initialized bool       // the client's initialize was sent to it
-	ready       bool       // its initialize (and a repeated authenticate) answered: requests go straight to it
-	active      time.Time  // when a request of the client's last went to it or was answered, or one of its own to the client
-	calling     int        // its requests open at the client
-	swallow     bool       // it replays a session the router reopens with session/load: its updates are not the client's
-	reopening   bool       // the router's reopening of a session is out: it is not ready before its answer
-	backlog     [][]byte   // lines held until it is ready
-	nextID      int64
-	pending     map[int64]forwarded // our requests to it, by its id
-	dead        bool                // it has exited: nothing more is sent to it
+	mu           sync.Mutex // guards the fields below
+	initialized  bool       // the client's initialize was sent to it
+	ready        bool       // its initialize (and a repeated authenticate) answered: requests go straight to it
+	active       time.Time  // when a request of the client's last went to it or was answered, or one of its own to the client
+	calling      int        // its requests open at the client
+	swallow      bool       // it replays a session the router reopens with session/load: its updates are not the client's
+	reopening    bool       // the router's reopening of a session is out: it is not ready before its answer
+	initAnswered bool       // its initialize is answered (r.mu too: see authenticated)
+	authing      bool       // a repeated authenticate is out: it is not ready before its answer
+	backlog      [][]byte   // lines held until it is ready
+	nextID       int64
+	pending      map[int64]forwarded // our requests to it, by its id
+	dead         bool                // it has exited: nothing more is sent to it
 }
 
 // forwarded is a client request a child has not answered yet.
@@ -863,7 +865,7 @@ func (r *router) forwardWarm(e envelope) {
 		r.transient = c
 		r.mu.Unlock()
 	}
-	c.send(forwarded{clientID: e.ID, method: e.Method, once: true}, e.Method, e.Params)
+	c.send(forwarded{clientID: e.ID, method: e.Method, once: true, params: authParams(e)}, e.Method, e.Params)
 }
 
 // open gives a session/new, load or resume a child of its own. For load
@@ -946,9 +948,9 @@ func (c *child) setReady() {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	c.mu.Lock()
-	if c.reopening {
+	if c.reopening || c.authing {
 		c.mu.Unlock()
-		return // the reopening's answer makes it ready
+		return // the reopening's or the authenticate's answer makes it ready
 	}
 	backlog := c.backlog
 	c.backlog, c.ready = nil, true
@@ -1091,15 +1093,26 @@ func (r *router) answered(c *child, f forwarded, e envelope) {
 		if f.clientID != nil {
 			e.Result = r.learnAgent(e.Result)
 		}
+		// Under r.mu, so that a client's authenticate answered now is
+		// either seen here or repeats to this child (authenticated).
 		r.mu.Lock()
 		auth := r.authArgs
+		if len(e.Error) > 0 {
+			auth = nil
+		}
+		c.mu.Lock()
+		c.initAnswered, c.authing = true, auth != nil
+		c.mu.Unlock()
 		r.mu.Unlock()
-		if auth != nil && len(e.Error) == 0 {
+		if auth != nil {
 			c.send(forwarded{method: acp.MethodAuthenticate}, acp.MethodAuthenticate, auth)
 		} else {
 			c.setReady()
 		}
 	case f.method == acp.MethodAuthenticate && f.clientID == nil:
+		c.mu.Lock()
+		c.authing = false
+		c.mu.Unlock()
 		c.setReady()
 	case !f.reopened.IsZero():
 		c.mu.Lock()
@@ -1169,23 +1182,29 @@ func (r *router) learnAgent(result json.RawMessage) json.RawMessage {
 
 // authenticated repeats a successful authenticate to every other child:
 // authentication is per process, and each thread's child must have it.
+//
+// A child whose initialize is answered is not ready again until this
+// authenticate is answered: an agent that runs requests at once would
+// otherwise run the client's next session/new beside it, unauthenticated.
+// One whose initialize is not answered yet gets it after that answer.
 func (r *router) authenticated(done *child, params json.RawMessage) {
 	r.mu.Lock()
 	r.authArgs = params
 	var others []*child
 	for c := range r.children {
-		if c != done {
+		if c == done {
+			continue
+		}
+		c.mu.Lock()
+		if c.initAnswered && !c.dead {
+			c.ready, c.authing = false, true
 			others = append(others, c)
 		}
+		c.mu.Unlock()
 	}
 	r.mu.Unlock()
 	for _, c := range others {
-		c.mu.Lock()
-		ready := c.ready
-		c.mu.Unlock()
-		if ready { // one not ready gets it after its initialize answer
-			c.send(forwarded{method: acp.MethodAuthenticate}, acp.MethodAuthenticate, params)
-		}
+		c.send(forwarded{method: acp.MethodAuthenticate}, acp.MethodAuthenticate, params)
 	}
 }
 
