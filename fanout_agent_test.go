@@ -218,6 +218,27 @@ func TestFanoutAgent_reopenedWithLoad(t *testing.T) {
 	p.close()
 }
 
+// Verify that a reopening waits for its process's initialize answer: with
+// no spare, a thread whose process was killed is reopened in a process
+// started for it (a slow one), which refuses a request before its
+// initialize is answered, as the TypeScript SDK does; the load goes first
+// once it is, and the prompt after the load.
+func TestFanoutAgent_reopenWaitsForInitialize(t *testing.T) {
+	t.Parallel()
+	p := startProcessWith(t, nil, func(cmd *exec.Cmd, _ *testAgent) {
+		cmd.Env = append(os.Environ(), "ONEAGENT_STATE="+t.TempDir())
+	}, "--fanout", "--spares", "0", "--state-dir", t.TempDir(), "--", oneAgent(t), "-start-delay", "200ms")
+	p.call(initLine)
+	sid := p.openSession(1)
+	old := agentPid(t, sid)
+	require.NoError(t, syscall.Kill(old, syscall.SIGKILL))
+	p.stderr.waitFor(t, "the process of a session ended")
+	ups, r := p.turnUpdates(2, sid, "after the crash")
+	require.Nil(t, r.Error, "the prompt after the reopening; stderr:\n%s", p.stderr.String())
+	assert.Contains(t, strings.Join(ups, "\n"), "two, three.")
+	p.close()
+}
+
 // Verify, on another agent: a session loaded after the router's restart (a
 // new router, the agent's own store) replays and answers; and stdin's end
 // with a turn running answers that prompt cancelled and exits 0.

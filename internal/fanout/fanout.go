@@ -120,6 +120,7 @@ type child struct {
 	reopening    bool       // the router's reopening of a session is out: it is not ready before its answer
 	initAnswered bool       // its initialize is answered (r.mu too: see authenticated)
 	authing      bool       // a repeated authenticate is out: it is not ready before its answer
+	reopenHeld   bool       // the reopening is backlog[0], held until its initialize is answered
 	backlog      [][]byte   // lines held until it is ready
 	nextID       int64
 	pending      map[int64]forwarded // our requests to it, by its id
@@ -923,6 +924,15 @@ func (c *child) send(f forwarded, method string, params json.RawMessage) {
 	c.pending[id] = f
 	c.active = time.Now()
 	head := jsonenc.AppendString(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":`, id), method)
+	if !f.reopened.IsZero() && !c.initAnswered && c.r.command != nil {
+		// A reopening in a process whose initialize is not answered yet
+		// goes first once it is; the rest waits for the reopening's
+		// answer.
+		c.backlog = append([][]byte{messageLine(head, params)}, c.backlog...)
+		c.reopenHeld = true
+		c.mu.Unlock()
+		return
+	}
 	if !c.ready && method != acp.MethodInitialize && !(f.clientID == nil && method == acp.MethodAuthenticate) && f.reopened.IsZero() {
 		// Its initialize is not answered yet: an agent may refuse what
 		// comes before (the TypeScript SDK does).
@@ -948,6 +958,13 @@ func (c *child) setReady() {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	c.mu.Lock()
+	if c.reopening && c.reopenHeld && !c.authing {
+		reopen := c.backlog[0]
+		c.backlog, c.reopenHeld = c.backlog[1:], false
+		c.mu.Unlock()
+		c.in.Write(append(reopen, '\n'))
+		return // its answer makes it ready
+	}
 	if c.reopening || c.authing {
 		c.mu.Unlock()
 		return // the reopening's or the authenticate's answer makes it ready

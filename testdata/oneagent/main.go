@@ -10,7 +10,9 @@
 // requires authenticate before session/new; -no-close does not offer
 // session/close; -same-id answers every session/new with "session-1";
 // -ignore-eof keeps running at stdin's end and ignores SIGTERM;
-// -start-delay D sleeps before serving (a slow-starting agent).
+// -start-delay D sleeps before serving (a slow-starting agent). Like the
+// TypeScript SDK, it refuses a request that comes before its initialize is
+// answered.
 package main
 
 import (
@@ -30,15 +32,18 @@ import (
 type agent struct {
 	methodFirst, needAuth, noClose, sameID bool
 
-	mu       sync.Mutex
-	w        *bufio.Writer
-	authed   bool
-	session  string
-	pending  map[string]chan json.RawMessage // our requests to the client, by id
-	nextID   int
-	state    string
-	cancelMu sync.Mutex
-	cancel   chan struct{}
+	mu     sync.Mutex
+	w      *bufio.Writer
+	authed bool
+	// initialized: its initialize is answered; a request before it is
+	// refused, as the TypeScript SDK refuses it.
+	initialized bool
+	session     string
+	pending     map[string]chan json.RawMessage // our requests to the client, by id
+	nextID      int
+	state       string
+	cancelMu    sync.Mutex
+	cancel      chan struct{}
 }
 
 func main() {
@@ -85,6 +90,13 @@ func main() {
 			if m.Method == "session/cancel" {
 				a.cancelTurn()
 			}
+			continue
+		}
+		a.mu.Lock()
+		early := !a.initialized && m.Method != "initialize"
+		a.mu.Unlock()
+		if early { // as the TypeScript SDK refuses it
+			a.fail(m.ID, -32600, "a request before initialize was answered: "+m.Method)
 			continue
 		}
 		go a.serve(m.ID, m.Method, m.Params)
@@ -164,6 +176,9 @@ func (a *agent) serve(id json.RawMessage, method string, params json.RawMessage)
 		if a.needAuth {
 			auth = []any{map[string]any{"id": "token", "name": "Token"}}
 		}
+		a.mu.Lock()
+		a.initialized = true
+		a.mu.Unlock()
 		a.answer(id, map[string]any{"protocolVersion": 1, "agentCapabilities": caps, "authMethods": auth,
 			"agentInfo": map[string]any{"name": "oneagent", "version": "1.0.0"}})
 	case "authenticate":
