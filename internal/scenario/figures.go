@@ -25,10 +25,10 @@ type Turn struct {
 // Stats is what an agent's processes used over a run. A figure the
 // platform cannot give is -1.
 type Stats struct {
-	// PeakRSS is the largest sum, over the process tree whenever the agent
-	// had answered every request, of each process's peak RSS so far
-	// (VmHWM keeps a process's peak between samples; a short-lived
-	// command's shell is not in it).
+	// PeakRSS is the largest sum of each process's peak RSS so far (VmHWM
+	// keeps a process's peak between samples) over the processes seen
+	// when the agent had answered every request: those it keeps, not a
+	// command's short-lived shell.
 	PeakRSS int64
 	PeakPSS int64         // bytes: the largest sum of proportional set sizes over the tree seen
 	CPU     time.Duration // user and system time of the agent and the children it waited for
@@ -47,13 +47,23 @@ type sampler struct {
 
 	mu    sync.Mutex
 	stats Stats
+	peak  map[int]int64 // each process's peak RSS as last read, by pid
+	quiet map[int]bool  // the processes seen at a quiet point
+}
+
+// procMemory is one process's memory as a sample read it: its peak RSS so
+// far and its PSS now, in bytes.
+type procMemory struct {
+	pid          int
+	peakRSS, pss int64
 }
 
 // sampleInterval is how often the tree is measured.
 const sampleInterval = 20 * time.Millisecond
 
 func startSampler(pid int) *sampler {
-	s := &sampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{}), stats: Stats{PeakRSS: -1, PeakPSS: -1, Processes: -1}}
+	s := &sampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{}), stats: Stats{PeakRSS: -1, PeakPSS: -1, Processes: -1},
+		peak: map[int]int64{}, quiet: map[int]bool{}}
 	go s.loop()
 	return s
 }
@@ -80,16 +90,29 @@ func (s *sampler) sample() { s.measure(false) }
 func (s *sampler) settled() { s.measure(true) }
 
 func (s *sampler) measure(count bool) {
-	rss, pss, n, ok := treeMemory(s.pid)
+	procs, ok := treeMemory(s.pid)
 	if !ok {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var pss, rss int64
+	for _, p := range procs {
+		pss += p.pss
+		s.peak[p.pid] = p.peakRSS
+		if count {
+			s.quiet[p.pid] = true
+		}
+	}
+	for pid := range s.quiet {
+		rss += s.peak[pid]
+	}
 	s.stats.PeakPSS = max(s.stats.PeakPSS, pss)
-	if count {
+	if len(s.quiet) > 0 {
 		s.stats.PeakRSS = max(s.stats.PeakRSS, rss)
-		s.stats.Processes = max(s.stats.Processes, n)
+	}
+	if count {
+		s.stats.Processes = max(s.stats.Processes, len(procs))
 	}
 }
 

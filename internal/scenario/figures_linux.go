@@ -12,23 +12,19 @@ import (
 	"acpbridge/internal/proc"
 )
 
-// treeMemory sums, over pid and every process below it, each one's peak
-// RSS so far (VmHWM: a sample between two peaks misses nothing) and its
-// PSS now.
-func treeMemory(pid int) (rss, pss int64, n int, ok bool) {
+// treeMemory measures pid and every process below it: each one's peak RSS
+// so far (VmHWM: a sample between two peaks misses nothing) and its PSS
+// now.
+func treeMemory(pid int) ([]procMemory, bool) {
+	var out []procMemory
 	for _, p := range append([]int{pid}, proc.Descendants(pid)...) {
 		r, okR := kbField("/proc/"+strconv.Itoa(p)+"/status", "VmHWM:")
-		ps, okP := kbField("/proc/"+strconv.Itoa(p)+"/smaps_rollup", "Pss:")
-		if !okR {
-			continue
+		ps, _ := kbField("/proc/"+strconv.Itoa(p)+"/smaps_rollup", "Pss:")
+		if okR {
+			out = append(out, procMemory{pid: p, peakRSS: r, pss: ps})
 		}
-		rss += r
-		if okP {
-			pss += ps
-		}
-		n++
 	}
-	return rss, pss, n, n > 0
+	return out, len(out) > 0
 }
 
 // kbField reads a "Name:  N kB" line of a /proc file, in bytes.

@@ -7,7 +7,7 @@ package scenario
 
 import "os"
 
-func treeMemory(int) (rss, pss int64, n int, ok bool) { return 0, 0, 0, false }
+func treeMemory(int) ([]procMemory, bool) { return nil, false }
 
 func maxRSS(*os.ProcessState) int64 { return -1 }
 
