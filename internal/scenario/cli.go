@@ -170,36 +170,12 @@ func runCommand(args []string, self, version string, stdout, stderr io.Writer) i
 		cmp.Agents = append(cmp.Agents, agentRecord{Name: names[i], Command: a.command})
 	}
 	failed, total := 0, 0
+	rr := rounds{agents: agents, names: names, named: named, repeat: *repeat,
+		opt: Options{Timeout: timeout, Update: *upd, AcceptErrors: *acceptErrors}}
 	for _, path := range files {
-		runs := make([][]Result, len(agents))
-		// One warm-up run each (files cached, binaries paged in), then
-		// the counted runs, the agents interleaved so that a slower
-		// minute of the machine falls on all of them.
-		rounds, warm := max(1, *repeat), *repeat > 0
-		for round := range rounds + btoi(warm) {
-			for i, a := range agents {
-				opt := Options{Start: Exec(a.command), Flags: a.flags, Timeout: timeout, Update: *upd, AcceptErrors: *acceptErrors}
-				label := ""
-				if named {
-					label = " [" + names[i] + "]"
-				}
-				switch {
-				case warm && round == 0:
-					label += " (warm-up run)"
-				case *repeat > 1:
-					label += fmt.Sprintf(" (run %d of %d)", round+1-btoi(warm), *repeat)
-				}
-				res, ok := runFile(path, opt, label, stdout)
-				if warm && round == 0 {
-					continue // not counted
-				}
-				total++
-				if !ok {
-					failed++
-				}
-				runs[i] = append(runs[i], res)
-			}
-		}
+		runs, f := rr.run(path, stdout)
+		failed += f
+		total += len(agents) * max(1, *repeat)
 		first := make([]Result, len(agents))
 		for i := range runs {
 			first[i] = runs[i][0]
@@ -228,6 +204,50 @@ func runCommand(args []string, self, version string, stdout, stderr io.Writer) i
 		return 1
 	}
 	return 0
+}
+
+// rounds is how `scenario run` runs each file: every agent, as many times
+// as asked.
+type rounds struct {
+	agents []agentSpec
+	names  []string
+	named  bool // each result line says which agent ran
+	repeat int  // 0: one run, no warm-up
+	opt    Options
+}
+
+// run runs the scenario at path on every agent: one warm-up run each
+// (files cached, binaries paged in) when repeating, then the counted runs,
+// the agents interleaved so that a slower minute of the machine falls on
+// all of them. It returns each agent's counted runs and how many failed.
+func (rr rounds) run(path string, stdout io.Writer) (runs [][]Result, failed int) {
+	runs = make([][]Result, len(rr.agents))
+	warm := rr.repeat > 0
+	for round := range max(1, rr.repeat) + btoi(warm) {
+		for i, a := range rr.agents {
+			opt := rr.opt
+			opt.Start, opt.Flags = Exec(a.command), a.flags
+			label := ""
+			if rr.named {
+				label = " [" + rr.names[i] + "]"
+			}
+			switch {
+			case warm && round == 0:
+				label += " (warm-up run)"
+			case rr.repeat > 1:
+				label += fmt.Sprintf(" (run %d of %d)", round+1-btoi(warm), rr.repeat)
+			}
+			res, ok := runFile(path, opt, label, stdout)
+			if warm && round == 0 {
+				continue // not counted
+			}
+			if !ok {
+				failed++
+			}
+			runs[i] = append(runs[i], res)
+		}
+	}
+	return runs, failed
 }
 
 func btoi(b bool) int {
