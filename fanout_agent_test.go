@@ -225,9 +225,10 @@ func TestFanoutAgent_reopenedWithLoad(t *testing.T) {
 // once it is, and the prompt after the load.
 func TestFanoutAgent_reopenWaitsForInitialize(t *testing.T) {
 	t.Parallel()
+	trace := filepath.Join(t.TempDir(), "trace.jsonl")
 	p := startProcessWith(t, nil, func(cmd *exec.Cmd, _ *testAgent) {
 		cmd.Env = append(os.Environ(), "ONEAGENT_STATE="+t.TempDir())
-	}, "--fanout", "--spares", "0", "--state-dir", t.TempDir(), "--", oneAgent(t), "-start-delay", "200ms")
+	}, "--fanout", "--spares", "0", "--trace", trace, "--state-dir", t.TempDir(), "--", oneAgent(t), "-start-delay", "200ms")
 	p.call(initLine)
 	sid := p.openSession(1)
 	old := agentPid(t, sid)
@@ -237,6 +238,27 @@ func TestFanoutAgent_reopenWaitsForInitialize(t *testing.T) {
 	require.Nil(t, r.Error, "the prompt after the reopening; stderr:\n%s", p.stderr.String())
 	assert.Contains(t, strings.Join(ups, "\n"), "two, three.")
 	p.close()
+	// --trace shows the router's reopening: the load it sent the new
+	// process and that process's answer, marked with its pid.
+	b, err := os.ReadFile(trace)
+	require.NoError(t, err)
+	var sent, answered bool
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var rec struct {
+			Child int
+			Dir   string
+			Msg   map[string]any
+		}
+		require.NoError(t, json.Unmarshal([]byte(line), &rec), "%s", line)
+		switch {
+		case rec.Dir == "to-child" && rec.Msg["method"] == "session/load":
+			sent = rec.Child > 0 && rec.Child != old
+			assert.Equal(t, sid, rec.Msg["params"].(map[string]any)["sessionId"])
+		case rec.Dir == "from-child" && rec.Msg["result"] != nil:
+			answered = sent
+		}
+	}
+	assert.True(t, sent && answered, "the trace holds the reopening's load and its answer:\n%s", b)
 }
 
 // Verify, on another agent: a session loaded after the router's restart (a

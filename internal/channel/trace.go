@@ -15,7 +15,9 @@ import (
 
 // Tracer writes every protocol message, in and out, to a JSON Lines file:
 // {"time":..., "pid":..., "dir":"in"|"out", "msg":<the message>}. The pid
-// tells apart the processes that share one file (acpx runs several).
+// tells apart the processes that share one file (acpx runs several). The
+// --fanout router adds what it says to a child on its own account:
+// {"time":..., "pid":..., "child":..., "dir":"to-child"|"from-child", "msg":...}.
 type Tracer struct {
 	pid int
 	mu  sync.Mutex
@@ -39,13 +41,32 @@ func (t *Tracer) in(msg []byte) {
 
 func (t *Tracer) out(appendMsg func([]byte) []byte) { t.write("out", appendMsg) }
 
-func (t *Tracer) write(dir string, appendMsg func([]byte) []byte) {
+// Child records a message the --fanout router exchanged with its child
+// process child on its own account (reopening a thread's session), not the
+// client's: dir is "to-child" or "from-child". A nil Tracer records
+// nothing.
+func (t *Tracer) Child(dir string, child int, msg []byte) {
+	if t == nil {
+		return
+	}
+	t.writeFor(dir, child, func(b []byte) []byte { return append(b, msg...) })
+}
+
+func (t *Tracer) write(dir string, appendMsg func([]byte) []byte) { t.writeFor(dir, 0, appendMsg) }
+
+// writeFor writes one record; child, when not 0, is the child process the
+// message went to or came from.
+func (t *Tracer) writeFor(dir string, child int, appendMsg func([]byte) []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	b := append(t.buf[:0], `{"time":"`...)
 	b = time.Now().UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","pid":`...)
 	b = strconv.AppendInt(b, int64(t.pid), 10)
+	if child != 0 {
+		b = append(b, `,"child":`...)
+		b = strconv.AppendInt(b, int64(child), 10)
+	}
 	b = append(b, `,"dir":"`...)
 	b = append(b, dir...)
 	b = append(b, `","msg":`...)

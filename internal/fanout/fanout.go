@@ -59,11 +59,12 @@ import (
 
 // router serves one connection by fanning sessions out to child processes.
 type router struct {
-	out  *channel.Wire
-	log  *slog.Logger
-	exe  string
-	args []string // the children's flags: ours less --fanout
-	env  []string // the children's environment
+	out   *channel.Wire
+	trace *channel.Tracer // --trace, or nil: it also records the reopenings
+	log   *slog.Logger
+	exe   string
+	args  []string // the children's flags: ours less --fanout
+	env   []string // the children's environment
 
 	// detPart is ACPBRIDGE_DETERMINISTIC's part (scenario record
 	// --deterministic), or 0; each child gets a part of its own, in the
@@ -199,6 +200,7 @@ func Serve(ctx context.Context, o Options, stdin io.Reader, stdout io.Writer) in
 		r.reopenBy = acp.MethodSessionResume // acpbridge resumes any session it persisted
 	}
 	r.out = channel.NewWire(stdin, stdout, o.MaxLine, o.Trace)
+	r.trace = o.Trace
 	r.out.OnHangUp = func() { r.endChildren() } // their answers come before the router stops
 	go r.warmUp()                               // initialize is answered here: it need not wait
 	if r.idleTimeout > 0 {
@@ -924,6 +926,9 @@ func (c *child) send(f forwarded, method string, params json.RawMessage) {
 	c.pending[id] = f
 	c.active = time.Now()
 	head := jsonenc.AppendString(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":`, id), method)
+	if !f.reopened.IsZero() {
+		c.r.trace.Child("to-child", c.cmd.Process.Pid, messageLine(head, params))
+	}
 	if !f.reopened.IsZero() && !c.initAnswered && c.r.command != nil {
 		// A reopening in a process whose initialize is not answered yet
 		// goes first once it is; the rest waits for the reopening's
@@ -1068,6 +1073,8 @@ func (c *child) handle(line []byte) {
 		// method first is decoded below.
 		if !swallow {
 			c.r.out.Forward(line)
+		} else {
+			c.r.trace.Child("from-child", c.cmd.Process.Pid, line)
 		}
 		return
 	}
@@ -1080,6 +1087,8 @@ func (c *child) handle(line []byte) {
 	case e.Method != "" && len(e.ID) == 0:
 		if !swallow {
 			c.r.out.Forward(line) // session/update: unchanged, in order
+		} else {
+			c.r.trace.Child("from-child", c.cmd.Process.Pid, line)
 		}
 	case e.Method != "":
 		go c.callClient(e) // it waits for the client
@@ -1092,6 +1101,9 @@ func (c *child) handle(line []byte) {
 		c.mu.Unlock()
 		if err != nil || !ok {
 			return
+		}
+		if !f.reopened.IsZero() {
+			c.r.trace.Child("from-child", c.cmd.Process.Pid, line)
 		}
 		c.r.answered(c, f, e)
 	}
