@@ -278,6 +278,25 @@ close
 	assert.NoError(t, err)
 }
 
+// Verify a recording of another agent: its arguments are its own (a
+// flags/NAME section, not acpbridge's flags), and the file says the
+// command that runs it, which names the agent.
+func TestRecorder_anotherAgent(t *testing.T) {
+	rec := &Recorder{Self: "/usr/bin/acpbridge", Deterministic: true}
+	rec.Note(false, []byte(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w"}}`))
+	rec.Note(true, []byte(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"p1"}}`))
+	cmd := []string{"/opt/peers/peer", "--verbose", "x"}
+	sc, err := Parse("r.txtar", rec.Scenario(cmd))
+	require.NoError(t, err)
+	assert.Empty(t, sc.Flags, "acpbridge's flags: none")
+	own, ok := sc.AgentFlags("peer")
+	require.True(t, ok)
+	assert.Equal(t, []string{"--verbose", "x"}, own)
+	assert.Contains(t, sc.Comment, "Run it with: acpbridge scenario run --agent peer=/opt/peers/peer FILE")
+	assert.Equal(t, "acpbridge scenario run --agent 'peer=/opt/my peers/peer' s.txtar", RunHint([]string{"/opt/my peers/peer"}, "/usr/bin/acpbridge", "s.txtar"))
+	assert.Equal(t, "acpbridge scenario run s.txtar", RunHint([]string{"/usr/bin/acpbridge", "--fanout"}, "/usr/bin/acpbridge", "s.txtar"))
+}
+
 // probe checks, at each write, that the recorder already noted the line.
 type probe struct {
 	t   *testing.T
