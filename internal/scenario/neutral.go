@@ -20,7 +20,7 @@ const anyUpdates = `<* {"jsonrpc":"2.0","method":"session/update","params":"$ANY
 // neutralTranscript rewrites a recorded transcript (its lines as
 // transcriptWith writes them) agent-neutrally.
 func neutralTranscript(tr string) string {
-	lines := strings.Split(strings.TrimSuffix(tr, "\n"), "\n")
+	lines := oneAtATime(strings.Split(strings.TrimSuffix(tr, "\n"), "\n"))
 	options := map[string][]permissionOption{} // the permission requests' options, by id as written
 	var out []string
 	lastPinned := 0 // out's length after the last pinned agent line
@@ -60,6 +60,73 @@ func neutralTranscript(tr string) string {
 		kept = append(kept, line)
 	}
 	return strings.Join(kept, "\n") + "\n"
+}
+
+// oneAtATime makes the requests of a group of client lines written
+// together (pipelined in one write) go one at a time, each after the
+// answer to the one before it: an agent that runs requests at once answers
+// them in any order, which is not a way it behaves otherwise.
+func oneAtATime(lines []string) []string {
+	var out, held []string
+	awaited := "" // the id of the request whose answer lets the held lines go
+	release := func() {
+		awaited = ""
+		for len(held) > 0 {
+			line := held[0]
+			held = held[1:]
+			out = append(out, line)
+			if id, ok := clientRequestID(line); ok {
+				awaited = id
+				return
+			}
+		}
+	}
+	together := false // the line before was the client's too: one write
+	for _, line := range lines {
+		client := strings.HasPrefix(line, ">") || line == "close"
+		switch {
+		case client && (len(held) > 0 || together && awaited != ""):
+			held = append(held, line)
+		case client:
+			out = append(out, line)
+			if id, ok := clientRequestID(line); ok {
+				awaited = id
+			}
+		default:
+			out = append(out, line)
+			if awaited != "" && answerID(line) == awaited {
+				release()
+			}
+		}
+		together = client
+	}
+	return append(out, held...)
+}
+
+// clientRequestID is the id of a > line that is a request.
+func clientRequestID(line string) (string, bool) {
+	text, ok := strings.CutPrefix(line, "> ")
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if !ok || json.Unmarshal([]byte(text), &m) != nil || m.Method == "" || len(m.ID) == 0 {
+		return "", false
+	}
+	return string(m.ID), true
+}
+
+// answerID is the id of a < line that is a response, or "".
+func answerID(line string) string {
+	text, ok := strings.CutPrefix(line, "< ")
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if !ok || json.Unmarshal([]byte(text), &m) != nil || m.Method != "" {
+		return ""
+	}
+	return string(m.ID)
 }
 
 // freeMark marks a free update's line while the transcript is rewritten.

@@ -62,3 +62,30 @@ func TestNeutralFixture(t *testing.T) {
 `
 	assert.Equal(t, want, neutralFixture(in))
 }
+
+// Verify that requests pipelined in one write go one at a time in a neutral
+// transcript (an agent that runs them at once answers in any order), and
+// that a notification written during a turn still goes during it.
+func TestNeutralTranscript_pipelinedOneAtATime(t *testing.T) {
+	in := `> {"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}
+> {"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD"}}
+< {"jsonrpc":"2.0","id":0,"result":{}}
+< {"jsonrpc":"2.0","id":1,"result":{"sessionId":"$SESSION"}}
+> {"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"$SESSION","prompt":[]}}
+< {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"$SESSION","update":{"sessionUpdate":"agent_message_chunk"}}}
+> {"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"$SESSION"}}
+< {"jsonrpc":"2.0","id":2,"result":{"stopReason":"cancelled"}}
+`
+	want := `> {"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}
+<* {"jsonrpc":"2.0","method":"session/update","params":"$ANY"}
+< {"id":0,"jsonrpc":"2.0","result":"$ANY"}
+> {"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD"}}
+<* {"jsonrpc":"2.0","method":"session/update","params":"$ANY"}
+< {"id":1,"jsonrpc":"2.0","result":{"$REST":true,"sessionId":"$SESSION"}}
+> {"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"$SESSION","prompt":[]}}
+> {"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"$SESSION"}}
+<* {"jsonrpc":"2.0","method":"session/update","params":"$ANY"}
+< {"id":2,"jsonrpc":"2.0","result":{"$REST":true,"stopReason":"cancelled"}}
+`
+	assert.Equal(t, want, neutralTranscript(in))
+}
