@@ -745,7 +745,13 @@ func (r *router) reopenLost(session string) *child {
 	r.mu.Unlock()
 	c.mu.Lock()
 	c.swallow = method == acp.MethodSessionLoad
-	c.ready, c.reopening = false, true // the request that named the session waits for the reopening's answer: an agent may run the two at once
+	if r.command != nil {
+		// Another agent may run the request that named the session
+		// beside the reopening: it waits for the reopening's answer. An
+		// acpbridge child runs them in arrival order itself, so the
+		// request follows the reopening at once.
+		c.ready, c.reopening = false, true
+	}
 	c.mu.Unlock()
 	r.log.Debug("reopening a session whose process ended", "session", session, "with", method, "pid", c.cmd.Process.Pid)
 	c.send(forwarded{method: method, session: session, reopened: time.Now()}, method, params)
