@@ -153,6 +153,9 @@ python3 bench/fanout/reopen.py "$out/acpbridge" "$RUNS"
 echo "== another agent behind the router (testdata/oneagent): session/new with a slow start hidden by a spare, a prompt's first update, a permission round trip"
 go build -o "$out/oneagent" ./testdata/oneagent
 python3 bench/fanout/agent.py "$out/acpbridge" "$out/oneagent" "$RUNS"
+echo "== a TypeScript SDK agent (examples/editor-test/agent.mjs) behind the router against it run directly"
+(cd examples/editor-test && npm ci --no-audit --no-fund --silent)
+python3 bench/fanout/sdk_agent.py "$out/acpbridge" "$RUNS"
 
 # Last: the search tree's 100,000 files, written and removed, keep the
 # disk's journal busy for a while after, and every fsync measured then (a
