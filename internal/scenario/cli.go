@@ -369,7 +369,7 @@ func runFile(path string, opt Options, label string, stdout io.Writer) (Result, 
 	sc, err := Load(path)
 	if err != nil {
 		fmt.Fprintf(stdout, "FAIL %s%s\n  %v\n", path, label, err)
-		return Result{}, false
+		return Result{Path: path, Err: err, Initialize: -1, NewSession: -1}, false
 	}
 	start := time.Now()
 	res := Run(sc, opt)
