@@ -18,6 +18,8 @@
 package scenario
 
 import (
+	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -57,7 +59,8 @@ type servedModel struct {
 
 // conversation is one caller's place in the fixture.
 type conversation struct {
-	seen   []string      // the messages of its last call, role and text
+	seen   []messageKey  // the messages of its last call
+	mu     sync.Mutex    // one call at a time moves and reads its reader
 	next   int           // the entries before this one are behind it
 	replay *model.Replay // its own reader of the fixture
 }
@@ -137,21 +140,23 @@ func (m *servedModel) complete(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "the request body is not JSON: "+err.Error())
 		return
 	}
-	var seen []string
+	var seen []messageKey
 	conv := model.NewConversation(nil)
 	for _, msg := range req.Messages {
 		text := contentText(msg.Content)
 		conv.Add(model.Message{Role: msg.Role, Text: text})
-		seen = append(seen, msg.Role+"\x00"+text)
+		seen = append(seen, sha256.Sum256([]byte(msg.Role+"\x00"+text)))
 	}
 	call := &servedCall{w: w, stream: req.Stream}
 	mreq := &model.Request{Conv: conv, Roots: m.roots}
-	c, err := m.choose(seen, mreq)
+	c, entry, err := m.choose(seen, mreq)
 	if err != nil {
 		call.finish("", err)
 		return
 	}
-	stop, err := c.replay.Complete(r.Context(), mreq, call)
+	c.mu.Lock() // two calls continuing one conversation at once take turns
+	stop, err := c.serve(r.Context(), entry, mreq, call)
+	c.mu.Unlock()
 	if call.usage != nil {
 		m.mu.Lock()
 		m.counted.Tokens += call.tokens
@@ -161,9 +166,9 @@ func (m *servedModel) complete(w http.ResponseWriter, r *http.Request) {
 }
 
 // choose finds the call's conversation (the one whose last call's messages
-// the call's extend the most; a new one when none does), picks its entry
-// (see the file's comment) and moves the conversation's reader to it.
-func (m *servedModel) choose(seen []string, req *model.Request) (*conversation, error) {
+// the call's extend the most; a new one when none does) and picks its
+// entry (see the file's comment).
+func (m *servedModel) choose(seen []messageKey, req *model.Request) (*conversation, int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var c *conversation
@@ -175,7 +180,7 @@ func (m *servedModel) choose(seen []string, req *model.Request) (*conversation, 
 	if c == nil {
 		replay, err := model.NewReplay(m.path)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		c = &conversation{replay: replay}
 		m.convs = append(m.convs, c)
@@ -187,7 +192,7 @@ func (m *servedModel) choose(seen []string, req *model.Request) (*conversation, 
 		}
 	}
 	if entry < 0 {
-		return nil, model.Errorf("replay fixture %s has %d entries, and this model call asked for entry %d (the others went to this conversation or another); record the conversation again (--record) or add an entry",
+		return nil, 0, model.Errorf("replay fixture %s has %d entries, and this model call asked for entry %d (the others went to this conversation or another); record the conversation again (--record) or add an entry",
 			m.path, len(m.expects), len(m.expects)+1)
 	}
 	if m.expects[entry] != "" && !model.Matches(m.expects[entry], req) {
@@ -202,7 +207,20 @@ func (m *servedModel) choose(seen []string, req *model.Request) (*conversation, 
 		}
 	}
 	m.had[entry], c.next, c.seen = true, entry+1, seen
-	return c, c.replay.Seek(entry)
+	return c, entry, nil
+}
+
+// messageKey is a message of a call as conversations are told apart by it:
+// a SHA-256 of its role and text, so that a conversation keeps 32 bytes a
+// message however long they are.
+type messageKey = [sha256.Size]byte
+
+// serve answers a call with the fixture's entry at index entry.
+func (c *conversation) serve(ctx context.Context, entry int, req *model.Request, out model.Sink) (acp.StopReason, error) {
+	if err := c.replay.Seek(entry); err != nil {
+		return "", model.Errorf("replay fixture: %v", err)
+	}
+	return c.replay.Complete(ctx, req, out)
 }
 
 // countingReader counts the bytes read through it.
