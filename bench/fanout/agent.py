@@ -16,32 +16,17 @@ Medians of the rounds, with the ranges.
 import os, statistics, sys, tempfile, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from acpclient import Agent
+from turn import ms, prompt_times
 
 acpbridge, one = sys.argv[1], sys.argv[2]
 rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 5
 cwd = tempfile.mkdtemp()
 env = dict(os.environ, ONEAGENT_STATE=tempfile.mkdtemp())
 
-def ms(start):
-    return (time.perf_counter() - start) * 1000
-
 def new(a):
     start = time.perf_counter()
     sid = a.call("session/new", {"cwd": cwd, "mcpServers": []})["result"]["sessionId"]
     return sid, ms(start)
-
-def prompt_times(a, sid):
-    a.n += 1
-    n = a.n
-    start = time.perf_counter()
-    a.send({"jsonrpc": "2.0", "id": n, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "please ask"}]}})
-    a.until(lambda m: m.get("method") == "session/update")
-    first = ms(start)
-    req = a.until(lambda m: m.get("method") == "session/request_permission")
-    start = time.perf_counter()
-    a.send({"jsonrpc": "2.0", "id": req["id"], "result": {"outcome": {"outcome": "selected", "optionId": "yes"}}})
-    a.until(lambda m: m.get("id") == n and "method" not in m)
-    return first, ms(start)
 
 def run(cmd, slow):
     a = Agent(cmd, env=env)
@@ -53,8 +38,8 @@ def run(cmd, slow):
         a.call("session/close", {"sessionId": sid})
         sid, first_new = new(a)  # warm: the process's second session
     time.sleep(0.5)  # the router refills its spare after an opening: a prompt seconds later does not share the CPU with that start
-    prompt_times(a, sid)  # a session's first prompt
-    first, perm = prompt_times(a, sid)
+    prompt_times(a, sid, "please ask")  # a session's first prompt
+    first, perm = prompt_times(a, sid, "please ask")
     a.close()
     return first_new, first, perm
 

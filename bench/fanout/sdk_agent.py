@@ -20,27 +20,12 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, ".."))
 sys.path.insert(0, here)
 from acpclient import Agent
+from turn import ms, prompt_times
 
 acpbridge = sys.argv[1]
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
 agent = ["node", os.path.join(here, "..", "..", "examples", "editor-test", "agent.mjs")]
 cwd = tempfile.mkdtemp()
-
-def ms(start):
-    return (time.perf_counter() - start) * 1000
-
-def prompt_times(a, sid):
-    a.n += 1
-    n = a.n
-    start = time.perf_counter()
-    a.send({"jsonrpc": "2.0", "id": n, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}})
-    a.until(lambda m: m.get("method") == "session/update")
-    first = ms(start)
-    req = a.until(lambda m: m.get("method") == "session/request_permission")
-    start = time.perf_counter()
-    a.send({"jsonrpc": "2.0", "id": req["id"], "result": {"outcome": {"outcome": "selected", "optionId": "yes"}}})
-    a.until(lambda m: m.get("id") == n and "method" not in m)
-    return first, ms(start)
 
 def run(cmd):
     a = Agent(cmd)
@@ -50,8 +35,8 @@ def run(cmd):
     sid = a.call("session/new", {"cwd": cwd, "mcpServers": []})["result"]["sessionId"]
     new = ms(start)
     time.sleep(2)  # the router's next spare (a Node start) has finished
-    prompt_times(a, sid)  # a session's first prompt
-    first, perm = prompt_times(a, sid)
+    prompt_times(a, sid, "hi")  # a session's first prompt
+    first, perm = prompt_times(a, sid, "hi")
     a.close()
     return new, first, perm
 
