@@ -347,9 +347,7 @@ func processTurn(t *testing.T, cmd *exec.Cmd, cwd, load, text string) string {
 func TestScenario_compareTwoAgents(t *testing.T) {
 	t.Parallel()
 	bin := binary(t)
-	other := filepath.Join(t.TempDir(), "multi agent") // a space, quoted below
-	out, err := exec.Command("go", "build", "-o", other, "./testdata/multiagent").CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	other := buildMultiAgent(t, filepath.Join(t.TempDir(), "multi agent")) // a space, quoted below
 	cmd := exec.Command(bin, "scenario", "run", "--agent", bin, "--agent", fmt.Sprintf("multi=%q", other), "--agent", "fanout="+bin+" --fanout",
 		"testdata/scenarios/compare_text.txtar", "testdata/scenarios/permission_by_kind.txtar", "testdata/scenarios/coding.txtar")
 	cmd.Env = append(os.Environ(), "OPENAI_API_KEY=sk-users-own-key", "OPENAI_BASE_URL=http://127.0.0.1:9/v1")
@@ -537,6 +535,15 @@ func TestScenario_goldensIndexed(t *testing.T) {
 	}
 }
 
+// buildMultiAgent builds the multi-session test agent (testdata/multiagent)
+// at path and returns it.
+func buildMultiAgent(t *testing.T, path string) string {
+	t.Helper()
+	out, err := exec.Command("go", "build", "-o", path, "./testdata/multiagent").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return path
+}
+
 // Verify what a researcher publishes: --repeat runs a warm-up per agent
 // then N counted runs, interleaved; --json holds every run's figures and
 // the machine; --report writes report.md and SVG charts that parse.
@@ -544,9 +551,7 @@ func TestScenario_repeatJSONAndReport(t *testing.T) {
 	t.Parallel()
 	bin := binary(t)
 	dir := t.TempDir()
-	other := filepath.Join(dir, "multi")
-	out, err := exec.Command("go", "build", "-o", other, "./testdata/multiagent").CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	other := buildMultiAgent(t, filepath.Join(dir, "multi"))
 	jsonPath, reportDir := filepath.Join(dir, "runs.json"), filepath.Join(dir, "report")
 	res, err := exec.Command(bin, "scenario", "run", "--agent", bin, "--agent", "multi="+other, "--repeat", "3",
 		"--json", jsonPath, "--report", reportDir, "testdata/scenarios/compare_text.txtar").CombinedOutput()
@@ -683,9 +688,7 @@ func TestScenario_neutralRecordingPassesOnAnotherAgent(t *testing.T) {
 	t.Parallel()
 	bin := binary(t)
 	dir := t.TempDir()
-	other := filepath.Join(dir, "multi")
-	out, err := exec.Command("go", "build", "-o", other, "./testdata/multiagent").CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	other := buildMultiAgent(t, filepath.Join(dir, "multi"))
 	fixture := filepath.Join(dir, "model.jsonl")
 	require.NoError(t, os.WriteFile(fixture, []byte(`{"expect":"Say hello","chunks":[{"text":"Hello "},{"text":"there."}]}`+"\n"), 0o644))
 	cwd := filepath.Join(dir, "work")

@@ -182,7 +182,7 @@ func runCommand(args []string, self, version string, stdout, stderr io.Writer) i
 		}
 		diffs := compareAll(names, first, *diffLimit)
 		if len(agents) > 1 || *repeat > 0 {
-			fmt.Fprintf(stdout, "  %s, side by side:\n%s%s", path, figuresTable(names, runs), showDifferences(diffs))
+			fmt.Fprintf(stdout, "  %s, side by side:\n%s%s", path, figuresTable("  ", names, runs), showDifferences(diffs))
 		}
 		cmp.Scenarios = append(cmp.Scenarios, newScenarioRecord(path, names, runs, diffs))
 	}

@@ -141,19 +141,20 @@ func passed(runs []Result) int {
 
 // figuresTable is the agents' figures for one scenario, side by side: a
 // row per figure, a column per agent, each cell the median over its runs
-// and, with several, the spread in parentheses.
-func figuresTable(names []string, runs [][]Result) string {
+// and, with several, the spread in parentheses; every line starts with
+// indent.
+func figuresTable(indent string, names []string, runs [][]Result) string {
 	var sb strings.Builder
 	n := 0
 	for _, rs := range runs {
 		n = max(n, len(rs))
 	}
-	sb.WriteString("  | figure |")
+	sb.WriteString(indent + "| figure |")
 	for _, name := range names {
 		sb.WriteString(" " + name + " |")
 	}
-	sb.WriteString("\n  |---|" + strings.Repeat("---|", len(names)) + "\n")
-	sb.WriteString("  | runs passed |")
+	sb.WriteString("\n" + indent + "|---|" + strings.Repeat("---|", len(names)) + "\n")
+	sb.WriteString(indent + "| runs passed |")
 	for _, rs := range runs {
 		fmt.Fprintf(&sb, " %d/%d |", passed(rs), len(rs))
 	}
@@ -163,7 +164,7 @@ func figuresTable(names []string, runs [][]Result) string {
 		if f.Unit != "" {
 			label += " (" + f.Unit + ")"
 		}
-		sb.WriteString("  | " + label + " |")
+		sb.WriteString(indent + "| " + label + " |")
 		for _, rs := range runs {
 			sb.WriteString(" " + summarize(f, rs).show(f.Unit) + " |")
 		}
@@ -174,7 +175,7 @@ func figuresTable(names []string, runs [][]Result) string {
 		if n < 5 {
 			spread = "min–max"
 		}
-		fmt.Fprintf(&sb, "  (median over %d runs after a warm-up run, %s in parentheses; processes: the most at once whenever every request was answered)\n", n, spread)
+		fmt.Fprintf(&sb, indent+"(median over %d runs after a warm-up run, %s in parentheses; processes: the most at once whenever every request was answered)\n", n, spread)
 	}
 	return sb.String()
 }

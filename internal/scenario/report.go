@@ -164,7 +164,7 @@ func (c *comparison) writeReport(dir string) error {
 			names[i] = ar.Agent
 		}
 		fmt.Fprintf(&md, "\n## %s\n\n", sr.Path)
-		md.WriteString(strings.ReplaceAll(figuresTable(names, sr.runs), "\n  ", "\n")[2:])
+		md.WriteString(figuresTable("", names, sr.runs))
 		md.WriteString("\n### Differences\n\n```\n" + showDifferences(sr.Differences) + "```\n\n### Charts\n\n")
 		for k, f := range figuresOf(maxTurns(sr.runs)) {
 			name := fmt.Sprintf("s%d-%02d-%s.svg", n+1, k+1, slug(f.Name))

@@ -101,23 +101,28 @@ type run struct {
 	env     Env
 	v       *vars
 	agent   *Agent
-	model   *servedModel // the fixture served to the agent, or nil
-	flags   []string     // the agent's, expanded
-	lines   chan []byte  // the agent's stdout, a line at a time; closed at its end
-	n       int          // agent lines read
-	closed  bool         // stdin closed
-	pending map[string]bool
+	model   *servedModel                  // the fixture served to the agent, or nil
+	flags   []string                      // the agent's, expanded
+	lines   chan []byte                   // the agent's stdout, a line at a time; closed at its end
+	n       int                           // agent lines read
+	closed  bool                          // stdin closed
+	pending map[string]sentRequest        // the client's requests not yet answered, by id
 	options map[string][]permissionOption // the options of the agent's permission requests, by request id
 	got     [][]byte                      // every line the agent sent
 	turns   []Turn
 	prompts map[string]*promptClock // prompts sent and not yet answered, by id
-	methods map[string]string       // the method of each request not yet answered, by id
-	sentAt  map[string]time.Time    // when each of them was written
 
 	started     time.Time     // when the first agent process started
 	initialize  time.Duration // see Result
 	newSession  time.Duration
 	beforeTurns int // -1 until the first prompt is written
+}
+
+// sentRequest is a request of the client's: its method and when it was
+// written.
+type sentRequest struct {
+	method string
+	at     time.Time
 }
 
 // promptClock times one prompt.
@@ -139,9 +144,8 @@ func Run(sc *Scenario, opt Options) Result {
 	if opt.Timeout == 0 {
 		opt.Timeout = 10 * time.Second
 	}
-	r := &run{sc: sc, opt: opt, v: newVars(), pending: map[string]bool{}, options: map[string][]permissionOption{},
-		prompts: map[string]*promptClock{}, methods: map[string]string{}, sentAt: map[string]time.Time{},
-		initialize: -1, newSession: -1, beforeTurns: -1}
+	r := &run{sc: sc, opt: opt, v: newVars(), pending: map[string]sentRequest{}, options: map[string][]permissionOption{},
+		prompts: map[string]*promptClock{}, initialize: -1, newSession: -1, beforeTurns: -1}
 	res := Result{Path: sc.Path}
 	dir, err := r.prepare()
 	if dir != "" {
@@ -427,8 +431,7 @@ func (r *run) sendText(st Step) (string, error) {
 	}
 	if json.Unmarshal([]byte(text), &m) == nil && m.Method != "" && len(m.ID) > 0 {
 		id := string(m.ID)
-		r.pending[id] = true
-		r.methods[id], r.sentAt[id] = m.Method, time.Now()
+		r.pending[id] = sentRequest{m.Method, time.Now()}
 		if m.Method == "session/prompt" {
 			if r.beforeTurns < 0 {
 				r.beforeTurns = r.n
@@ -523,19 +526,18 @@ func (r *run) answered(line []byte) {
 	case len(m.ID) == 0:
 	case m.Method == nil:
 		id := string(m.ID)
+		sent := r.pending[id]
 		delete(r.pending, id)
-		switch r.methods[id] {
+		switch sent.method {
 		case "initialize":
 			if r.initialize < 0 {
 				r.initialize = now.Sub(r.started)
 			}
 		case "session/new":
 			if r.newSession < 0 {
-				r.newSession = now.Sub(r.sentAt[id])
+				r.newSession = now.Sub(sent.at)
 			}
 		}
-		delete(r.methods, id)
-		delete(r.sentAt, id)
 		if p := r.prompts[id]; p != nil {
 			t := &r.turns[p.turn]
 			t.Answer = now.Sub(p.sent)
