@@ -151,11 +151,12 @@ func TestFanout_permissions(t *testing.T) {
 }
 
 // Verify that session/close ends the session's child, and that load opens
-// it in a new child that replays it before answering; a second load of a
-// session open on the connection is refused.
+// it in a new child that replays it before answering; a second load of the
+// thread, open on the connection, reopens it in a new process with its
+// replay; its delete closes it, then deletes it.
 func TestFanout_closeAndLoad(t *testing.T) {
 	t.Parallel()
-	p := startFanout(t, `{"chunks":[{"text":"Answer."}]}`)
+	p := startFanout(t, `{"chunks":[{"text":"Answer."}]}`+"\n"+`{"chunks":[{"text":"Again."}]}`)
 	p.call(initLine)
 	sid := p.openSession(10)
 	p.send(prompt(11, sid, "question"))
@@ -174,25 +175,32 @@ func TestFanout_closeAndLoad(t *testing.T) {
 	assert.Equal(t, "agent_message_chunk", ups[1]["sessionUpdate"])
 	assert.NotEqual(t, pid, holder(t, p.state, sid))
 
+	// A load of the open thread reopens it in a new process, whose replay
+	// reaches the client before the answer.
+	pid = holder(t, p.state, sid)
 	p.send(load(14, sid))
-	_, rs, _ = p.collect(14)
-	require.NotNil(t, rs[14].Error, "a second load of an open session")
-	assert.Contains(t, rs[14].Error.Message, "already open on this connection")
+	ups, rs, _ = p.collect(14)
+	require.Nil(t, rs[14].Error, "a load of the open thread")
+	require.Len(t, ups, 2, "the replay again, before the response")
+	assertGone(t, pid, "the process that served the thread before the load")
+	p.send(prompt(19, sid, "again"))
+	_, rs, _ = p.collect(19)
+	require.Nil(t, rs[19].Error, "the thread goes on in its new process")
 
 	// session/list and session/delete are served against the same store.
 	p.send(`{"jsonrpc":"2.0","id":15,"method":"session/list","params":{}}`)
 	_, rs, _ = p.collect(15)
 	require.Nil(t, rs[15].Error)
 	assert.Contains(t, string(rs[15].Result), sid)
+	pid = holder(t, p.state, sid)
 	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":16,"method":"session/delete","params":{"sessionId":%q}}`, sid))
 	_, rs, _ = p.collect(16)
-	require.NotNil(t, rs[16].Error, "deleting a session open on the connection")
-	assert.Equal(t, 1001, rs[16].Error.Code)
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":17,"method":"session/close","params":{"sessionId":%q}}`, sid))
-	p.collect(17)
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":18,"method":"session/delete","params":{"sessionId":%q}}`, sid))
+	require.Nil(t, rs[16].Error, "deleting the open thread closes it, then deletes it")
+	assertGone(t, pid, "the deleted thread's process")
+	p.send(prompt(18, sid, "gone"))
 	_, rs, _ = p.collect(18)
-	require.Nil(t, rs[18].Error, "deleting it once closed")
+	require.NotNil(t, rs[18].Error, "a prompt to the deleted thread")
+	assert.Contains(t, rs[18].Error.Message, "not open on this connection")
 	assert.NoFileExists(t, filepath.Join(p.state, "sessions", sid+".jsonl"))
 	p.close()
 }

@@ -200,7 +200,7 @@ func run(ctx context.Context, caught <-chan struct{}, guard *proc.Guard, args []
 	if a.cfg.fanout {
 		<-caught
 		return fanout.Serve(ctx, fanout.Options{Version: version, Args: args, Env: env, MaxLine: a.cfg.maxLineBytes, MaxChildren: a.cfg.maxChildren,
-			Log: a.log, Stderr: stderr, Trace: trace, Command: a.cfg.agentCommand, Spares: a.cfg.spares, Guard: guard, IdleTimeout: a.cfg.idleTimeout}, stdin, stdout)
+			Log: a.log, Stderr: stderr, Trace: trace, Command: a.cfg.agentCommand, Spares: a.cfg.spares, Guard: guard, IdleTimeout: a.cfg.idleTimeout, ReopenTimeout: a.cfg.reopenTimeout}, stdin, stdout)
 	}
 	return serve(ctx, a, stdin, stdout, trace)
 }
@@ -223,6 +223,7 @@ type config struct {
 	agentCommand     []string      // --fanout -- CMD ARGS...: any single-session agent, in place of acpbridge
 	spares           int           // --spares (--fanout)
 	idleTimeout      time.Duration // --idle-timeout (--fanout)
+	reopenTimeout    time.Duration // --reopen-timeout (--fanout)
 }
 
 // utcTime writes the log's times in UTC, as the session store and the
@@ -446,6 +447,7 @@ func (c *commandLine) define(fs *flag.FlagSet) {
 	fs.IntVar(&cfg.maxPromptBlocks, "max-prompt-blocks", 10_000, "most content blocks in one prompt; more are refused")
 	fs.IntVar(&cfg.maxChildren, "max-children", 64, "with --fanout: most child processes, spares included")
 	fs.DurationVar(&cfg.idleTimeout, "idle-timeout", 10*time.Minute, "with --fanout: a thread idle this long gives its process back, reopened on its next request (0: never)")
+	fs.DurationVar(&cfg.reopenTimeout, "reopen-timeout", fanout.DefaultReopenTimeout, "with --fanout: how long reopening a thread in a new process may take before its requests fail")
 	fs.IntVar(&cfg.spares, "spares", -1, "with --fanout: children kept started for the next threads (default 2, or 1 with -- CMD)")
 	fs.StringVar(&c.passEnv, "pass-env", os.Getenv("ACPBRIDGE_PASS_ENV"), "comma-separated `NAMES` of secret environment variables (OPENAI_API_KEY) that commands and stdio MCP servers get anyway [ACPBRIDGE_PASS_ENV]")
 	fs.BoolVar(&cfg.fanout, "fanout", false, "serve many sessions on one connection, each in a child acpbridge process of its own (for Zed's threads)")

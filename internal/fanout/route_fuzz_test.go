@@ -35,15 +35,14 @@ func FuzzRoute(f *testing.F) {
 			return // one line at a time
 		}
 		var out bytes.Buffer
-		r := &router{log: slog.New(slog.DiscardHandler), maxChildren: 0, version: "test", errw: io.Discard,
-			sessions: map[string]*child{}, children: map[*child]bool{}, inflight: map[string]bool{}}
+		r := newRouter(Options{Log: slog.New(slog.DiscardHandler), MaxChildren: 0, Version: "test", Stderr: io.Discard}, "")
 		r.out = channel.NewWire(bytes.NewReader(append(line, '\n')), &out, 1<<20, nil)
 		for {
 			m, err := r.out.RecvMessage()
 			if err != nil {
 				break
 			}
-			r.route(m)
+			r.onClientMessage(m)
 		}
 		r.out.Flush()
 		for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {

@@ -10,9 +10,18 @@
 // requires authenticate before session/new; -no-close does not offer
 // session/close; -same-id answers every session/new with "session-1";
 // -ignore-eof keeps running at stdin's end and ignores SIGTERM;
-// -start-delay D sleeps before serving (a slow-starting agent). Like the
-// TypeScript SDK, it refuses a request that comes before its initialize is
-// answered.
+// -start-delay D sleeps before serving (a slow-starting agent);
+// -close-hang never answers session/close, -close-late D answers it after
+// D; -load-hang never answers session/load, -load-refuse refuses it. Like
+// the TypeScript SDK, it refuses a request that comes before its initialize
+// is answered.
+//
+// A prompt's words make it misbehave as agents do: "stop reading" stops
+// reading its stdin for good (a long blocking call); "crash with helper"
+// starts a helper in a session of its own that holds its stdout and stderr,
+// then exits; "endless N" writes a line of N MiB; "spoof ID" sends an
+// update and a permission request naming session ID; "flood N" sends N
+// requests to the client at once and says how many were answered.
 package main
 
 import (
@@ -21,6 +30,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -31,6 +41,8 @@ import (
 
 type agent struct {
 	methodFirst, needAuth, noClose, sameID bool
+	closeHang, loadHang, loadRefuse        bool
+	closeLate                              time.Duration
 
 	mu     sync.Mutex
 	w      *bufio.Writer
@@ -54,6 +66,10 @@ func main() {
 	flag.BoolVar(&a.sameID, "same-id", false, "answer every session/new with session-1")
 	ignoreEOF := flag.Bool("ignore-eof", false, "keep running at stdin's end, ignoring SIGTERM")
 	delay := flag.Duration("start-delay", 0, "sleep before serving")
+	flag.BoolVar(&a.closeHang, "close-hang", false, "never answer session/close")
+	flag.DurationVar(&a.closeLate, "close-late", 0, "answer session/close after this long")
+	flag.BoolVar(&a.loadHang, "load-hang", false, "never answer session/load")
+	flag.BoolVar(&a.loadRefuse, "load-refuse", false, "refuse session/load")
 	flag.Parse()
 	a.state = os.Getenv("ONEAGENT_STATE")
 	if a.state == "" {
@@ -100,6 +116,9 @@ func main() {
 			continue
 		}
 		go a.serve(m.ID, m.Method, m.Params)
+		if m.Method == "session/prompt" && strings.Contains(string(m.Params), "stop reading") {
+			select {} // a long blocking call: stdin is never read again
+		}
 	}
 	if *ignoreEOF {
 		select {}
@@ -186,7 +205,16 @@ func (a *agent) serve(id json.RawMessage, method string, params json.RawMessage)
 		a.authed = true
 		a.mu.Unlock()
 		a.answer(id, map[string]any{})
-	case "session/new", "session/load":
+	case "session/load":
+		if a.loadHang {
+			return
+		}
+		if a.loadRefuse {
+			a.fail(id, -32002, "oneagent keeps no session "+p.SessionID+" here (refused on purpose)")
+			return
+		}
+		fallthrough
+	case "session/new":
 		a.mu.Lock()
 		authed, live := a.authed || !a.needAuth, a.session
 		a.mu.Unlock()
@@ -224,6 +252,10 @@ func (a *agent) serve(id json.RawMessage, method string, params json.RawMessage)
 		}
 		a.answer(id, map[string]any{"sessionId": sid})
 	case "session/close":
+		if a.closeHang {
+			return
+		}
+		time.Sleep(a.closeLate)
 		a.mu.Lock()
 		a.session = ""
 		a.mu.Unlock()
@@ -247,6 +279,7 @@ func (a *agent) prompt(id json.RawMessage, sid, text string) {
 		a.update(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": s}})
 	}
 	chunk("One, ")
+	a.misbehave(sid, text)
 	if strings.Contains(text, "ask") {
 		res := a.call("session/request_permission", map[string]any{"sessionId": sid,
 			"toolCall": map[string]any{"toolCallId": "t1", "title": "Do it"},
@@ -267,4 +300,61 @@ func (a *agent) prompt(id json.RawMessage, sid, text string) {
 	}
 	chunk("two, three.")
 	a.answer(id, map[string]any{"stopReason": "end_turn"})
+}
+
+// misbehave does what a prompt's words ask of an agent that misbehaves.
+func (a *agent) misbehave(sid, text string) {
+	var n int
+	var other string
+	switch {
+	case strings.Contains(text, "crash with helper"):
+		helper := exec.Command("sleep", "300")
+		helper.Stdout, helper.Stderr = os.Stdout, os.Stderr
+		helper.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		helper.Start()
+		os.Exit(2)
+	case scan(text, "endless %d", &n):
+		a.mu.Lock()
+		a.w.WriteString(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"` + sid + `","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`)
+		chunk := strings.Repeat("x", 1<<20)
+		for range n {
+			a.w.WriteString(chunk)
+		}
+		a.w.WriteString("\"}}}}\n")
+		a.w.Flush()
+		a.mu.Unlock()
+	case scan(text, "spoof %s", &other):
+		a.update(other, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": "spoofed"}})
+		go a.call("session/request_permission", map[string]any{"sessionId": other,
+			"toolCall": map[string]any{"toolCallId": "t9", "title": "Spoofed"},
+			"options":  []any{map[string]any{"optionId": "yes", "name": "Yes", "kind": "allow_once"}}})
+	case scan(text, "flood %d", &n):
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		errs := 0
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if res := a.call("fs/read_text_file", map[string]any{"sessionId": sid, "path": "/flood"}); strings.Contains(string(res), `"code"`) {
+					mu.Lock()
+					errs++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		a.update(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": fmt.Sprintf("flood: %d refused, ", errs)}})
+	}
+}
+
+// scan reports whether text holds format's words with its value.
+func scan(text, format string, v any) bool {
+	word, _, _ := strings.Cut(format, " ")
+	i := strings.Index(text, word+" ")
+	if i < 0 {
+		return false
+	}
+	_, err := fmt.Sscanf(text[i:], format, v)
+	return err == nil
 }

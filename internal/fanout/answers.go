@@ -1,0 +1,192 @@
+// answers.go holds what a child's answers and its end move: the client's
+// answers relayed under the client's ids, a child made ready or serving
+// (settle), and a child's death (what it left unanswered, its thread lost,
+// its slot freed).
+
+package fanout
+
+import (
+	"cmp"
+	"encoding/json"
+	"strings"
+
+	"acpbridge/internal/acp"
+	"acpbridge/internal/jsonenc"
+)
+
+// onAnswer: c answered req with m.
+func (r *router) onAnswer(c *child, req *request, m childMessage) {
+	failed := len(m.err) > 0
+	switch req.kind {
+	case kindInit:
+		r.initAnswered(c, failed)
+	case kindAuth:
+		if failed {
+			r.Log.Warn("an agent process refused the repeated authenticate", "pid", c.pid, "error", errorMessage(m.err))
+		}
+		r.settle(c)
+	case kindReopen:
+		r.onReopened(c, req, m)
+	case kindEvict:
+		if c.state == childEnding && c.endStep == 0 {
+			r.endStepNext(c) // closed: its stdin now
+		}
+	default:
+		r.clientAnswered(c, req, m)
+	}
+}
+
+// clientAnswered relays c's answer to a client's request and moves what it
+// changes: the agent learnt, a thread opened or closed, an authenticate to
+// repeat, a child of the moment ended.
+func (r *router) clientAnswered(c *child, req *request, m childMessage) {
+	failed := len(m.err) > 0
+	switch req.method {
+	case acp.MethodInitialize:
+		if !failed {
+			m.result = r.learnAgent(m.result)
+		}
+		r.relay(req, m)
+		r.initAnswered(c, failed)
+		return
+	case acp.MethodAuthenticate:
+		if !failed {
+			r.authenticated(c, req.params)
+		}
+	case acp.MethodSessionNew:
+		var res struct {
+			SessionID string `json:"sessionId"`
+		}
+		json.Unmarshal(m.result, &res)
+		if failed || res.SessionID == "" {
+			r.endChild(c, false) // it serves nothing
+		} else if !r.opened(c, req, res.SessionID) {
+			return
+		}
+		r.relay(req, m)
+		r.out.Flush() // the thread is open before its successor's process starts
+		r.warm()
+		return
+	case acp.MethodSessionClose:
+		if t := req.thread; !failed && t != nil && t.child == c {
+			r.forget(t, "closed")
+			r.endChild(c, false)
+		}
+	}
+	r.relay(req, m)
+	if c.once && len(c.pending) == 0 {
+		r.endChild(c, false)
+	}
+}
+
+// relay writes c's answer m to the client under the client's id.
+func (r *router) relay(req *request, m childMessage) {
+	resp := acp.Response{JSONRPC: "2.0", ID: req.clientID, Result: m.result, Error: m.err}
+	if len(m.err) > 0 {
+		resp.Result = nil
+	} else if len(m.result) == 0 {
+		resp.Result = json.RawMessage("null")
+	}
+	b, _ := jsonenc.AppendTrusted(nil, resp)
+	r.respond(req.clientID, b)
+}
+
+// settle moves c, now initialized (and authenticated), to what it does:
+// ready in the pool, opening a thread, or serving one; its held lines go.
+func (r *router) settle(c *child) {
+	switch {
+	case c.state == childEnding || c.state == childDead:
+		return
+	case c.thread != nil && c.thread.state == threadOpen && c.thread.child == c:
+		c.state = childServing
+	case c.thread != nil || c.state == childOpening || r.opening(c):
+		c.state = childOpening
+	default:
+		c.state = childReady
+	}
+	r.release(c)
+}
+
+// opening reports whether c has a session/new of the client's pending.
+func (r *router) opening(c *child) bool {
+	for _, req := range c.pending {
+		if req.method == acp.MethodSessionNew {
+			return true
+		}
+	}
+	return false
+}
+
+// onChildExited: c's process ended and its output was read. What it left
+// unanswered is answered, its thread is lost (and reopened at once when
+// something waits on it), what waited for its end runs, and its slot goes
+// to whoever waits for one, or to a new spare.
+func (r *router) onChildExited(c *child) {
+	wasEnding := c.state == childEnding
+	c.state = childDead
+	delete(r.children, c)
+	r.answerUnanswered(c)
+	for _, cancel := range c.calls {
+		cancel() // the client is told to drop them
+	}
+	if !wasEnding && !r.closing && (c.session != "" || len(c.pending) > 0) {
+		r.Log.Error("the process of a session ended", "session", c.session, "pid", c.pid, "status", c.cmd.ProcessState.String())
+	}
+	if t := c.thread; t != nil && t.child == c && t.state != threadClosed {
+		switch t.state {
+		case threadReopening:
+			r.reopenFailed(t, exitReason(c, "before it answered the reopening"))
+		case threadOpen, threadEvicting:
+			t.state = threadLost
+		}
+		t.child = nil
+		if t.state == threadLost && (len(t.held) > 0 || t.opener != nil) && !r.closing {
+			r.reopen(t)
+		}
+	}
+	for _, f := range c.after {
+		f()
+	}
+	r.slotFreed()
+	r.warm()
+}
+
+// exitReason says how c's process ended, with its stderr's tail.
+func exitReason(c *child, what string) error {
+	return acp.Errorf(acp.CodeInternal, "the process ended (%s) %s; its stderr ends: %s", c.cmd.ProcessState, what, cmp.Or(c.errTail.String(), "(nothing)"))
+}
+
+// answerUnanswered answers the client's requests that the dead child c did
+// not answer. When the router is ending (the client's EOF or a signal), a
+// prompt the child did not answer in time was cancelled by that end, and
+// is answered so: however many children end at once on however few cores,
+// every running prompt is answered cancelled (the child persists its turn
+// as interrupted before it exits).
+func (r *router) answerUnanswered(c *child) {
+	pending := c.pending
+	c.pending = nil
+	for _, req := range pending {
+		if req.clientID == nil || req.kind == kindReopen {
+			continue // the router's own; a reopening is answered by reopenFailed
+		}
+		switch {
+		case r.closing && req.method == acp.MethodSessionPrompt:
+			r.answer(req.clientID, acp.PromptResult{StopReason: acp.StopCancelled}, nil)
+		case req.method == acp.MethodInitialize:
+			r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "the agent %q ended (%s) before it answered initialize; its stderr ends: %s", strings.Join(r.Command, " "), c.cmd.ProcessState, cmp.Or(c.errTail.String(), "(nothing)")))
+		case c.session == "":
+			r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "the agent process that served %s ended (%s) before it answered; send it again", req.method, c.cmd.ProcessState))
+		default:
+			r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "the process of session %s ended (%s) before it answered %s; %s", c.session, c.cmd.ProcessState, req.method, r.afterDeath()))
+		}
+	}
+	c.held = nil // their requests were pending, answered above
+}
+
+// afterDeath says what becomes of a thread whose process died.
+func (r *router) afterDeath() string {
+	if r.reopenBy == "" {
+		return "the agent cannot reopen it (it offers neither session/resume nor session/load): open a new thread"
+	}
+	return "the session is reopened in a new process on its next request"
+}

@@ -1,0 +1,495 @@
+// child.go holds one child process: its states, its start with pipes of
+// the router's own, the writer that feeds its stdin from a bounded queue,
+// the reader that holds its lines to the line limit, the watch on its
+// process's end, and the steps that end it.
+
+package fanout
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"acpbridge/internal/proc"
+)
+
+// childState is where a child is in its life (the table in doc.go).
+type childState int
+
+const (
+	childStarting childState = iota
+	childSpare
+	childInitializing
+	childAuthenticating
+	childReady
+	childOpening
+	childServing
+	childEnding
+	childDead
+)
+
+func (s childState) String() string {
+	return [...]string{"starting", "spare", "initializing", "authenticating", "ready", "opening", "serving", "ending", "dead"}[s]
+}
+
+// child is one process and what the router knows of it.
+type child struct {
+	state   childState
+	pid     int
+	cmd     *exec.Cmd
+	session string  // the session it serves or opens, once known
+	thread  *thread // the thread it serves, opens, or ends for
+	claim   func(*child, error)
+	once    bool // started past the cap for what names no session: it ends once it has nothing open
+	swallow bool // it replays a session the router reopens with session/load: not the client's
+
+	nextID  int64
+	pending map[int64]*request            // what it was sent and has not answered, by its id
+	calls   map[string]context.CancelFunc // its requests open at the client, by its id
+	held    [][][]byte                    // lines waiting for it to be ready
+	active  time.Time                     // when a request last went to it or was answered
+	dropped int                           // its lines dropped for their length
+	endStep int                           // how far ending it has gone (endChild)
+	after   []func()                      // what runs once it is dead
+
+	in      *outbox
+	errTail *tail
+}
+
+// request is a message the router sent a child and waits on an answer to.
+type request struct {
+	kind     requestKind
+	clientID json.RawMessage // the client's id, where the answer goes to the client
+	method   string
+	params   json.RawMessage // kept for openings (to reopen) and authenticate (to repeat)
+	thread   *thread         // the thread it opens, reopens or closes
+	sent     time.Time
+}
+
+// requestKind says whose a request is and what its answer moves.
+type requestKind int
+
+const (
+	kindClient requestKind = iota // the client's, answered to the client
+	kindInit                      // the router's initialize of a child
+	kindAuth                      // the router's repeat of the client's authenticate
+	kindReopen                    // the router's reopening of a thread (or the client's load or resume doing it)
+	kindEvict                     // the router's session/close of a child it ends
+)
+
+// Bounds on what one child may hold of the router's.
+const (
+	queuedLines = 256     // lines waiting to be written to its stdin
+	childCalls  = 64      // its requests open at the client at once
+	lineSlack   = 4 << 10 // a child's line may exceed the client's limit by this (a replayed prompt's wrapping)
+	drainWait   = 500 * time.Millisecond
+)
+
+// queuedBytes bounds the bytes waiting for one child's stdin: room for two
+// of the longest lines.
+func (r *router) queuedBytes() int { return 2*r.MaxLine + 1<<20 }
+
+// process is a started child's process and the router's ends of its pipes.
+type process struct {
+	cmd    *exec.Cmd
+	in     *outbox
+	stdout *os.File
+}
+
+// startProcess starts c's process with pipes of the router's own (so that
+// waiting on the process waits on nothing else), its writer, its reader and
+// the watch on its end. It runs beside the loop and touches none of c's
+// fields: onStarted takes what it returns.
+func (r *router) startProcess(c *child, cmd *exec.Cmd, errTail *tail) (*process, error) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		closeAll(inR, inW)
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll(inR, inW, outR, outW)
+		return nil, err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	err = cmd.Start()
+	closeAll(inR, outW, errW) // the child's ends
+	if err != nil {
+		closeAll(inW, outR, errR)
+		if r.Command != nil {
+			return nil, fmt.Errorf("starting the agent %q: %w", r.Command[0], err)
+		}
+		return nil, fmt.Errorf("starting a child acpbridge: %w", err)
+	}
+	if r.Command != nil {
+		if err := r.Guard.Started(cmd); err != nil {
+			r.Log.Warn("an agent's children may outlive the router if it is killed", "err", err)
+		}
+	}
+	p := &process{cmd: cmd, in: &outbox{w: inW, wake: make(chan struct{}, 1)}, stdout: outR}
+	read, copied := make(chan struct{}), make(chan struct{})
+	r.spawn(p.in.run)
+	r.spawn(func() { defer close(read); r.readChild(c, outR) })
+	r.spawn(func() { defer close(copied); io.Copy(io.MultiWriter(r.Stderr, errTail), errR) })
+	r.spawn(func() { r.watch(c, p, read, copied, errR) })
+	return p, nil
+}
+
+// command is a new child's command: the agent's, in a process group of its
+// own that the keeper ends should the router be killed, or acpbridge's.
+func (r *router) command() *exec.Cmd {
+	if r.Command != nil {
+		cmd := r.Guard.Command(r.Command[0], r.Command[1:])
+		cmd.Env = r.Env
+		return cmd
+	}
+	cmd := exec.Command(r.exe, r.args...)
+	cmd.Env = r.Env
+	r.started++
+	if r.detPart > 0 {
+		cmd.Env = append(slices.Clip(r.Env), fmt.Sprintf("%s=%d", deterministicVar, r.detPart*1000+r.started))
+	}
+	cmd.SysProcAttr = proc.ChildAcpbridgeAttr() // ends as at EOF should the router die
+	return cmd
+}
+
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// watch waits for c's process to end, ends its group (what it started
+// there, which may hold its pipes), reads what it wrote before its end
+// (bounded: a helper outside its group may hold the pipe), and tells the
+// loop.
+func (r *router) watch(c *child, p *process, read, copied chan struct{}, errR *os.File) {
+	p.cmd.Wait()
+	if r.Command != nil {
+		r.Guard.KillGroup(p.cmd.Process.Pid)
+	}
+	for _, pipe := range []struct {
+		done chan struct{}
+		f    *os.File
+	}{{read, p.stdout}, {copied, errR}} {
+		select {
+		case <-pipe.done:
+		case <-time.After(drainWait):
+			pipe.f.Close() // its reader returns
+			<-pipe.done
+		}
+		pipe.f.Close()
+	}
+	p.in.abandon()
+	r.post(func() { r.onChildExited(c) })
+}
+
+// readChild hands each of c's lines, decoded, to the loop. A line over the
+// limit is reported as soon as it passes the limit and read on to its end
+// without being kept: an endless line costs nothing but the reading.
+func (r *router) readChild(c *child, stdout io.Reader) {
+	br := bufio.NewReaderSize(stdout, 64<<10)
+	limit := r.MaxLine + lineSlack
+	for {
+		line, err := readLine(br, limit)
+		switch {
+		case errors.Is(err, errLineTooLong):
+			r.post(func() { r.onChildLineTooLong(c) })
+			err = skipLine(br)
+		case len(bytes.TrimSpace(line)) > 0:
+			m := decodeChildLine(line)
+			r.post(func() { r.onChildMessage(c, m) })
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+var errLineTooLong = errors.New("line over the limit")
+
+// readLine reads one line (a copy of its own, without its newline) of at
+// most limit bytes; errLineTooLong as soon as it is longer.
+func readLine(br *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(line)+len(frag) > limit+1 {
+			return nil, errLineTooLong
+		}
+		line = append(line, frag...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return bytes.TrimSuffix(line, []byte("\n")), err
+	}
+}
+
+// skipLine reads on to the end of the line.
+func skipLine(br *bufio.Reader) error {
+	for {
+		_, err := br.ReadSlice('\n')
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return err
+		}
+	}
+}
+
+// childMessage is a child's line as the router reads it: decoded once here,
+// off the loop.
+type childMessage struct {
+	line    []byte
+	ok      bool // a JSON-RPC object
+	id      json.RawMessage
+	method  string
+	params  json.RawMessage
+	result  json.RawMessage
+	err     json.RawMessage
+	session string          // params.sessionId, if any
+	reqID   json.RawMessage // params.requestId ($/cancel_request)
+}
+
+func decodeChildLine(line []byte) childMessage {
+	var e struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(line, &e) != nil || (e.Method == "" && len(e.ID) == 0) {
+		return childMessage{line: line}
+	}
+	var p struct {
+		SessionID string          `json:"sessionId"`
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	json.Unmarshal(e.Params, &p)
+	return childMessage{line: line, ok: true, id: e.ID, method: e.Method, params: e.Params, result: e.Result, err: e.Error,
+		session: p.SessionID, reqID: p.RequestID}
+}
+
+// outbox is a child's stdin: lines queued by the loop, written by a
+// goroutine of its own, so that a child that stops reading holds up no one
+// but itself.
+type outbox struct {
+	w    io.WriteCloser
+	wake chan struct{}
+
+	mu     sync.Mutex
+	lines  [][][]byte // each line in parts (a long prompt's params are not copied)
+	bytes  int
+	closed bool // no more lines: close its stdin once written
+	gone   bool // its process ended, or a write failed: nothing more is written
+}
+
+// push queues a line; false when the queue is at its bound (the child does
+// not read). A line for a child that is gone is dropped: its requests are
+// answered when its end is seen.
+func (o *outbox) push(parts [][]byte, maxBytes int) bool {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.gone || o.closed {
+		return true
+	}
+	if len(o.lines) >= queuedLines || (o.bytes > 0 && o.bytes+n > maxBytes) {
+		return false
+	}
+	o.lines = append(o.lines, parts)
+	o.bytes += n
+	o.signal()
+	return true
+}
+
+// waiting is how many lines and bytes wait to be written.
+func (o *outbox) waiting() (int, int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.lines), o.bytes
+}
+
+func (o *outbox) signal() {
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close closes the child's stdin once what is queued is written.
+func (o *outbox) close() {
+	o.mu.Lock()
+	o.closed = true
+	o.signal()
+	o.mu.Unlock()
+}
+
+// abandon drops what is queued and closes the pipe, which also ends a
+// write blocked on a pipe that something else holds open.
+func (o *outbox) abandon() {
+	o.mu.Lock()
+	o.gone, o.lines, o.bytes = true, nil, 0
+	o.signal()
+	o.mu.Unlock()
+	o.w.Close()
+}
+
+// run writes the queued lines until the queue is closed or the child gone.
+func (o *outbox) run() {
+	for {
+		o.mu.Lock()
+		for len(o.lines) == 0 && !o.closed && !o.gone {
+			o.mu.Unlock()
+			<-o.wake
+			o.mu.Lock()
+		}
+		if o.gone || len(o.lines) == 0 {
+			o.mu.Unlock()
+			o.w.Close()
+			return
+		}
+		parts := o.lines[0]
+		o.lines[0] = nil
+		o.lines = o.lines[1:]
+		o.mu.Unlock()
+		n := 0
+		for _, p := range parts {
+			if _, err := o.w.Write(p); err != nil {
+				o.abandon()
+				return
+			}
+			n += len(p)
+		}
+		o.mu.Lock()
+		o.bytes -= n
+		o.mu.Unlock()
+	}
+}
+
+// endChild ends c, once: with session/close first where closeFirst (an
+// eviction, for an agent that offers it), then its stdin closed, then
+// SIGTERM, then SIGKILL, each step after the last had its time. It counts
+// toward --max-children until its process has ended.
+func (r *router) endChild(c *child, closeFirst bool) {
+	if c.state == childEnding || c.state == childDead {
+		if r.closing && c.endStep == 0 {
+			r.endStepNext(c) // the router's end: stdin now, not after a close
+		}
+		return
+	}
+	c.state = childEnding
+	r.spares = slices.DeleteFunc(r.spares, func(s *child) bool { return s == c })
+	if r.transient == c {
+		r.transient = nil
+	}
+	if c.cmd == nil {
+		return // still starting: ended once it has started (onStarted)
+	}
+	if closeFirst && c.session != "" && !r.noClose && !r.closing {
+		r.send(c, &request{kind: kindEvict, method: "session/close", thread: c.thread}, fmt.Appendf(nil, `{"sessionId":%q}`, c.session))
+		r.after(closeWait, func() { r.endStepAt(c, 0) })
+		return
+	}
+	r.endStepNext(c)
+}
+
+// How long each step of ending a child may take before the next: an agent's
+// close answer, its exit after its stdin's end (an acpbridge child persists
+// its turn first, which takes longer with many ending at once), and after
+// SIGTERM.
+const (
+	closeWait     = 2 * time.Second
+	agentEOFWait  = time.Second
+	childEOFWait  = 4 * time.Second
+	agentTermWait = 500 * time.Millisecond
+)
+
+// endStepAt takes the next step of ending c if it is still at step.
+func (r *router) endStepAt(c *child, step int) {
+	if c.state == childDead || c.endStep != step {
+		return
+	}
+	r.endStepNext(c)
+}
+
+// endStepNext takes c's next step: its stdin closed, then SIGTERM, then
+// SIGKILL (with its group, for an agent).
+func (r *router) endStepNext(c *child) {
+	c.endStep++
+	switch c.endStep {
+	case 1:
+		c.in.close()
+		wait := agentEOFWait
+		if r.Command == nil {
+			wait = childEOFWait
+		}
+		step := c.endStep
+		r.after(wait, func() { r.endStepAt(c, step) })
+	case 2:
+		if r.Command != nil {
+			proc.TermGroup(c.pid)
+		} else {
+			proc.Interrupt(c.cmd.Process)
+		}
+		step := c.endStep
+		r.after(agentTermWait, func() { r.endStepAt(c, step) })
+	default:
+		r.kill(c)
+	}
+}
+
+// kill kills c's process (and, for an agent, its group).
+func (r *router) kill(c *child) {
+	if c.cmd == nil || c.cmd.Process == nil {
+		return
+	}
+	if r.Command != nil {
+		r.Guard.KillGroup(c.pid)
+	} else {
+		c.cmd.Process.Kill()
+	}
+}
+
+// tail keeps the last bytes written to it (a child's stderr).
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailBytes = 2048
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > tailBytes {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-tailBytes:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	if t == nil {
+		return ""
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.buf))
+}

@@ -1,0 +1,162 @@
+// pool.go holds the children waiting for threads: the one place that takes
+// a spare or starts a process (take), the spares kept warm (warm), the
+// count against --max-children, and what a child does once started.
+
+package fanout
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"acpbridge/internal/acp"
+)
+
+// take gives want a child for a thread: a spare (ready, or still starting
+// or initializing: it holds the thread's lines until ready), else one
+// started now; at --max-children the least recently used idle thread is
+// evicted, and want waits until a process has ended. want runs on the loop.
+func (r *router) take(want func(*child, error)) {
+	if r.closing {
+		want(nil, errClosing)
+		return
+	}
+	if len(r.spares) > 0 {
+		c := r.spares[0]
+		r.spares = r.spares[1:]
+		if c.state == childStarting {
+			c.claim = want // handed over once started
+			return
+		}
+		want(c, nil)
+		return
+	}
+	if r.count() < r.MaxChildren {
+		r.start(want)
+		return
+	}
+	if r.evictLeastRecent() || r.anyEnding() {
+		r.waiting = append(r.waiting, want)
+		return
+	}
+	want(nil, fmt.Errorf("this acpbridge --fanout already runs %d processes (its sessions, those being opened, its spares), its limit (--max-children %d): close a thread, or start acpbridge with a higher --max-children", r.count(), r.MaxChildren))
+}
+
+// count is how many children count toward --max-children: every one not
+// dead, those starting and those ending included.
+func (r *router) count() int { return len(r.children) }
+
+// anyEnding reports whether a child is ending, so that a slot will free.
+func (r *router) anyEnding() bool {
+	for c := range r.children {
+		if c.state == childEnding {
+			return true
+		}
+	}
+	return false
+}
+
+// slotFreed gives a freed process slot to the first take waiting for one.
+func (r *router) slotFreed() {
+	if len(r.waiting) > 0 && r.count() < r.MaxChildren {
+		want := r.waiting[0]
+		r.waiting = r.waiting[1:]
+		r.take(want)
+	}
+}
+
+// warm starts children until --spares of them wait (or are starting),
+// within --max-children.
+func (r *router) warm() {
+	for !r.closing && len(r.spares) < r.Spares && r.count() < r.MaxChildren && len(r.waiting) == 0 {
+		r.start(nil)
+	}
+}
+
+// start starts a child for want, or as a spare when want is nil; the start
+// runs beside the loop, which hears of it in onStarted.
+func (r *router) start(want func(*child, error)) *child {
+	c := &child{state: childStarting, claim: want, pending: map[int64]*request{}, calls: map[string]context.CancelFunc{}, active: time.Now()}
+	r.children[c] = true
+	if want == nil {
+		r.spares = append(r.spares, c)
+	}
+	cmd := r.command()
+	c.errTail = &tail{}
+	r.spawn(func() {
+		p, err := r.startProcess(c, cmd, c.errTail)
+		r.post(func() { r.onStarted(c, p, err) })
+	})
+	return c
+}
+
+// onStarted: c's process started (or could not). It is initialized when
+// the client's initialize params are known, and handed to whoever claimed
+// it.
+func (r *router) onStarted(c *child, p *process, err error) {
+	want := c.claim
+	c.claim = nil
+	if err != nil {
+		r.Log.Error("cannot start a child", "err", err)
+		delete(r.children, c)
+		r.spares = slices.DeleteFunc(r.spares, func(s *child) bool { return s == c })
+		if r.transient == c {
+			r.transient = nil
+		}
+		err = fmt.Errorf("no child process could be started (%v); see the log on stderr", err)
+		for _, req := range c.pending { // sent to it while it started
+			if req.clientID != nil {
+				r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "%s could not be served: %v", req.method, err))
+			}
+		}
+		if r.initClient != nil { // the client's initialize waited for a child
+			r.answer(r.initClient.clientID, nil, acp.Errorf(acp.CodeInternal, "cannot start the agent (%v): check the command after -- in the agent's settings", err))
+			r.initClient = nil
+		}
+		if want != nil {
+			want(nil, err)
+		}
+		r.slotFreed() // no new spare: the next may fail as this one did
+		return
+	}
+	c.cmd, c.pid, c.in = p.cmd, p.cmd.Process.Pid, p.in
+	if c.state == childEnding { // the router's end came first
+		r.endStepNext(c)
+		return
+	}
+	c.state = childSpare
+	if r.initArgs != nil || r.initClient != nil {
+		r.initialize(c)
+	}
+	if want != nil {
+		want(c, nil)
+	}
+}
+
+// sessionless is a child for what names no session (session/list,
+// session/delete, authenticate, unknown methods): a spare, or a child of
+// the moment, started for it even past the cap and ended once it has
+// answered: these requests never hold a thread's slot.
+func (r *router) sessionless() *child {
+	if len(r.spares) > 0 {
+		return r.spares[0]
+	}
+	if r.transient == nil {
+		r.transient = r.start(func(*child, error) {})
+		r.transient.once = true
+	}
+	return r.transient
+}
+
+// evictLeastRecent evicts the idle thread used least recently, to make room
+// under --max-children; it reports whether there was one.
+func (r *router) evictLeastRecent() bool {
+	var lru *thread
+	for _, t := range r.threads {
+		if r.evictable(t) && (lru == nil || t.child.active.Before(lru.child.active)) {
+			lru = t
+		}
+	}
+	return lru != nil && r.evict(lru, "--max-children")
+}

@@ -1,0 +1,179 @@
+// reopen.go holds the reopening of a thread in a new process: after its
+// child died or was evicted (session/resume where the agent offers it, else
+// session/load whose replay the client does not see), or for the client's
+// own load or resume of a session that has no process here. A reopening
+// has a time bound (--reopen-timeout) and can be cancelled (session/close,
+// $/cancel_request of the load).
+
+package fanout
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"acpbridge/internal/acp"
+)
+
+// reopen starts t's reopening once its old process has ended: a child from
+// the pool is sent the client's load or resume (t.opener), else the
+// agent's way of reopening.
+func (r *router) reopen(t *thread) {
+	if t.state != threadLost {
+		return // evicting: reopened when its process has ended; reopening: under way
+	}
+	method := r.reopenBy
+	if t.opener != nil {
+		method = t.opener.method
+	}
+	if method == "" {
+		r.failHeld(t, acp.Errorf(acp.CodeInternal, "the process of session %s ended, and the agent offers neither session/resume nor session/load to reopen it: open a new thread", t.id))
+		return
+	}
+	t.state = threadReopening
+	r.take(func(c *child, err error) {
+		if t.state != threadReopening || t.child != nil {
+			if c != nil { // closed meanwhile: the child goes back to the pool
+				r.spares = append([]*child{c}, r.spares...)
+			}
+			return
+		}
+		if err != nil {
+			r.reopenFailed(t, fmt.Errorf("no process could be given to it: %w", err))
+			return
+		}
+		r.sendReopen(t, c, method)
+	})
+}
+
+// sendReopen sends c the reopening of t with method.
+func (r *router) sendReopen(t *thread, c *child, method string) {
+	t.child, c.thread, c.session = c, t, t.id
+	if c.state == childReady {
+		c.state = childOpening
+	}
+	req := &request{kind: kindReopen, method: method, thread: t}
+	params := t.opened
+	if t.opener != nil {
+		req.clientID, params = t.opener.id, t.opener.params
+		req.params = params // its thread's opening params once it succeeds
+		t.opener = nil
+	} else {
+		c.swallow = method == acp.MethodSessionLoad // the client shows the conversation already
+		params = withSessionID(params, t.id)
+	}
+	r.Log.Debug("reopening a session", "session", t.id, "with", method, "pid", c.pid)
+	r.send(c, req, params)
+	t.timer = r.after(r.ReopenTimeout, func() { r.onReopenTimeout(t, c) })
+}
+
+// withSessionID is an opening's params with sessionId set to id.
+func withSessionID(opened json.RawMessage, id string) json.RawMessage {
+	var p map[string]json.RawMessage
+	json.Unmarshal(opened, &p)
+	if p == nil {
+		p = map[string]json.RawMessage{}
+	}
+	p["sessionId"], _ = json.Marshal(id)
+	b, _ := json.Marshal(p)
+	return b
+}
+
+// onReopened: t's new child answered its reopening.
+func (r *router) onReopened(c *child, req *request, m childMessage) {
+	t := req.thread
+	r.Trace.Child("from-child", c.pid, m.line)
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	c.swallow = false
+	r.Log.Debug("reopened a session", "session", t.id, "with", req.method, "failed", len(m.err) > 0, "took", time.Since(req.sent))
+	if req.clientID != nil {
+		r.relay(req, m)
+	}
+	if t.state != threadReopening || t.child != c {
+		return // closed or timed out meanwhile
+	}
+	if len(m.err) > 0 {
+		r.endChild(c, false)
+		r.reopenFailed(t, fmt.Errorf("the agent answered %s: %s", req.method, errorMessage(m.err)))
+		return
+	}
+	t.state = threadOpen
+	if req.params != nil {
+		t.opened = req.params
+	}
+	r.settle(c)
+	held := t.held
+	t.held = nil
+	for _, h := range held {
+		r.toThread(h)
+	}
+}
+
+// reopenFailed: t could not be reopened; what waits on it is told why, in
+// the agent's words where it gave them. A thread made for the client's own
+// load or resume is forgotten; another stays lost, for a later request.
+func (r *router) reopenFailed(t *thread, why error) {
+	r.Log.Warn("a session could not be reopened", "session", t.id, "why", why)
+	if t.opener != nil {
+		r.answer(t.opener.id, nil, acp.Errorf(acp.CodeInternal, "session %s could not be opened in a new process: %v", t.id, why))
+		t.opener = nil
+	}
+	if t.opened == nil { // it was never open here
+		r.forget(t, "not opened")
+		return
+	}
+	t.state = threadLost
+	if t.child != nil && t.child.state != childDead {
+		t.state = threadEvicting // its process still ends; a later reopening waits for it
+	}
+	r.failHeld(t, acp.Errorf(acp.CodeInternal, "session %s could not be reopened in a new process (%v); send the request again to try again, or open a new thread", t.id, why))
+}
+
+// onReopenTimeout: t's reopening took longer than --reopen-timeout; its
+// child is ended and what waits is told.
+func (r *router) onReopenTimeout(t *thread, c *child) {
+	if t.state != threadReopening || t.child != c {
+		return
+	}
+	for id, req := range c.pending {
+		if req.kind == kindReopen {
+			delete(c.pending, id)
+			if req.clientID != nil {
+				r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "session %s: the agent did not answer %s within %s (--reopen-timeout); try again, or open a new thread", t.id, req.method, r.ReopenTimeout))
+			}
+		}
+	}
+	r.endChild(c, false)
+	r.reopenFailed(t, fmt.Errorf("the agent did not answer within %s (--reopen-timeout)", r.ReopenTimeout))
+}
+
+// stopReopen cancels t's reopening: its bound is stopped and its child's
+// reopening request forgotten (the caller ends the child).
+func (r *router) stopReopen(t *thread) {
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	if c := t.child; c != nil {
+		for id, req := range c.pending {
+			if req.kind == kindReopen {
+				delete(c.pending, id)
+				if req.clientID != nil {
+					r.answer(req.clientID, nil, acp.Errorf(acp.CodeRequestCancelled, "%s of session %s was cancelled", req.method, t.id))
+				}
+			}
+		}
+	}
+}
+
+// errorMessage is a JSON-RPC error's message, or the error as it is.
+func errorMessage(raw json.RawMessage) string {
+	var e struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(raw, &e) == nil && e.Message != "" {
+		return e.Message
+	}
+	return string(raw)
+}

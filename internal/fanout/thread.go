@@ -1,0 +1,269 @@
+// thread.go holds the threads: the sessions the client has open on this
+// connection, their states (doc.go), and the events that move them:
+// opening, closing, deleting, loading and resuming, eviction, and what
+// waits on a thread while its process is away.
+
+package fanout
+
+import (
+	"encoding/json"
+	"time"
+
+	"acpbridge/internal/acp"
+)
+
+// threadState is where a thread is (the table in doc.go).
+type threadState int
+
+const (
+	threadOpen threadState = iota
+	threadEvicting
+	threadLost
+	threadReopening
+	threadClosed
+)
+
+func (s threadState) String() string {
+	return [...]string{"open", "evicting", "lost", "reopening", "closed"}[s]
+}
+
+// thread is a session the client has open on this connection.
+type thread struct {
+	id     string
+	state  threadState
+	child  *child          // open: its process; evicting: the one ending; reopening: the one opening it
+	opened json.RawMessage // its opening params (cwd, MCP servers), to reopen it
+	held   []clientMessage // what waits for its process (evicting, lost, reopening)
+	opener *clientMessage  // the client's load or resume that the coming reopening serves, or nil
+	timer  *time.Timer     // the reopening's bound
+	why    string          // why it is evicting, for the log
+}
+
+// openNew gives a session/new a child of its own; the thread exists once
+// the child answers with its id.
+func (r *router) openNew(m clientMessage) {
+	r.take(func(c *child, err error) {
+		if err != nil {
+			r.answer(m.id, nil, acp.Errorf(acp.CodeInternal, "%v", err))
+			return
+		}
+		if c.state == childReady {
+			c.state = childOpening
+		}
+		r.send(c, &request{clientID: m.id, method: m.method, params: m.params}, m.params)
+	})
+}
+
+// opened: c answered the client's session/new with sid.
+func (r *router) opened(c *child, req *request, sid string) bool {
+	if t, live := r.threads[sid]; live {
+		r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "the agent answered session/new with session id %q, which is already live on this connection (a thread %s there); each session needs an id of its own: fix the agent, or close the other thread first", sid, t.state))
+		r.endChild(c, false)
+		return false
+	}
+	t := &thread{id: sid, state: threadOpen, child: c, opened: req.params}
+	r.threads[sid] = t
+	c.thread, c.session = t, sid
+	r.settle(c)
+	return true
+}
+
+// loadOrResume serves session/load and session/resume of a session. Of
+// one not open here: a thread is made for it and reopened by this request.
+// Of an open thread: resume goes to its child (a reattach), load reopens
+// it in a new process whose replay the client sees (refused while a
+// prompt runs). Of an evicted or lost one: this request reopens it.
+func (r *router) loadOrResume(t *thread, m clientMessage) {
+	if t == nil {
+		t = &thread{id: *m.session, state: threadLost}
+		r.threads[t.id] = t
+	}
+	switch {
+	case t.state == threadOpen && m.method == acp.MethodSessionResume:
+		r.send(t.child, &request{clientID: m.id, method: m.method, thread: t}, m.params)
+	case t.state == threadReopening || t.opener != nil:
+		r.hold(t, m)
+	case t.state == threadOpen && r.busy(t):
+		r.answer(m.id, nil, acp.Errorf(acp.CodeTurnRunning, "session %s is running a prompt; wait for its answer or cancel it, then load it again", t.id).
+			WithData(map[string]string{"sessionId": t.id}))
+	case t.state == threadOpen:
+		t.opener = &m
+		r.evict(t, "session/load")
+	default:
+		t.opener = &m
+		r.reopen(t)
+	}
+}
+
+// busy reports whether t's child has a prompt of the client's running.
+func (r *router) busy(t *thread) bool {
+	for _, req := range t.child.pending {
+		if req.method == acp.MethodSessionPrompt {
+			return true
+		}
+	}
+	return false
+}
+
+// closeThread serves session/close: an open thread's child closes it and
+// ends (for an agent without close, the router answers and ends it); a
+// thread with no process, or one being reopened (the reopening is
+// cancelled), is closed here.
+func (r *router) closeThread(t *thread, m clientMessage) {
+	switch {
+	case t.state == threadOpen && !r.noClose:
+		r.send(t.child, &request{clientID: m.id, method: m.method, thread: t}, m.params)
+		return
+	case t.state == threadOpen:
+		r.endChild(t.child, false)
+	case t.state == threadReopening:
+		r.stopReopen(t)
+		r.endChild(t.child, false)
+	}
+	r.forget(t, "closed")
+	r.answer(m.id, struct{}{}, nil)
+}
+
+// deleteThread serves session/delete: a thread open here is closed (its
+// process ended), then the session is deleted by a child of the pool,
+// once the process that held it has ended.
+func (r *router) deleteThread(t *thread, m clientMessage) {
+	forward := func() {
+		if m.id != nil {
+			r.send(r.sessionless(), &request{clientID: m.id, method: m.method}, m.params)
+		}
+	}
+	if t == nil {
+		forward()
+		return
+	}
+	c := t.child
+	if t.state == threadReopening {
+		r.stopReopen(t)
+	}
+	r.forget(t, "deleted")
+	if c == nil || c.state == childDead {
+		forward()
+		return
+	}
+	r.endChild(c, true)
+	c.after = append(c.after, forward)
+}
+
+// forget closes t for the client: what waits on it is answered, and later
+// requests naming it are not open here.
+func (r *router) forget(t *thread, why string) {
+	t.state = threadClosed
+	delete(r.threads, t.id)
+	r.failHeldWith(t, func(m clientMessage) error {
+		return acp.Errorf(acp.CodeResourceNotFound, "session %s was %s before %s could be served", t.id, why, m.method)
+	})
+	if t.opener != nil {
+		r.answer(t.opener.id, nil, acp.Errorf(acp.CodeRequestCancelled, "session %s was %s before %s was served", t.id, why, t.opener.method))
+		t.opener = nil
+	}
+	if t.child != nil && t.child.thread == t && t.child.state != childDead {
+		t.child.session = "" // its late lines name no thread of ours
+	}
+}
+
+// hold keeps m on t until t is open again; a request on a lost thread
+// starts its reopening.
+func (r *router) hold(t *thread, m clientMessage) {
+	if m.method == acp.MethodSessionCancel {
+		// Nothing of the thread runs: the prompts waiting end cancelled.
+		r.failHeldWith(t, func(h clientMessage) error { return nil })
+		return
+	}
+	t.held = append(t.held, m)
+	if t.state == threadLost && m.id != nil {
+		r.reopen(t)
+	}
+}
+
+// unhold answers -32800 to the request id waiting on t, if it is there.
+func (r *router) unhold(t *thread, id []byte) bool {
+	if t.opener != nil && string(t.opener.id) == string(id) {
+		// Not sent yet: its thread waits for its old process to end.
+		r.answer(t.opener.id, nil, acp.Errorf(acp.CodeRequestCancelled, "%s of session %s was cancelled", t.opener.method, t.id))
+		t.opener = nil
+		if t.opened == nil && len(t.held) == 0 {
+			r.forget(t, "not opened")
+		}
+		return true
+	}
+	for i, m := range t.held {
+		if string(m.id) == string(id) {
+			t.held = append(t.held[:i], t.held[i+1:]...)
+			r.answer(m.id, nil, acp.Errorf(acp.CodeRequestCancelled, "%s of session %s was cancelled before it was sent", m.method, t.id))
+			return true
+		}
+	}
+	return false
+}
+
+// failHeld answers what waits on t with err: a prompt ends cancelled when
+// err is nil (the router's end, a session/cancel); other requests get err,
+// or an error saying the router ends.
+func (r *router) failHeld(t *thread, err error) {
+	r.failHeldWith(t, func(clientMessage) error { return err })
+}
+
+func (r *router) failHeldWith(t *thread, errFor func(clientMessage) error) {
+	held := t.held
+	t.held = nil
+	for _, m := range held {
+		if m.id == nil {
+			continue
+		}
+		err := errFor(m)
+		switch {
+		case err == nil && m.method == acp.MethodSessionPrompt:
+			r.answer(m.id, acp.PromptResult{StopReason: acp.StopCancelled}, nil)
+		case err == nil:
+			r.answer(m.id, nil, acp.Errorf(acp.CodeRequestCancelled, "%s of session %s was not sent: the thread's turn was cancelled, or acpbridge --fanout is ending", m.method, t.id))
+		default:
+			r.answer(m.id, nil, err)
+		}
+	}
+}
+
+// evictable reports whether t's process may be given back: open, with
+// nothing in flight (no request of the client's, none of the child's open
+// at the client), and an agent that can reopen it.
+func (r *router) evictable(t *thread) bool {
+	return t.state == threadOpen && len(t.child.pending) == 0 && len(t.child.calls) == 0 && len(t.child.held) == 0 &&
+		(r.reopenBy != "" || t.opener != nil)
+}
+
+// evict gives back t's process: the session is closed in it (where the
+// agent offers session/close) and the child ends; the thread waits for the
+// end, then is lost until its next request reopens it (at once, when
+// something waits).
+func (r *router) evict(t *thread, why string) bool {
+	if !r.evictable(t) {
+		return false
+	}
+	c := t.child
+	t.state, t.why = threadEvicting, why
+	r.Log.Debug("evicting a thread's process", "session", t.id, "why", why, "pid", c.pid, "idle", time.Since(c.active).Round(time.Millisecond))
+	r.endChild(c, true)
+	return true
+}
+
+// armIdle checks for idle threads every so often (--idle-timeout).
+func (r *router) armIdle() {
+	if r.IdleTimeout > 0 && !r.closing {
+		r.idleTimer = r.after(min(r.IdleTimeout/2, time.Second), r.onIdleCheck)
+	}
+}
+
+// onIdleCheck evicts the threads idle for --idle-timeout.
+func (r *router) onIdleCheck() {
+	for _, t := range r.threads {
+		if t.state == threadOpen && time.Since(t.child.active) >= r.IdleTimeout {
+			r.evict(t, "idle")
+		}
+	}
+	r.armIdle()
+}
