@@ -770,6 +770,11 @@ func (a *agent) admitOpen(replay bool) func(string, *acp.LoadSessionParams) admi
 		if replay {
 			method = acp.MethodSessionLoad
 		}
+		if live := a.ahead; !replay && live.id == id && !live.closing && !live.ending {
+			a.mu.Unlock()
+			cancel(nil)
+			return queue(func() (any, error) { return a.reattach(id, live.box) })
+		}
 		err = a.claimLocked(method, id, b, cancel)
 		a.mu.Unlock()
 		if err != nil {
@@ -780,6 +785,18 @@ func (a *agent) admitOpen(replay bool) func(string, *acp.LoadSessionParams) admi
 			return a.openSession(ctx, id, b, o, replay)
 		}, a.cancelOpening(b, cancel))
 	}
+}
+
+// reattach is the step of a session/resume of the session live here
+// (whose box is b): no second session and no history, its state as it is.
+func (a *agent) reattach(id string, b *box) (any, error) {
+	if s := a.sess; s == nil || s.box != b {
+		return nil, acp.Errorf(acp.CodeResourceNotFound, "session %s is no longer live in this process; open it with session/load or session/resume", id).
+			WithData(map[string]string{"sessionId": id})
+	}
+	a.log.Info("session reattached", "session", id)
+	mode, model := b.settings()
+	return acp.OpenSessionResult{Modes: modeStateOf(mode), ConfigOptions: a.configOptions(mode, model)}, nil
 }
 
 // openSession is session/load's step (replay true) and session/resume's.
@@ -887,6 +904,13 @@ func (a *agent) admitClose(id string, _ *acp.SessionIDParams) admission {
 	if err != nil {
 		return refuse(err)
 	}
+	return queue(a.closeLocked(id, b))
+}
+
+// closeLocked begins closing the live session id (whose box is b): its
+// opening or turn is ended now, and the step it returns frees it. a.mu is
+// held.
+func (a *agent) closeLocked(id string, b *box) func() (any, error) {
 	a.ahead.closing = true
 	if a.closing == nil {
 		a.closing = map[string]int{}
@@ -899,7 +923,7 @@ func (a *agent) admitClose(id string, _ *acp.SessionIDParams) admission {
 	if a.ahead.turn != nil {
 		a.ahead.turn.cancel()
 	}
-	return queue(func() (any, error) {
+	return func() (any, error) {
 		if s := a.sess; s != nil && s.box == b {
 			a.release()
 			a.log.Info("session closed", "session", id)
@@ -911,7 +935,7 @@ func (a *agent) admitClose(id string, _ *acp.SessionIDParams) admission {
 		}
 		a.mu.Unlock()
 		return struct{}{}, nil
-	})
+	}
 }
 
 // release frees the live record and closes what it holds.
@@ -926,12 +950,11 @@ func (a *agent) release() {
 }
 
 // admitDelete deletes a stored session at once; the session being closed
-// is deleted by a step after its close, and the live one not at all.
+// is deleted by a step after its close, and the live one is closed (as
+// session/close closes it), then deleted.
 func (a *agent) admitDelete(id string, _ *acp.SessionIDParams) admission {
 	a.mu.Lock()
-	ahead := a.ahead
-	closing := a.closing[id] > 0
-	a.mu.Unlock()
+	defer a.mu.Unlock()
 	remove := func() (any, error) {
 		if err := a.store.Remove(id); err != nil {
 			return nil, err
@@ -939,13 +962,18 @@ func (a *agent) admitDelete(id string, _ *acp.SessionIDParams) admission {
 		return struct{}{}, nil
 	}
 	switch {
-	case closing && (ahead.id != id || ahead.closing):
+	case a.ahead.id == id && !a.ahead.closing && !a.ahead.ending:
+		closeIt := a.closeLocked(id, a.ahead.box)
+		return queue(func() (any, error) {
+			closeIt()
+			return remove()
+		})
+	case a.closing[id] > 0:
 		return queue(remove) // after the close that frees it (close A; new B; delete A)
-	case ahead.id != id:
-		return answerOf(remove())
+	case a.ahead.id == id:
+		return refuse(errEnding(acp.MethodSessionDelete))
 	}
-	return refuse(acp.Errorf(acp.CodeSessionLive, "session %s is live in this process and cannot be deleted; close it with session/close first", id).
-		WithData(map[string]string{"activeSessionId": id}))
+	return answerOf(remove())
 }
 
 func answerOf(result any, err error) admission { return admission{result: result, err: err} }

@@ -21,7 +21,9 @@
 // starts a helper in a session of its own that holds its stdout and stderr,
 // then exits; "endless N" writes a line of N MiB; "spoof ID" sends an
 // update and a permission request naming session ID; "flood N" sends N
-// requests to the client at once and says how many were answered.
+// requests to the client at once and says how many were refused;
+// "withdraw" asks permission and withdraws the request at once
+// ($/cancel_request).
 package main
 
 import (
@@ -117,7 +119,7 @@ func main() {
 		}
 		go a.serve(m.ID, m.Method, m.Params)
 		if m.Method == "session/prompt" && strings.Contains(string(m.Params), "stop reading") {
-			select {} // a long blocking call: stdin is never read again
+			time.Sleep(time.Hour) // a long blocking call: stdin is never read again
 		}
 	}
 	if *ignoreEOF {
@@ -328,6 +330,14 @@ func (a *agent) misbehave(sid, text string) {
 		go a.call("session/request_permission", map[string]any{"sessionId": other,
 			"toolCall": map[string]any{"toolCallId": "t9", "title": "Spoofed"},
 			"options":  []any{map[string]any{"optionId": "yes", "name": "Yes", "kind": "allow_once"}}})
+	case strings.Contains(text, "withdraw"):
+		a.mu.Lock()
+		a.nextID++
+		id := a.nextID
+		fmt.Fprintf(a.w, `{"jsonrpc":"2.0","id":%d,"method":"session/request_permission","params":{"sessionId":%q,"toolCall":{"toolCallId":"t8","title":"Withdrawn"},"options":[{"optionId":"yes","name":"Yes","kind":"allow_once"}]}}`+"\n", id, sid)
+		fmt.Fprintf(a.w, `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":%d}}`+"\n", id)
+		a.w.Flush()
+		a.mu.Unlock()
 	case scan(text, "flood %d", &n):
 		var wg sync.WaitGroup
 		var mu sync.Mutex

@@ -1,0 +1,388 @@
+//go:build linux
+
+// fanout_hostile_test.go puts the router in front of agents that misbehave
+// in ordinary ways (testdata/oneagent's switches and prompt words): one
+// that stops reading, dies with a helper on its pipes, writes an endless
+// line, names another thread's session, floods the client, hangs or is late
+// closing, hangs or refuses a reopening, reuses session ids; and checks
+// that each harms only its own thread.
+
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// startRoutedWith runs acpbridge --fanout with routerFlags in front of
+// oneagent with agentFlags.
+func startRoutedWith(t *testing.T, routerFlags []string, agentFlags ...string) *procAgent {
+	t.Helper()
+	args := append(append([]string{"--fanout", "--state-dir", t.TempDir()}, routerFlags...), "--", oneAgent(t))
+	return startProcessWith(t, nil, func(cmd *exec.Cmd, _ *testAgent) {
+		cmd.Env = append(os.Environ(), "ONEAGENT_STATE="+t.TempDir())
+	}, append(args, agentFlags...)...)
+}
+
+// agentChildren are the oneagent processes the router has running.
+func agentChildren(t *testing.T, router int) []int {
+	t.Helper()
+	return childrenWhere(t, router, func(cmdline string) bool { return strings.Contains(cmdline, "oneagent") })
+}
+
+// childrenWhere are the router's child processes whose command line keep
+// accepts (each thread of the router lists the children it started).
+func childrenWhere(t *testing.T, router int, keep func(cmdline string) bool) []int {
+	t.Helper()
+	lists, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", router))
+	require.NoError(t, err)
+	var pids []int
+	for _, list := range lists {
+		b, _ := os.ReadFile(list)
+		for _, f := range strings.Fields(string(b)) {
+			pid, _ := strconv.Atoi(f)
+			if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); keep(string(cmdline)) {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// bigPrompt is a prompt line with text of n bytes.
+func bigPrompt(id int, sid string, n int) string {
+	return prompt(id, sid, "big "+strings.Repeat("z", n))
+}
+
+// Verify that a child that stops reading its stdin stalls only its own
+// thread: a 300 KiB prompt for it waits in its queue, while another
+// thread's prompt and session/list, sent with it in one write, are
+// answered; past the queue's bound its requests are answered with an error
+// naming the thread.
+func TestFanoutHostile_stuckChild(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, []string{"--max-line-bytes", "1048576"})
+	p.call(initLine)
+	a, b := p.openSession(10), p.openSession(11)
+	p.send(prompt(20, a, "stop reading"))
+	p.await(`{"method":"session/update","params":{"update":{"content":{"text":"One, "}}}}`)
+	p.sendTogether(bigPrompt(21, a, 300<<10), prompt(22, b, "hello"), `{"jsonrpc":"2.0","id":23,"method":"session/list","params":{}}`)
+	_, rs, _ := p.collect(20, 22, 23) // 20: it stopped reading, but answers
+	assert.Equal(t, "end_turn", stopReason(t, rs[22]), "the other thread")
+	assert.NotNil(t, rs[23], "session/list")
+	var lines []string
+	for i := range 14 {
+		lines = append(lines, bigPrompt(30+i, a, 300<<10))
+	}
+	p.sendTogether(lines...)
+	line := p.await(`{"id":43}`)
+	r := decodeResponse(t, line)
+	require.NotNil(t, r.Error, "a request past the stuck child's bound: %s", line)
+	assert.Contains(t, r.Error.Message, "the agent process of session "+a+" is not reading its input")
+	p.send(prompt(50, b, "still"))
+	_, rs, _ = p.collect(50)
+	assert.Equal(t, "end_turn", stopReason(t, rs[50]), "the other thread after the bound")
+	p.close()
+}
+
+// Verify that an agent that dies while a helper it started (in a session of
+// its own) holds its stdout and stderr is seen to die: its running prompt
+// is answered with an error naming the session, and the thread's next
+// prompt is answered in a new process.
+func TestFanoutHostile_crashWithHelper(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, nil)
+	p.call(initLine)
+	a := p.openSession(10)
+	p.send(prompt(20, a, "crash with helper"))
+	_, rs, _ := p.collect(20)
+	require.NotNil(t, rs[20].Error, "the prompt its process died in")
+	assert.Contains(t, rs[20].Error.Message, "the process of session "+a+" ended")
+	assert.Contains(t, rs[20].Error.Message, "reopened in a new process on its next request")
+	p.send(prompt(21, a, "hello again"))
+	_, rs, _ = p.collect(21)
+	assert.Equal(t, "end_turn", stopReason(t, rs[21]), "the thread, reopened")
+	p.close()
+}
+
+// Verify that a child's line over --max-line-bytes (64 MiB against a limit
+// of 1 MiB) is dropped without being held: the thread is told, its turn is
+// answered, and the router's peak memory stays far below the line.
+func TestFanoutHostile_endlessLine(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, []string{"--max-line-bytes", "1048576"})
+	p.call(initLine)
+	a := p.openSession(10)
+	ups, r := p.turnUpdates(20, a, "endless 64")
+	require.Nil(t, r.Error)
+	text := strings.Join(ups, "\n")
+	assert.Contains(t, text, "longer than the line limit (--max-line-bytes 1048576); it was dropped", "the thread is told")
+	assert.Contains(t, text, "two, three.", "the turn went on")
+	assert.Less(t, vmHWM(t, p.cmd.Process.Pid), 48<<10, "the router's peak RSS (KiB) after a 64 MiB line")
+	p.close()
+}
+
+// Verify that a child is trusted with its own thread only: an update and a
+// permission request naming another thread's session never reach the
+// client, and the child's own turn goes on.
+func TestFanoutHostile_spoofedSession(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, nil)
+	p.call(initLine)
+	a, b := p.openSession(10), p.openSession(11)
+	_, r := p.turnUpdates(20, a, "spoof "+b)
+	require.Nil(t, r.Error)
+	_, r = p.turnUpdates(21, b, "hello")
+	require.Nil(t, r.Error)
+	for _, line := range p.got {
+		assert.NotContains(t, string(line), "poofed", "a line another thread's agent wrote for %s", b)
+	}
+	p.stderr.waitFor(t, "a child named a session it does not serve")
+	p.close()
+}
+
+// Verify that a child's requests to the client are bounded: of 200 sent at
+// once, 64 reach the client and the rest are refused at once; once the
+// client answers those, the turn ends.
+func TestFanoutHostile_requestFlood(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, nil)
+	p.call(initLine)
+	a := p.openSession(10)
+	p.send(prompt(20, a, "flood 200"))
+	var ids []json.RawMessage
+	for range 64 { // all open at once: none is answered before the 64th arrives
+		var m struct{ ID json.RawMessage }
+		require.NoError(t, json.Unmarshal(p.await(`{"method":"fs/read_text_file"}`), &m))
+		ids = append(ids, m.ID)
+	}
+	for _, id := range ids {
+		p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"content":""}}`, id))
+	}
+	ups, r := p.updatesUntil(20)
+	require.Nil(t, r.Error)
+	assert.Contains(t, strings.Join(ups, "\n"), "flood: 136 refused", "the requests past the bound")
+	p.close()
+}
+
+// Verify that a child's own $/cancel_request reaches the client under the
+// connection's id for its request: thread B's withdrawn permission request
+// is withdrawn, not thread A's, which shares its child id.
+func TestFanoutHostile_childWithdraws(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, nil)
+	p.call(initLine)
+	a, b := p.openSession(10), p.openSession(11)
+	p.send(prompt(20, a, "please ask"))
+	var askA struct{ ID json.RawMessage }
+	require.NoError(t, json.Unmarshal(p.await(`{"method":"session/request_permission"}`), &askA))
+	p.send(prompt(21, b, "withdraw"))
+	var askB struct{ ID json.RawMessage }
+	require.NoError(t, json.Unmarshal(p.await(`{"method":"session/request_permission","params":{"toolCall":{"title":"Withdrawn"}}}`), &askB))
+	require.NotEqual(t, string(askA.ID), string(askB.ID))
+	var cancel struct {
+		Params struct{ RequestID json.RawMessage }
+	}
+	require.NoError(t, json.Unmarshal(p.await(`{"method":"$/cancel_request"}`), &cancel))
+	assert.Equal(t, string(askB.ID), string(cancel.Params.RequestID), "the withdrawn request, under the connection's id")
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"yes"}}}`, askA.ID))
+	_, rs, _ := p.collect(20)
+	assert.Equal(t, "end_turn", stopReason(t, rs[20]))
+	assert.Contains(t, string(bytesJoin(p.got)), `{"jsonrpc":"2.0","id":21,"result":{"stopReason":"end_turn"}}`, "thread B's turn")
+	p.close()
+}
+
+func bytesJoin(lines [][]byte) []byte {
+	var b []byte
+	for _, l := range lines {
+		b = append(append(b, l...), '\n')
+	}
+	return b
+}
+
+// Verify eviction against an agent that never answers session/close and
+// ignores its stdin's end and SIGTERM: the evicted process is ended all the
+// same and counts toward --max-children until it has ended (two threads
+// opened meanwhile under a cap of 2 never make three processes), and every
+// thread still answers.
+func TestFanoutHostile_closeNeverAnswered(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, []string{"--idle-timeout", "300ms", "--max-children", "2", "--spares", "0", "--log-level", "debug"}, "-close-hang", "-ignore-eof")
+	p.call(initLine)
+	a := p.openSession(10)
+	_, r := p.turnUpdates(20, a, "hello")
+	require.Nil(t, r.Error)
+	pidA := agentPid(t, a)
+	p.stderr.waitFor(t, `msg="evicting a thread's process" session=`+a)
+	p.sendTogether(newSessionLine(11), newSessionLine(12))
+	_, rs, _ := p.collect(11, 12)
+	require.Nil(t, rs[11].Error)
+	require.Nil(t, rs[12].Error)
+	assert.LessOrEqual(t, len(agentChildren(t, p.cmd.Process.Pid)), 2, "processes under a cap of 2")
+	assertGone(t, pidA, "the evicted process that never answered its close")
+	p.close()
+}
+
+// newSessionLine is a session/new request.
+func newSessionLine(id int) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`, id)
+}
+
+// Verify that a prompt arriving while the evicted process still closes (its
+// close answered late) waits for that end and is answered in a new
+// process; and that the late close touches nothing of the new one (the
+// thread is evicted and reopened again).
+func TestFanoutHostile_promptDuringEviction(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, []string{"--idle-timeout", "300ms", "--log-level", "debug"}, "-close-late", "400ms")
+	p.call(initLine)
+	a := p.openSession(10)
+	_, r := p.turnUpdates(20, a, "hello")
+	require.Nil(t, r.Error)
+	p.stderr.waitFor(t, `msg="evicting a thread's process" session=`+a)
+	_, r = p.turnUpdates(21, a, "while it closes")
+	require.Nil(t, r.Error, "the prompt that met the eviction")
+	p.stderr.waitForCount(t, `msg="evicting a thread's process" session=`+a, 2)
+	_, r = p.turnUpdates(22, a, "once more")
+	require.Nil(t, r.Error, "the thread after its second eviction")
+	p.close()
+}
+
+// Verify that a lost thread prompted while --max-children is full gets a
+// process by evicting the least recently used idle thread (and that one,
+// prompted next, by evicting the other).
+func TestFanoutHostile_reopenAtTheCap(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, []string{"--max-children", "2", "--spares", "0", "--log-level", "debug"})
+	p.call(initLine)
+	a, b := p.openSession(10), p.openSession(11)
+	require.NoError(t, syscall.Kill(agentPid(t, a), syscall.SIGKILL))
+	p.stderr.waitFor(t, "the process of a session ended")
+	p.openSession(12) // the cap is full again
+	_, r := p.turnUpdates(20, a, "back")
+	require.Nil(t, r.Error, "the lost thread at the cap")
+	p.stderr.waitFor(t, `msg="evicting a thread's process" session=`+b)
+	_, r = p.turnUpdates(21, b, "and b")
+	require.Nil(t, r.Error, "the thread evicted for it")
+	assert.LessOrEqual(t, len(agentChildren(t, p.cmd.Process.Pid)), 2, "processes under a cap of 2")
+	p.close()
+}
+
+// Verify a reopening that never answers: a session/cancel answers the
+// waiting prompt cancelled, and session/close answers at once; with
+// --reopen-timeout the waiting prompt gets an error naming the bound.
+func TestFanoutHostile_reopenHangs(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, []string{"--reopen-timeout", "500ms"}, "-load-hang")
+	p.call(initLine)
+	a, b := p.openSession(10), p.openSession(11)
+	for _, sid := range []string{a, b} {
+		require.NoError(t, syscall.Kill(agentPid(t, sid), syscall.SIGKILL))
+	}
+	p.stderr.waitForCount(t, "the process of a session ended", 2)
+	p.sendTogether(prompt(20, a, "hello"), fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, a))
+	_, rs, _ := p.collect(20)
+	assert.Equal(t, "cancelled", stopReason(t, rs[20]), "a prompt waiting on a reopening, cancelled")
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":21,"method":"session/close","params":{"sessionId":%q}}`, a))
+	_, rs, _ = p.collect(21)
+	assert.Nil(t, rs[21].Error, "closing a thread whose reopening hangs")
+	p.send(prompt(22, b, "hello"))
+	_, rs, _ = p.collect(22)
+	require.NotNil(t, rs[22].Error)
+	assert.Contains(t, rs[22].Error.Message, "--reopen-timeout")
+	p.close()
+}
+
+// Verify that when the agent refuses to reopen a thread, the user is told
+// the agent's own reason.
+func TestFanoutHostile_reopenRefused(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, nil, "-load-refuse")
+	p.call(initLine)
+	a := p.openSession(10)
+	require.NoError(t, syscall.Kill(agentPid(t, a), syscall.SIGKILL))
+	p.stderr.waitFor(t, "the process of a session ended")
+	p.send(prompt(20, a, "hello"))
+	_, rs, _ := p.collect(20)
+	require.NotNil(t, rs[20].Error)
+	assert.Contains(t, rs[20].Error.Message, "oneagent keeps no session "+a+" here")
+	assert.NotContains(t, rs[20].Error.Message, "not restarted")
+	p.close()
+}
+
+// Verify that an agent that reuses session ids cannot open a thread under
+// an evicted thread's id, whose prompts stay its own.
+func TestFanoutHostile_reusedIDAfterEviction(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, []string{"--idle-timeout", "300ms", "--log-level", "debug"}, "-same-id")
+	p.call(initLine)
+	a := p.openSession(10)
+	_, r := p.turnUpdates(20, a, "hello")
+	require.Nil(t, r.Error)
+	p.stderr.waitFor(t, `msg="evicting a thread's process" session=`+a)
+	rs := decodeResponse(t, p.call(newSessionLine(11)))
+	require.NotNil(t, rs.Error, "a new thread under the evicted thread's id")
+	assert.Contains(t, rs.Error.Message, "already live on this connection")
+	_, r = p.turnUpdates(21, a, "mine")
+	require.Nil(t, r.Error, "the evicted thread, reopened")
+	p.close()
+}
+
+// Verify the thread rules on acpbridge children: a thread whose process
+// died, loaded again and closed, is closed (a later prompt is not served);
+// an evicted thread's delete deletes it; the spares are started again
+// after evictions.
+func TestFanoutHostile_threadRules(t *testing.T) {
+	t.Parallel()
+	p := startProcess(t, nil, "--fanout", "--idle-timeout", "300ms", "--log-level", "debug", "--model", "replay:"+writeFixture(t,
+		`{"chunks":[{"text":"Once."}]}`, `{"chunks":[{"text":"Twice."}]}`))
+	p.call(initLine)
+	a, b := p.openSession(10), p.openSession(11)
+	require.NoError(t, syscall.Kill(holder(t, p.state, a), syscall.SIGKILL))
+	p.stderr.waitFor(t, "the process of a session ended")
+	p.send(load(20, a))
+	_, rs, _ := p.collect(20)
+	require.Nil(t, rs[20].Error, "the load of the thread whose process died")
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":21,"method":"session/close","params":{"sessionId":%q}}`, a))
+	_, rs, _ = p.collect(21)
+	require.Nil(t, rs[21].Error)
+	p.send(prompt(22, a, "after the close"))
+	_, rs, _ = p.collect(22)
+	require.NotNil(t, rs[22].Error, "a prompt to the closed thread")
+	assert.Contains(t, rs[22].Error.Message, "not open on this connection")
+
+	// A resume of thread b, open (or evicted meanwhile), is a reattach:
+	// answered with its state, no history replayed.
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":24,"method":"session/resume","params":{"sessionId":%q,"cwd":"/tmp"}}`, b))
+	ups, rs, _ := p.collect(24)
+	require.Nil(t, rs[24].Error, "the resume of an open thread")
+	assert.Contains(t, string(rs[24].Result), `"currentModeId"`, "its state")
+	assert.Empty(t, ups, "no history replayed")
+
+	p.stderr.waitFor(t, `msg="evicting a thread's process" session=`+b)
+	assertGone(t, holder(t, p.state, b), "the evicted thread's process")
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":23,"method":"session/delete","params":{"sessionId":%q}}`, b))
+	_, rs, _ = p.collect(23)
+	require.Nil(t, rs[23].Error, "the delete of an evicted thread")
+	assert.NoFileExists(t, p.state+"/sessions/"+b+".jsonl")
+	require.Eventually(t, func() bool { return len(acpbridgeChildren(t, p.cmd.Process.Pid)) == 2 }, hang, 10*time.Millisecond,
+		"two spares started again after the evictions: %v", acpbridgeChildren(t, p.cmd.Process.Pid))
+	p.close()
+}
+
+// acpbridgeChildren are the child acpbridge processes the router runs.
+func acpbridgeChildren(t *testing.T, router int) []int {
+	t.Helper()
+	return childrenWhere(t, router, func(cmdline string) bool { return !strings.Contains(cmdline, "__acpbridge_keeper") })
+}
