@@ -152,6 +152,24 @@ func TestFanoutHostile_spoofedSession(t *testing.T) {
 	p.close()
 }
 
+// Verify that a cut line that starts like a notification, and a line that
+// is not JSON, never reach the client (every line the client gets is
+// checked against the schema), and the turn goes on.
+func TestFanoutHostile_garbageLines(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, nil)
+	p.call(initLine)
+	a := p.openSession(10)
+	ups, r := p.turnUpdates(20, a, "garbage")
+	require.Nil(t, r.Error)
+	assert.Contains(t, strings.Join(ups, "\n"), "two, three.")
+	for _, line := range p.got {
+		assert.True(t, json.Valid(line), "a line the client got: %s", line)
+	}
+	p.stderr.waitForCount(t, "not a JSON-RPC message; it is dropped", 2)
+	p.close()
+}
+
 // Verify that a child's requests to the client are bounded: of 200 sent at
 // once, 64 reach the client and the rest are refused at once; once the
 // client answers those, the turn ends.
@@ -294,9 +312,12 @@ func TestFanoutHostile_reopenHangs(t *testing.T) {
 		require.NoError(t, syscall.Kill(agentPid(t, sid), syscall.SIGKILL))
 	}
 	p.stderr.waitForCount(t, "the process of a session ended", 2)
-	p.sendTogether(prompt(20, a, "hello"), fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, a))
-	_, rs, _ := p.collect(20)
+	p.sendTogether(prompt(20, a, "hello"), fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, a),
+		prompt(23, a, "again"), cancelRequest(23))
+	_, rs, _ := p.collect(20, 23)
 	assert.Equal(t, "cancelled", stopReason(t, rs[20]), "a prompt waiting on a reopening, cancelled")
+	require.NotNil(t, rs[23].Error, "a prompt waiting on a reopening, its request cancelled")
+	assert.Equal(t, -32800, rs[23].Error.Code)
 	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":21,"method":"session/close","params":{"sessionId":%q}}`, a))
 	_, rs, _ = p.collect(21)
 	assert.Nil(t, rs[21].Error, "closing a thread whose reopening hangs")

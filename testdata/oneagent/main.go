@@ -23,7 +23,7 @@
 // update and a permission request naming session ID; "flood N" sends N
 // requests to the client at once and says how many were refused;
 // "withdraw" asks permission and withdraws the request at once
-// ($/cancel_request).
+// ($/cancel_request); "garbage" writes a cut line and one that is not JSON.
 package main
 
 import (
@@ -330,6 +330,11 @@ func (a *agent) misbehave(sid, text string) {
 		go a.call("session/request_permission", map[string]any{"sessionId": other,
 			"toolCall": map[string]any{"toolCallId": "t9", "title": "Spoofed"},
 			"options":  []any{map[string]any{"optionId": "yes", "name": "Yes", "kind": "allow_once"}}})
+	case strings.Contains(text, "garbage"):
+		a.mu.Lock()
+		fmt.Fprintf(a.w, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":`+"\nnot JSON at all\n", sid)
+		a.w.Flush()
+		a.mu.Unlock()
 	case strings.Contains(text, "withdraw"):
 		a.mu.Lock()
 		a.nextID++
