@@ -153,6 +153,8 @@ python3 bench/fanout/reopen.py "$out/acpbridge" "$RUNS"
 echo "== another agent behind the router (testdata/oneagent): session/new with a slow start hidden by a spare, a prompt's first update, a permission round trip"
 go build -o "$out/oneagent" ./testdata/oneagent
 python3 bench/fanout/agent.py "$out/acpbridge" "$out/oneagent" "$RUNS"
+echo "== a stuck thread beside a live one (oneagent that stops reading, a 300 KiB prompt waiting for it): the live thread's prompt before and after"
+python3 bench/fanout/stuck.py "$out/acpbridge" "$out/oneagent" 20
 echo "== a TypeScript SDK agent (examples/editor-test/agent.mjs) behind the router against it run directly"
 (cd examples/editor-test && npm ci --no-audit --no-fund --silent)
 python3 bench/fanout/sdk_agent.py "$out/acpbridge" "$RUNS"
