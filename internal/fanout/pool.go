@@ -128,6 +128,8 @@ func (r *router) onStarted(c *child, p *process, err error) {
 	c.state = childSpare
 	if r.initArgs != nil || r.initClient != nil {
 		r.initialize(c)
+	} else if r.Command == nil {
+		r.release(c) // acpbridge answers what comes before initialize itself
 	}
 	if want != nil {
 		want(c, nil)

@@ -61,6 +61,11 @@ func (r *router) route(m clientMessage) {
 		r.answer(m.id, nil, acp.Errorf(acp.CodeInternal, "acpbridge --fanout is ending (stdin closed or a signal); %s was not served", m.method))
 		return
 	}
+	if r.Command != nil && r.initArgs == nil && m.id != nil && m.method != acp.MethodInitialize {
+		// Another agent's process takes nothing before its initialize.
+		r.answer(m.id, nil, acp.Errorf(acp.CodeNotInitialized, "%s before initialize: send initialize first", m.method))
+		return
+	}
 	switch {
 	case m.method == acp.MethodCancelRequest:
 		r.cancelRequest(m.params)
@@ -149,7 +154,7 @@ func (r *router) accepts(c *child, req *request) bool {
 	case childStarting:
 		return false
 	case childSpare, childInitializing:
-		return req.kind == kindInit || (req.kind == kindClient && req.method == acp.MethodInitialize) || (r.Command == nil && c.state == childInitializing)
+		return req.kind == kindInit || (req.kind == kindClient && req.method == acp.MethodInitialize) || r.Command == nil
 	case childAuthenticating:
 		return req.kind == kindAuth
 	}

@@ -45,6 +45,7 @@ func FuzzRoute(f *testing.F) {
 			r.onClientMessage(m)
 		}
 		r.out.Flush()
+		close(r.done) // the children it began to start post to no loop
 		for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
 			if l == "" {
 				continue
