@@ -328,6 +328,28 @@ func TestFanoutHostile_reopenHangs(t *testing.T) {
 	p.close()
 }
 
+// Verify that a thread closed while its reopening still waits for a
+// process (a slow start, no spare) is closed at once: the prompt that
+// waited is answered, and the process, once started, serves the next
+// thread.
+func TestFanoutHostile_closeWhileReopeningStarts(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, []string{"--spares", "0"}, "-start-delay", "300ms")
+	p.call(initLine)
+	a := p.openSession(10)
+	require.NoError(t, syscall.Kill(agentPid(t, a), syscall.SIGKILL))
+	p.stderr.waitFor(t, "the process of a session ended")
+	p.sendTogether(prompt(20, a, "hello"), fmt.Sprintf(`{"jsonrpc":"2.0","id":21,"method":"session/close","params":{"sessionId":%q}}`, a))
+	_, rs, _ := p.collect(20, 21)
+	require.NotNil(t, rs[20].Error, "the prompt that waited on the reopening")
+	assert.Contains(t, rs[20].Error.Message, "was closed before session/prompt could be served")
+	assert.Nil(t, rs[21].Error, "the close")
+	b := p.openSession(22)
+	_, r := p.turnUpdates(23, b, "hello")
+	require.Nil(t, r.Error, "a new thread after it")
+	p.close()
+}
+
 // Verify that when the agent refuses to reopen a thread, the user is told
 // the agent's own reason.
 func TestFanoutHostile_reopenRefused(t *testing.T) {

@@ -118,7 +118,9 @@ func (r *router) closeThread(t *thread, m clientMessage) {
 		r.endChild(t.child, false)
 	case t.state == threadReopening:
 		r.stopReopen(t)
-		r.endChild(t.child, false)
+		if t.child != nil { // else it still waits for a process: given back when it comes
+			r.endChild(t.child, false)
+		}
 	}
 	r.forget(t, "closed")
 	r.answer(m.id, struct{}{}, nil)
