@@ -171,8 +171,8 @@ func TestFanoutHostile_garbageLines(t *testing.T) {
 }
 
 // Verify that a child's requests to the client are bounded: of 200 sent at
-// once, 64 reach the client and the rest are refused at once; once the
-// client answers those, the turn ends.
+// once, while the client answers none, 136 are refused at once (so 64 are
+// open at the client); once the client answers those, the turn ends.
 func TestFanoutHostile_requestFlood(t *testing.T) {
 	t.Parallel()
 	p := startRoutedWith(t, nil)
@@ -180,10 +180,20 @@ func TestFanoutHostile_requestFlood(t *testing.T) {
 	a := p.openSession(10)
 	p.send(prompt(20, a, "flood 200"))
 	var ids []json.RawMessage
-	for range 64 { // all open at once: none is answered before the 64th arrives
-		var m struct{ ID json.RawMessage }
-		require.NoError(t, json.Unmarshal(p.await(`{"method":"fs/read_text_file"}`), &m))
-		ids = append(ids, m.ID)
+	refused := false
+	for !refused || len(ids) < 64 {
+		var m struct {
+			ID     json.RawMessage
+			Method string
+			Params struct{ Update struct{ Content struct{ Text string } } }
+		}
+		require.NoError(t, json.Unmarshal(p.next("the flood's requests and refusals"), &m))
+		switch {
+		case m.Method == "fs/read_text_file":
+			ids = append(ids, m.ID)
+		case m.Params.Update.Content.Text == "refused 136; ":
+			refused = true // no request answered yet: 64 open, the rest refused
+		}
 	}
 	for _, id := range ids {
 		p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"content":""}}`, id))
@@ -191,6 +201,7 @@ func TestFanoutHostile_requestFlood(t *testing.T) {
 	ups, r := p.updatesUntil(20)
 	require.Nil(t, r.Error)
 	assert.Contains(t, strings.Join(ups, "\n"), "flood: 136 refused", "the requests past the bound")
+	assert.Len(t, ids, 64, "the requests that reached the client")
 	p.close()
 }
 

@@ -21,7 +21,7 @@
 // starts a helper in a session of its own that holds its stdout and stderr,
 // then exits; "endless N" writes a line of N MiB; "spoof ID" sends an
 // update and a permission request naming session ID; "flood N" sends N
-// requests to the client at once and says how many were refused;
+// requests to the client at once and counts aloud those refused;
 // "withdraw" asks permission and withdraws the request at once
 // ($/cancel_request); "garbage" writes a cut line and one that is not JSON.
 package main
@@ -354,6 +354,7 @@ func (a *agent) misbehave(sid, text string) {
 				if res := a.call("fs/read_text_file", map[string]any{"sessionId": sid, "path": "/flood"}); strings.Contains(string(res), `"code"`) {
 					mu.Lock()
 					errs++
+					a.update(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": fmt.Sprintf("refused %d; ", errs)}})
 					mu.Unlock()
 				}
 			}()
