@@ -185,7 +185,9 @@ func TestFanoutHostile_requestFlood(t *testing.T) {
 		var m struct {
 			ID     json.RawMessage
 			Method string
-			Params struct{ Update struct{ Content struct{ Text string } } }
+			Params struct {
+				Update struct{ Content struct{ Text string } }
+			}
 		}
 		require.NoError(t, json.Unmarshal(p.next("the flood's requests and refusals"), &m))
 		switch {
