@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -444,4 +445,27 @@ func TestFanoutHostile_threadRules(t *testing.T) {
 func acpbridgeChildren(t *testing.T, router int) []int {
 	t.Helper()
 	return childrenWhere(t, router, func(cmdline string) bool { return !strings.Contains(cmdline, "__acpbridge_keeper") })
+}
+
+// Verify that spares killed while they wait are replaced and never handed
+// a request: session/list and a new thread are served after both die.
+func TestFanoutHostile_sparesKilled(t *testing.T) {
+	t.Parallel()
+	p := startFanout(t, `{"chunks":[{"text":"Fine."}]}`)
+	p.call(initLine)
+	var spares []int
+	require.Eventually(t, func() bool { spares = acpbridgeChildren(t, p.cmd.Process.Pid); return len(spares) == 2 }, hang, 10*time.Millisecond)
+	for _, pid := range spares {
+		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	}
+	require.Eventually(t, func() bool {
+		now := acpbridgeChildren(t, p.cmd.Process.Pid)
+		return len(now) == 2 && !slices.Contains(now, spares[0]) && !slices.Contains(now, spares[1])
+	}, hang, 10*time.Millisecond, "two new spares")
+	r := decodeResponse(t, p.call(`{"jsonrpc":"2.0","id":5,"method":"session/list","params":{}}`))
+	require.Nil(t, r.Error, "session/list after the spares died")
+	sid := p.openSession(6)
+	_, r = p.turnUpdates(7, sid, "hello")
+	require.Nil(t, r.Error, "a thread after the spares died")
+	p.close()
 }

@@ -8,6 +8,7 @@ package fanout
 import (
 	"cmp"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"acpbridge/internal/acp"
@@ -125,6 +126,10 @@ func (r *router) onChildExited(c *child) {
 	wasEnding := c.state == childEnding
 	c.state = childDead
 	delete(r.children, c)
+	r.spares = slices.DeleteFunc(r.spares, func(s *child) bool { return s == c })
+	if r.transient == c {
+		r.transient = nil
+	}
 	r.answerUnanswered(c)
 	for _, cancel := range c.calls {
 		cancel() // the client is told to drop them

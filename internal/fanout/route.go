@@ -118,6 +118,12 @@ func authParams(m clientMessage) json.RawMessage {
 // whose queue is full does not read: the client's request is answered with
 // an error naming it.
 func (r *router) send(c *child, req *request, params json.RawMessage) {
+	if c.state == childDead {
+		if req.clientID != nil {
+			r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "the agent process for %s has ended; send it again", req.method))
+		}
+		return
+	}
 	notification := req.kind == kindClient && req.clientID == nil
 	var head []byte
 	if notification {
