@@ -326,15 +326,19 @@ func TestFanoutHostile_reopenHangs(t *testing.T) {
 		require.NoError(t, syscall.Kill(agentPid(t, sid), syscall.SIGKILL))
 	}
 	p.stderr.waitForCount(t, "the process of a session ended", 2)
-	p.sendTogether(prompt(20, a, "hello"), fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, a),
+	setMode := fmt.Sprintf(`{"jsonrpc":"2.0","id":24,"method":"session/set_mode","params":{"sessionId":%q,"modeId":"ask"}}`, a)
+	p.sendTogether(prompt(20, a, "hello"), setMode, fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, a),
 		prompt(23, a, "again"), cancelRequest(23))
-	_, rs, _ := p.collect(20, 23)
+	_, rs, order := p.collect(20, 23)
 	assert.Equal(t, "cancelled", stopReason(t, rs[20]), "a prompt waiting on a reopening, cancelled")
 	require.NotNil(t, rs[23].Error, "a prompt waiting on a reopening, its request cancelled")
 	assert.Equal(t, -32800, rs[23].Error.Code)
+	assert.NotContains(t, order, 24, "session/cancel cancels the waiting prompts, not the set_mode")
 	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":21,"method":"session/close","params":{"sessionId":%q}}`, a))
-	_, rs, _ = p.collect(21)
+	_, rs, _ = p.collect(21, 24)
 	assert.Nil(t, rs[21].Error, "closing a thread whose reopening hangs")
+	require.NotNil(t, rs[24].Error, "the set_mode that waited, at the close")
+	assert.Contains(t, rs[24].Error.Message, "was closed before session/set_mode could be served")
 	p.send(prompt(22, b, "hello"))
 	_, rs, _ = p.collect(22)
 	require.NotNil(t, rs[22].Error)
@@ -467,5 +471,74 @@ func TestFanoutHostile_sparesKilled(t *testing.T) {
 	sid := p.openSession(6)
 	_, r = p.turnUpdates(7, sid, "hello")
 	require.Nil(t, r.Error, "a thread after the spares died")
+	p.close()
+}
+
+// Verify that a load of an open thread while something of it is in flight
+// (a permission request open at the client) is refused at once, saying so,
+// and that the thread goes on; once idle, the load reopens it.
+func TestFanoutHostile_loadWhileAsking(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, nil)
+	p.call(initLine)
+	a := p.openSession(10)
+	p.send(prompt(20, a, "please ask"))
+	var ask struct{ ID json.RawMessage }
+	require.NoError(t, json.Unmarshal(p.await(`{"method":"session/request_permission"}`), &ask))
+	r := decodeResponse(t, p.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":21,"method":"session/load","params":{"sessionId":%q,"cwd":"/tmp","mcpServers":[]}}`, a)))
+	require.NotNil(t, r.Error, "a load of a thread waiting on its permission request")
+	assert.Contains(t, r.Error.Message, "has a prompt or another request in flight")
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"yes"}}}`, ask.ID))
+	_, rs, _ := p.collect(20)
+	assert.Equal(t, "end_turn", stopReason(t, rs[20]))
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":22,"method":"session/load","params":{"sessionId":%q,"cwd":"/tmp","mcpServers":[]}}`, a))
+	ups, rs, _ := p.collect(22)
+	require.Nil(t, rs[22].Error, "the load once the thread is idle")
+	require.NotEmpty(t, ups, "its replay, before the answer")
+	assert.Equal(t, "user_message_chunk", ups[0]["sessionUpdate"])
+	p.close()
+}
+
+// Verify that a client's load whose process dies before answering it is
+// answered with an error saying so (no spare: the loading process is the
+// only one).
+func TestFanoutHostile_loadingProcessDies(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, []string{"--spares", "0", "--log-level", "debug"}, "-load-hang")
+	p.call(initLine)
+	a := p.openSession(10)
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":11,"method":"session/close","params":{"sessionId":%q}}`, a))
+	p.collect(11)
+	assertGone(t, agentPid(t, a), "the closed thread's process")
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":20,"method":"session/load","params":{"sessionId":%q,"cwd":"/tmp","mcpServers":[]}}`, a))
+	var loading []int
+	require.Eventually(t, func() bool { loading = agentChildren(t, p.cmd.Process.Pid); return len(loading) == 1 }, hang, 10*time.Millisecond)
+	p.stderr.waitFor(t, `msg="reopening a session"`)
+	require.NoError(t, syscall.Kill(loading[0], syscall.SIGKILL))
+	_, rs, _ := p.collect(20)
+	require.NotNil(t, rs[20].Error, "the load its process died in")
+	assert.Contains(t, rs[20].Error.Message, "could not be opened in a new process: the process ended")
+	p.send(prompt(21, a, "hello"))
+	_, rs, _ = p.collect(21)
+	require.NotNil(t, rs[21].Error)
+	assert.Contains(t, rs[21].Error.Message, "not open on this connection", "the thread was never opened here")
+	p.close()
+}
+
+// Verify that the spares are started again after a client's load takes
+// one, as after a session/new.
+func TestFanoutHostile_sparesAfterLoad(t *testing.T) {
+	t.Parallel()
+	p := startProcess(t, nil, "--fanout", "--spares", "1", "--model", "replay:"+writeFixture(t, `{"chunks":[{"text":"Once."}]}`))
+	p.call(initLine)
+	a := p.openSession(10)
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":11,"method":"session/close","params":{"sessionId":%q}}`, a))
+	p.collect(11)
+	require.Eventually(t, func() bool { return len(acpbridgeChildren(t, p.cmd.Process.Pid)) == 1 }, hang, 10*time.Millisecond, "the spare alone")
+	p.send(load(12, a))
+	_, rs, _ := p.collect(12)
+	require.Nil(t, rs[12].Error)
+	require.Eventually(t, func() bool { return len(acpbridgeChildren(t, p.cmd.Process.Pid)) == 2 }, hang, 10*time.Millisecond,
+		"the loaded thread's process and a new spare")
 	p.close()
 }

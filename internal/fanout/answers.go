@@ -8,6 +8,7 @@ package fanout
 import (
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -158,7 +159,7 @@ func (r *router) onChildExited(c *child) {
 
 // exitReason says how c's process ended, with its stderr's tail.
 func exitReason(c *child, what string) error {
-	return acp.Errorf(acp.CodeInternal, "the process ended (%s) %s; its stderr ends: %s", c.cmd.ProcessState, what, cmp.Or(c.errTail.String(), "(nothing)"))
+	return fmt.Errorf("the process ended (%s) %s; its stderr ends: %s", c.cmd.ProcessState, what, cmp.Or(c.errTail.String(), "(nothing)"))
 }
 
 // answerUnanswered answers the client's requests that the dead child c did
@@ -171,8 +172,12 @@ func (r *router) answerUnanswered(c *child) {
 	pending := c.pending
 	c.pending = nil
 	for _, req := range pending {
-		if req.clientID == nil || req.kind == kindReopen {
-			continue // the router's own; a reopening is answered by reopenFailed
+		switch {
+		case req.clientID == nil:
+			continue // the router's own
+		case req.kind == kindReopen: // the client's load or resume; its thread is told by reopenFailed
+			r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "session %s could not be opened in a new process: %v", c.session, exitReason(c, "before it answered "+req.method)))
+			continue
 		}
 		switch {
 		case r.closing && req.method == acp.MethodSessionPrompt:

@@ -123,6 +123,9 @@ func (r *router) onStarted(c *child, p *process, err error) {
 	c.cmd, c.pid, c.in = p.cmd, p.cmd.Process.Pid, p.in
 	if c.state == childEnding { // the router's end came first
 		r.endStepNext(c)
+		if want != nil {
+			want(nil, errClosing)
+		}
 		return
 	}
 	c.state = childSpare

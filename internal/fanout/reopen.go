@@ -91,6 +91,8 @@ func (r *router) onReopened(c *child, req *request, m childMessage) {
 	if req.clientID != nil {
 		r.relay(req, m)
 	}
+	r.out.Flush() // the thread is open before its successor's process starts
+	r.warm()
 	if t.state != threadReopening || t.child != c {
 		return // closed or timed out meanwhile
 	}

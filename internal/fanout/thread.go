@@ -71,8 +71,9 @@ func (r *router) opened(c *child, req *request, sid string) bool {
 // loadOrResume serves session/load and session/resume of a session. Of
 // one not open here: a thread is made for it and reopened by this request.
 // Of an open thread: resume goes to its child (a reattach), load reopens
-// it in a new process whose replay the client sees (refused while a
-// prompt runs). Of an evicted or lost one: this request reopens it.
+// it in a new process whose replay the client sees (refused while
+// anything of the thread is in flight). Of an evicted or lost one: this
+// request reopens it.
 func (r *router) loadOrResume(t *thread, m clientMessage) {
 	if t == nil {
 		t = &thread{id: *m.session, state: threadLost}
@@ -83,26 +84,19 @@ func (r *router) loadOrResume(t *thread, m clientMessage) {
 		r.send(t.child, &request{clientID: m.id, method: m.method, thread: t}, m.params)
 	case t.state == threadReopening || t.opener != nil:
 		r.hold(t, m)
-	case t.state == threadOpen && r.busy(t):
-		r.answer(m.id, nil, acp.Errorf(acp.CodeTurnRunning, "session %s is running a prompt; wait for its answer or cancel it, then load it again", t.id).
-			WithData(map[string]string{"sessionId": t.id}))
 	case t.state == threadOpen:
 		t.opener = &m
-		r.evict(t, "session/load")
+		if !r.evict(t, "session/load") {
+			// Something of the thread's is in flight: a prompt, a request of
+			// the client's or of the agent's.
+			t.opener = nil
+			r.answer(m.id, nil, acp.Errorf(acp.CodeTurnRunning, "session %s has a prompt or another request in flight; wait for its answer or cancel it, then load it again", t.id).
+				WithData(map[string]string{"sessionId": t.id}))
+		}
 	default:
 		t.opener = &m
 		r.reopen(t)
 	}
-}
-
-// busy reports whether t's child has a prompt of the client's running.
-func (r *router) busy(t *thread) bool {
-	for _, req := range t.child.pending {
-		if req.method == acp.MethodSessionPrompt {
-			return true
-		}
-	}
-	return false
 }
 
 // closeThread serves session/close: an open thread's child closes it and
@@ -173,8 +167,17 @@ func (r *router) forget(t *thread, why string) {
 // starts its reopening.
 func (r *router) hold(t *thread, m clientMessage) {
 	if m.method == acp.MethodSessionCancel {
-		// Nothing of the thread runs: the prompts waiting end cancelled.
-		r.failHeldWith(t, func(h clientMessage) error { return nil })
+		// Nothing of the thread runs: the prompts waiting end cancelled;
+		// what else waits stays.
+		var rest []clientMessage
+		for _, h := range t.held {
+			if h.method == acp.MethodSessionPrompt && h.id != nil {
+				r.answer(h.id, acp.PromptResult{StopReason: acp.StopCancelled}, nil)
+			} else {
+				rest = append(rest, h)
+			}
+		}
+		t.held = rest
 		return
 	}
 	t.held = append(t.held, m)
