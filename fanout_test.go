@@ -196,6 +196,9 @@ func TestFanout_closeAndLoad(t *testing.T) {
 	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":16,"method":"session/delete","params":{"sessionId":%q}}`, sid))
 	_, rs, _ = p.collect(16)
 	require.Nil(t, rs[16].Error, "deleting the open thread closes it, then deletes it")
+	// Its child was sent session/close: the third close in its log (the
+	// client's close, the load's, the delete's).
+	p.stderr.waitForCount(t, `msg="session closed" session=`+sid, 3)
 	assertGone(t, pid, "the deleted thread's process")
 	p.send(prompt(18, sid, "gone"))
 	_, rs, _ = p.collect(18)

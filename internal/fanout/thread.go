@@ -137,13 +137,14 @@ func (r *router) deleteThread(t *thread, m clientMessage) {
 	if t.state == threadReopening {
 		r.stopReopen(t)
 	}
+	if c != nil && c.state != childDead {
+		r.endChild(c, true) // session/close first, while the child still serves it
+		c.after = append(c.after, forward)
+	}
 	r.forget(t, "deleted")
 	if c == nil || c.state == childDead {
 		forward()
-		return
 	}
-	r.endChild(c, true)
-	c.after = append(c.after, forward)
 }
 
 // forget closes t for the client: what waits on it is answered, and later
