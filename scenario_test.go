@@ -665,9 +665,12 @@ func TestScenario_modelOnItsOwn(t *testing.T) {
 	require.NoError(t, err, "stderr: %s", stderr.String())
 	url = strings.TrimSpace(url)
 	assert.Regexp(t, `^http://127\.0\.0\.1:[0-9]+/v1$`, url)
+	// One conversation, its second call carrying the first's messages.
+	messages := `{"role":"user","content":"hi"}`
 	for _, want := range []string{"Hello from the model.", "A second answer."} {
 		resp, err := http.Post(url+"/chat/completions", "application/json",
-			strings.NewReader(`{"model":"scenario-model","messages":[{"role":"user","content":"hi"}]}`))
+			strings.NewReader(`{"model":"any-model","tools":[{"type":"function","function":{"name":"read_file","parameters":{}}}],"messages":[`+messages+`]}`))
+		messages += `,{"role":"assistant","content":"` + want + `"},{"role":"user","content":"more"}`
 		require.NoError(t, err)
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()

@@ -45,6 +45,10 @@ type Request struct {
 	Cwd   string
 	Roots []string
 	Mode  acp.Mode
+	// Matched says the caller matched the call to the replay's entry
+	// itself (the served model matches a tool result by the call it
+	// answers): the entry's expect is not checked again.
+	Matched bool
 }
 
 // Message is one entry of the conversation the model is sent.

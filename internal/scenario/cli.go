@@ -259,7 +259,8 @@ func btoi(b bool) int {
 
 func modelCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("scenario model", flag.ContinueOnError)
-	cwd := fs.String("cwd", "", "the agent's workspace, put in place of {cwd} in an entry's expect (default: the current directory)")
+	cwd := fs.String("cwd", "", "the agent's workspace, put in place of {cwd} in an entry's expect and made the base of relative paths in tool calls mapped onto an agent's tools (default: the current directory)")
+	listen := fs.String("listen", "", "serve on `ADDR` (host:port) instead of a free port of 127.0.0.1")
 	files, ok, status := parseInterspersed(fs, args, "acpbridge scenario model", stdout, stderr)
 	if !ok {
 		return status
@@ -277,14 +278,14 @@ func modelCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		fmt.Fprintf(stderr, "acpbridge scenario model: %v\n", err)
 		return 2
 	}
-	m, err := serveModel(path, []string{*cwd})
+	m, err := serveModel(path, files[0], *listen, []string{*cwd})
 	if err != nil {
 		fmt.Fprintf(stderr, "acpbridge scenario model: %v\n", err)
 		return 1
 	}
 	defer m.Close()
 	fmt.Fprintln(stdout, m.URL)
-	fmt.Fprintf(stderr, "acpbridge scenario model: serving %s at %s (any API key; the model %q) until stdin ends\n", files[0], m.URL, servedModelName)
+	fmt.Fprintf(stderr, "acpbridge scenario model: serving %s at %s (OpenAI chat/completions and responses, Anthropic messages, Gemini v1beta; any API key, any model name) until stdin ends\n", files[0], m.URL)
 	done := make(chan struct{})
 	go func() {
 		io.Copy(io.Discard, stdin)

@@ -193,7 +193,7 @@ func (r *run) prepare() (string, error) {
 		own = append(own, r.expandPaths(f, true))
 	}
 	if path := fixtureOf(own, dir); path != "" {
-		if r.model, err = serveModel(path, []string{r.env.Cwd}); err != nil {
+		if r.model, err = serveModel(path, r.sc.Path, "", []string{r.env.Cwd}); err != nil {
 			return dir, &Error{r.sc.Path, 0, err.Error()}
 		}
 		r.env.ModelURL = r.model.URL

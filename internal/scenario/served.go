@@ -1,28 +1,35 @@
-// served.go serves a scenario's model fixture as an OpenAI-compatible chat
-// completions endpoint on 127.0.0.1, so that every agent a run starts,
-// acpbridge or another, gets the same model answers. The fixture is read
-// by acpbridge's own replay model: the same format, the same checks of an
-// entry's expect, the same errors.
+// served.go serves a scenario's model fixture over HTTP on 127.0.0.1, so
+// that every agent a run starts, acpbridge or another, gets the same model
+// answers, each on the wire it speaks: OpenAI Chat Completions and
+// Responses, Anthropic Messages and Gemini, on one port (wires.go and the
+// wire_*.go files). The fixture is read by acpbridge's own replay model:
+// the same format, the same checks of an entry's expect, the same errors.
 //
-// Several conversations may call it at once (an agent's threads run in
-// parallel). Each is told apart by its messages so far — a call whose
-// messages extend those of an earlier call continues that call's
-// conversation — and each follows the fixture from its own position: a
-// call gets the first entry after its conversation's last that no other
-// conversation has had — or, when that one's expect is not met by the
-// call's newest message, the first later one whose expect is (else the
-// first, whose check then says how the call diverged). Parallel
-// threads with different prompts get the same entries every time,
-// whatever order their calls come in.
+// A recording is not used up: each conversation follows the fixture from
+// its own start. Conversations are told apart by their messages so far: a
+// call continues the conversation of an earlier, shorter call whose
+// messages begin as the call's do (the most of them; an agent may merge or
+// reword older messages, so a call need not repeat them exactly). A new conversation starts at the first entry whose
+// expect its first call meets (the fixture's first entry when that one has
+// no expect); a call that meets none is refused (HTTP 422) with its first
+// words. A continuing call gets its conversation's next entry when the
+// call's newest message meets its expect (an entry without one is met by
+// any), else the first later one whose expect it meets, leaving out
+// entries that a conversation begun elsewhere has had (they are another
+// thread's, of threads recorded together); when none is met and the
+// newest message answers tool calls, the next entry is its own: a tool
+// result is matched by the call it answers, not by the agent's wording. Side calls (no tools offered, or JSON asked
+// for: titles, routing, summaries) are answered without an entry, and
+// counted apart.
 
 package scenario
 
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -33,26 +40,28 @@ import (
 	"time"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/clip"
 	"acpbridge/internal/model"
 )
 
-// maxServedRequest bounds a chat completion request the endpoint reads.
+// maxServedRequest bounds a model request the endpoint reads.
 const maxServedRequest = 64 << 20
 
-// servedModelName is the model the endpoint says it serves.
+// servedModelName is the model the endpoint lists; it answers any name.
 const servedModelName = "scenario-model"
 
-// servedModel is one endpoint: each chat completion is answered by the
-// entry its conversation is at.
+// servedModel is one endpoint: each model call is answered by the entry
+// its conversation is at.
 type servedModel struct {
 	URL   string // the base URL, ending in /v1
 	srv   *http.Server
 	path  string   // the fixture
-	roots []string // the run's workspace, for paths in an entry's expect
+	name  string   // the file the user gave, as errors name it
+	roots []string // the run's workspace, for paths in an entry's expect and tool calls
 
 	mu      sync.Mutex // guards the fields below
 	expects []string   // each entry's expect, "" for none
-	had     []bool     // whether a conversation has had the entry
+	owner   []int      // the start of the first conversation that had each entry, -1 for none
 	convs   []*conversation
 	counted servedCount
 }
@@ -60,6 +69,7 @@ type servedModel struct {
 // conversation is one caller's place in the fixture.
 type conversation struct {
 	seen   []messageKey  // the messages of its last call
+	start  int           // the entry it began at
 	mu     sync.Mutex    // one call at a time moves and reads its reader
 	next   int           // the entries before this one are behind it
 	replay *model.Replay // its own reader of the fixture
@@ -67,14 +77,26 @@ type conversation struct {
 
 // servedCount is what the endpoint has served so far.
 type servedCount struct {
-	Requests int   `json:"requests"` // chat completions asked for
-	Bytes    int64 `json:"bytes"`    // their request bodies
-	Tokens   int64 `json:"tokens"`   // the usage the entries reported, prompt and completion
+	Requests  int            `json:"requests"`             // model calls asked for, side calls included
+	SideCalls int            `json:"side_calls"`           // side calls, answered without an entry
+	Bytes     int64          `json:"bytes"`                // the request bodies
+	Tokens    int64          `json:"tokens"`               // the usage the answers reported, input and output
+	Mapped    map[string]int `json:"tool_calls,omitempty"` // the recorded tool calls served, by mapping ("write_file → Write {content, file_path}")
 }
 
 // since is what was served after an earlier count.
 func (c servedCount) since(before servedCount) servedCount {
-	return servedCount{c.Requests - before.Requests, c.Bytes - before.Bytes, c.Tokens - before.Tokens}
+	d := servedCount{Requests: c.Requests - before.Requests, SideCalls: c.SideCalls - before.SideCalls,
+		Bytes: c.Bytes - before.Bytes, Tokens: c.Tokens - before.Tokens}
+	for k, n := range c.Mapped {
+		if n -= before.Mapped[k]; n > 0 {
+			if d.Mapped == nil {
+				d.Mapped = map[string]int{}
+			}
+			d.Mapped[k] = n
+		}
+	}
+	return d
 }
 
 // count is what m has served so far; nothing for a run without a model.
@@ -84,12 +106,15 @@ func (m *servedModel) count() servedCount {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.counted
+	c := m.counted
+	c.Mapped = maps.Clone(c.Mapped)
+	return c
 }
 
-// serveModel serves the replay fixture at path on a port of its own; roots
-// are the run's workspace roots.
-func serveModel(path string, roots []string) (*servedModel, error) {
+// serveModel serves the replay fixture at path (name is the file the user
+// gave, which errors name) on addr, 127.0.0.1:0 when ""; roots are the
+// run's workspace roots.
+func serveModel(path, name, addr string, roots []string) (*servedModel, error) {
 	replay, err := model.NewReplay(path)
 	if err != nil {
 		return nil, err
@@ -98,17 +123,33 @@ func serveModel(path string, roots []string) (*servedModel, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("serving the model fixture: %w", err)
 	}
-	m := &servedModel{URL: "http://" + ln.Addr().String() + "/v1", path: path, roots: roots,
-		expects: expects, had: make([]bool, len(expects))}
+	m := &servedModel{URL: "http://" + ln.Addr().String() + "/v1", path: path, name: name, roots: roots,
+		expects: expects, owner: make([]int, len(expects))}
+	for i := range m.owner {
+		m.owner[i] = -1
+	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", m.complete)
+	mux.HandleFunc("POST /v1/chat/completions", m.handler(decodeChatHTTP, func(w http.ResponseWriter, r *servedRequest) wireAnswer {
+		return &chatAnswer{sse: sse{w: w}, model: r.model, stream: r.stream}
+	}))
+	mux.HandleFunc("POST /v1/responses", m.handler(decodeResponsesHTTP, func(w http.ResponseWriter, r *servedRequest) wireAnswer {
+		return &responsesAnswer{sse: sse{w: w}, model: r.model, stream: r.stream}
+	}))
+	mux.HandleFunc("POST /v1/messages", m.handler(decodeAnthropicHTTP, func(w http.ResponseWriter, r *servedRequest) wireAnswer {
+		return &anthropicAnswer{sse: sse{w: w}, model: r.model, stream: r.stream}
+	}))
+	mux.HandleFunc("POST /v1/messages/count_tokens", countTokens("input_tokens"))
+	mux.HandleFunc("POST /v1beta/models/{call}", m.gemini)
+	mux.HandleFunc("HEAD /{$}", func(http.ResponseWriter, *http.Request) {}) // claude checks the server is there
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model"}]}`, servedModelName)
+		writeJSON(w, map[string]any{"object": "list", "data": []any{map[string]any{"id": servedModelName, "object": "model"}}})
 	})
 	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go m.srv.Serve(ln)
@@ -118,102 +159,204 @@ func serveModel(path string, roots []string) (*servedModel, error) {
 // Close stops the endpoint.
 func (m *servedModel) Close() { m.srv.Close() }
 
-// complete answers one chat completion with its conversation's next entry:
-// as an event stream when the request asks for one, else as one JSON
-// answer. The request's newest message (not the model's) is what an
-// entry's expect is checked against, as in acpbridge.
-func (m *servedModel) complete(w http.ResponseWriter, r *http.Request) {
-	body := &countingReader{r: http.MaxBytesReader(w, r.Body, maxServedRequest)}
-	var req struct {
-		Stream   bool `json:"stream"`
-		Messages []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
+func decodeChatHTTP(_ *http.Request, body []byte) (*servedRequest, error) { return decodeChat(body) }
+func decodeResponsesHTTP(_ *http.Request, body []byte) (*servedRequest, error) {
+	return decodeResponses(body)
+}
+func decodeAnthropicHTTP(_ *http.Request, body []byte) (*servedRequest, error) {
+	return decodeAnthropic(body)
+}
+
+// gemini routes a Gemini call by its method, the path's end after the
+// model name: models/{model}:{method}.
+func (m *servedModel) gemini(w http.ResponseWriter, r *http.Request) {
+	name, method, _ := strings.Cut(r.PathValue("call"), ":")
+	answer := func(w http.ResponseWriter, r *servedRequest) wireAnswer {
+		return &geminiAnswer{sse: sse{w: w}, model: r.model, stream: r.stream}
 	}
-	err := json.NewDecoder(body).Decode(&req)
-	m.mu.Lock()
-	m.counted.Requests++
-	m.counted.Bytes += body.n
-	m.mu.Unlock()
-	if err != nil {
-		httpError(w, http.StatusBadRequest, "the request body is not JSON: "+err.Error())
+	switch method {
+	case "streamGenerateContent", "generateContent":
+		stream := method == "streamGenerateContent"
+		m.handler(func(_ *http.Request, body []byte) (*servedRequest, error) { return decodeGemini(body, name, stream) }, answer)(w, r)
+	case "countTokens":
+		countTokens("totalTokens")(w, r)
+	default:
+		httpError(w, http.StatusNotFound, fmt.Sprintf("the served model answers :streamGenerateContent, :generateContent and :countTokens, not :%s", method))
+	}
+}
+
+// countTokens answers a count of a request's tokens (a token per four
+// bytes), under key.
+func countTokens(key string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, maxServedRequest))
+		writeJSON(w, map[string]any{key: n / 4})
+	}
+}
+
+// handler answers one wire's model calls: decode reads a call, answer
+// makes the answer it is written into.
+func (m *servedModel) handler(decode func(*http.Request, []byte) (*servedRequest, error), answer func(http.ResponseWriter, *servedRequest) wireAnswer) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxServedRequest))
+		m.mu.Lock()
+		m.counted.Requests++
+		m.counted.Bytes += int64(len(body))
+		m.mu.Unlock()
+		var req *servedRequest
+		if err == nil {
+			req, err = decode(r, body)
+		}
+		if err != nil {
+			httpError(w, http.StatusBadRequest, "the request body is not a model call: "+err.Error())
+			return
+		}
+		m.complete(r.Context(), req, int64(len(body)), answer(w, req))
+	}
+}
+
+// complete answers a model call with its conversation's entry, or a side
+// call without one. The entry's expect is checked against the call's
+// newest message that is not the model's, as in acpbridge.
+func (m *servedModel) complete(ctx context.Context, req *servedRequest, size int64, wire wireAnswer) {
+	ans := &servedAnswer{wire: wire, req: req, cwd: m.cwd()}
+	if req.side() {
+		m.mu.Lock()
+		m.counted.SideCalls++
+		m.mu.Unlock()
+		ans.TextChunk(sideAnswer(req))
+		m.counts(ans, ans.finish(acp.StopEndTurn, nil, size))
 		return
 	}
-	var seen []messageKey
 	conv := model.NewConversation(nil)
-	for _, msg := range req.Messages {
-		text := contentText(msg.Content)
-		conv.Add(model.Message{Role: msg.Role, Text: text})
-		seen = append(seen, sha256.Sum256([]byte(msg.Role+"\x00"+text)))
+	for _, msg := range req.msgs {
+		conv.Add(msg)
 	}
-	call := &servedCall{w: w, stream: req.Stream}
 	mreq := &model.Request{Conv: conv, Roots: m.roots}
-	c, entry, err := m.choose(seen, mreq)
+	c, entry, err := m.choose(req, mreq)
 	if err != nil {
-		call.finish("", err)
+		ans.finish("", err, size)
 		return
 	}
 	c.mu.Lock() // two calls continuing one conversation at once take turns
-	stop, err := c.serve(r.Context(), entry, mreq, call)
+	stop, err := c.serve(ctx, entry, mreq, ans)
 	c.mu.Unlock()
-	if call.usage != nil {
-		m.mu.Lock()
-		m.counted.Tokens += call.tokens
-		m.mu.Unlock()
+	if err != nil && m.path != m.name {
+		err = model.Errorf("%s", strings.ReplaceAll(errorText(err), m.path, m.name))
 	}
-	call.finish(stop, err)
+	m.counts(ans, ans.finish(stop, err, size))
 }
 
-// choose finds the call's conversation (the one whose last call's messages
-// the call's extend the most; a new one when none does) and picks its
-// entry (see the file's comment).
-func (m *servedModel) choose(seen []messageKey, req *model.Request) (*conversation, int, error) {
+// counts adds an answer's usage and tool calls to the count.
+func (m *servedModel) counts(ans *servedAnswer, u model.Usage) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.counted.Tokens += u.InputTokens + u.OutputTokens
+	for _, k := range ans.mappings {
+		if m.counted.Mapped == nil {
+			m.counted.Mapped = map[string]int{}
+		}
+		m.counted.Mapped[k]++
+	}
+}
+
+// cwd is the workspace's directory, against which a mapped tool call's
+// paths are made absolute.
+func (m *servedModel) cwd() string {
+	if len(m.roots) == 0 {
+		return ""
+	}
+	return m.roots[0]
+}
+
+// choose finds the call's conversation (of those whose last call had fewer
+// messages, the one that shares the longest start with it; a new one when
+// none shares any) and picks its
+// entry (see the file's comment); mreq is told when the entry was matched
+// by call.
+func (m *servedModel) choose(req *servedRequest, mreq *model.Request) (*conversation, int, error) {
+	keys := req.keys()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var c *conversation
+	best := 0
 	for _, k := range m.convs {
-		if len(k.seen) < len(seen) && slices.Equal(k.seen, seen[:len(k.seen)]) && (c == nil || len(k.seen) > len(c.seen)) {
-			c = k
+		if n := commonPrefix(k.seen, keys); n > best && len(keys) > len(k.seen) {
+			c, best = k, n
 		}
 	}
 	if c == nil {
+		start := slices.IndexFunc(m.expects, func(e string) bool { return e == "" || model.Matches(e, mreq) })
+		if start < 0 {
+			return nil, 0, &callRefused{fmt.Sprintf(
+				"no conversation of the replay fixture %s begins with this model call, whose newest message is %q; its conversations begin with %s",
+				m.name, clip.Marked(mreq.Conv.Newest(), 120), clip.Marked(quoteAll(m.expects), 300))}
+		}
 		replay, err := model.NewReplay(m.path)
 		if err != nil {
 			return nil, 0, err
 		}
-		c = &conversation{replay: replay}
+		c = &conversation{replay: replay, start: start, next: start}
 		m.convs = append(m.convs, c)
 	}
-	entry := -1 // the first entry no conversation has had
-	for i := c.next; i < len(m.expects) && entry < 0; i++ {
-		if !m.had[i] {
-			entry = i
-		}
+	entry := m.entryFor(c, req.answers, mreq)
+	if entry >= len(m.expects) {
+		return nil, 0, model.Errorf("replay fixture %s has %d entries, and a conversation begun at entry %d asked for one after its entry %d; record the conversation again (--record) or add an entry",
+			m.name, len(m.expects), c.start+1, c.next)
 	}
-	if entry < 0 {
-		return nil, 0, model.Errorf("replay fixture %s has %d entries, and this model call asked for entry %d (the others went to this conversation or another); record the conversation again (--record) or add an entry",
-			m.path, len(m.expects), len(m.expects)+1)
+	if m.owner[entry] < 0 {
+		m.owner[entry] = c.start
 	}
-	if m.expects[entry] != "" && !model.Matches(m.expects[entry], req) {
-		// Another conversation's, maybe: the first later one whose
-		// expect this call meets; else this one, whose check says how
-		// the call diverged.
-		for i := entry + 1; i < len(m.expects); i++ {
-			if !m.had[i] && m.expects[i] != "" && model.Matches(m.expects[i], req) {
-				entry = i
-				break
-			}
-		}
-	}
-	m.had[entry], c.next, c.seen = true, entry+1, seen
+	c.next, c.seen = entry+1, keys
 	return c, entry, nil
 }
 
+// entryFor is the entry a continuing call of c gets (see the file's
+// comment).
+func (m *servedModel) entryFor(c *conversation, answers bool, mreq *model.Request) int {
+	own := func(i int) bool { return m.owner[i] < 0 || m.owner[i] == c.start }
+	next := c.next
+	for next < len(m.expects) && !own(next) {
+		next++
+	}
+	if next >= len(m.expects) || m.expects[next] == "" || model.Matches(m.expects[next], mreq) {
+		return next
+	}
+	for i := next + 1; i < len(m.expects); i++ {
+		if own(i) && m.expects[i] != "" && model.Matches(m.expects[i], mreq) {
+			return i
+		}
+	}
+	mreq.Matched = answers
+	return next // matched by call, or its check says how the call diverged
+}
+
+// quoteAll is the non-empty expects, quoted, with commas.
+func quoteAll(expects []string) string {
+	var q []string
+	for _, e := range expects {
+		if e != "" && !slices.Contains(q, fmt.Sprintf("%q", e)) {
+			q = append(q, fmt.Sprintf("%q", e))
+		}
+	}
+	return strings.Join(q, ", ")
+}
+
 // messageKey is a message of a call as conversations are told apart by it:
-// a SHA-256 of its role and text, so that a conversation keeps 32 bytes a
-// message however long they are.
+// a SHA-256 of what tells it apart, so that a conversation keeps 32 bytes
+// a message however long they are.
 type messageKey = [sha256.Size]byte
+
+func messageKeyOf(s string) messageKey { return sha256.Sum256([]byte(s)) }
+
+// commonPrefix is how many keys a and b begin with alike.
+func commonPrefix(a, b []messageKey) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
 
 // serve answers a call with the fixture's entry at index entry.
 func (c *conversation) serve(ctx context.Context, entry int, req *model.Request, out model.Sink) (acp.StopReason, error) {
@@ -221,162 +364,6 @@ func (c *conversation) serve(ctx context.Context, entry int, req *model.Request,
 		return "", model.Errorf("replay fixture: %v", err)
 	}
 	return c.replay.Complete(ctx, req, out)
-}
-
-// countingReader counts the bytes read through it.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
-// contentText is a chat message's text: its content string, or the text
-// of its content parts.
-func contentText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Text string `json:"text"`
-	}
-	json.Unmarshal(raw, &parts)
-	var sb strings.Builder
-	for _, p := range parts {
-		sb.WriteString(p.Text)
-	}
-	return sb.String()
-}
-
-func httpError(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": "scenario"}})
-}
-
-// servedCall is one chat completion being answered: the model.Sink the
-// replay serves the entry into. Streamed, each piece goes out as the event
-// that says it (a pause flushes them); otherwise they are gathered into one
-// chat.completion.
-type servedCall struct {
-	w       http.ResponseWriter
-	stream  bool
-	started bool // the stream's status and first event are written
-	text    strings.Builder
-	calls   []map[string]any
-	usage   map[string]any
-	tokens  int64 // the usage's prompt and completion tokens
-}
-
-func (c *servedCall) TextChunk(s string) error {
-	c.text.WriteString(s)
-	return c.event(map[string]any{"role": "assistant", "content": s})
-}
-
-func (c *servedCall) ThoughtChunk(s string) error {
-	return c.event(map[string]any{"role": "assistant", "reasoning_content": s})
-}
-
-func (c *servedCall) ToolCall(tc model.ToolCall) {
-	call := map[string]any{"index": len(c.calls), "id": tc.ID, "type": "function",
-		"function": map[string]any{"name": tc.Name, "arguments": string(tc.Input)}}
-	c.calls = append(c.calls, call)
-	c.event(map[string]any{"role": "assistant", "tool_calls": []any{call}})
-}
-
-func (c *servedCall) AddUsage(u model.Usage) {
-	c.usage = map[string]any{"prompt_tokens": u.InputTokens, "completion_tokens": u.OutputTokens,
-		"total_tokens": u.InputTokens + u.OutputTokens}
-	c.tokens = u.InputTokens + u.OutputTokens
-}
-
-func (c *servedCall) Pause() error {
-	if f, ok := c.w.(http.Flusher); ok && c.started {
-		f.Flush()
-	}
-	return nil
-}
-
-func (c *servedCall) KeepState(json.RawMessage) error { return nil }
-
-// event writes a delta as a chat.completion.chunk, when streaming.
-func (c *servedCall) event(delta map[string]any) error {
-	if !c.stream {
-		return nil
-	}
-	return c.write(chunk(map[string]any{"index": 0, "delta": delta}))
-}
-
-func (c *servedCall) write(data map[string]any) error {
-	if !c.started {
-		c.started = true
-		c.w.Header().Set("Content-Type", "text/event-stream")
-	}
-	b, _ := json.Marshal(data)
-	_, err := fmt.Fprintf(c.w, "data: %s\n\n", b)
-	return err
-}
-
-// finish ends the answer: the finish reason the stop reason means and the
-// usage, or the replay's error (its message, as a server's error event
-// once the stream has begun).
-func (c *servedCall) finish(stop acp.StopReason, err error) {
-	if err != nil {
-		msg := acp.AsError(err).Message
-		if c.started {
-			c.write(map[string]any{"error": map[string]any{"message": msg, "type": "scenario"}})
-			return
-		}
-		httpError(c.w, http.StatusInternalServerError, msg)
-		return
-	}
-	finish := finishReason(stop)
-	if !c.stream {
-		msg := map[string]any{"role": "assistant", "content": c.text.String()}
-		if len(c.calls) > 0 {
-			msg["tool_calls"] = c.calls
-		}
-		whole := map[string]any{"id": servedID, "object": "chat.completion", "created": 0, "model": servedModelName,
-			"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}}}
-		if c.usage != nil {
-			whole["usage"] = c.usage
-		}
-		c.w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(c.w).Encode(whole)
-		return
-	}
-	last := chunk(map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": finish})
-	if c.usage != nil {
-		last["usage"] = c.usage
-	}
-	c.write(last)
-	fmt.Fprint(c.w, "data: [DONE]\n\n")
-}
-
-// servedID is the id of every answer (the answers are not told apart by it).
-const servedID = "chatcmpl-scenario"
-
-// chunk wraps a choice in a chat.completion.chunk.
-func chunk(choice map[string]any) map[string]any {
-	return map[string]any{"id": servedID, "object": "chat.completion.chunk", "created": 0, "model": servedModelName, "choices": []any{choice}}
-}
-
-// finishReason is OpenAI's word for a replay's stop reason.
-func finishReason(stop acp.StopReason) string {
-	switch stop {
-	case acp.StopMaxTokens:
-		return "length"
-	case acp.StopRefusal:
-		return "content_filter"
-	case acp.StopToolUse:
-		return "tool_calls"
-	}
-	return "stop"
 }
 
 // fixtureOf is the model fixture a run serves: the one the scenario's

@@ -1,0 +1,225 @@
+// wires.go holds what the served model's wires share: a model call read
+// from any wire (servedRequest), the answer a wire writes (wireAnswer),
+// and the sink the replay serves an entry into, which maps each recorded
+// tool call onto the calling agent's tools and gives every answer a usage.
+//
+// The wires, one file each: OpenAI Chat Completions (wire_chat.go), OpenAI
+// Responses (wire_responses.go), Anthropic Messages (wire_anthropic.go)
+// and Gemini (wire_gemini.go).
+
+package scenario
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"acpbridge/internal/acp"
+	"acpbridge/internal/model"
+)
+
+// servedRequest is one model call, whatever its wire.
+type servedRequest struct {
+	model  string // the model name asked for, said back in the answer
+	stream bool
+	msgs   []model.Message // the conversation, thoughts left out
+	// answers reports that the newest message answers tool calls: it is
+	// matched to an entry by the call it answers, not by its wording.
+	answers bool
+	tools   []offeredTool
+	// schema is the JSON schema the answer is asked to meet ("{}" for any
+	// JSON); nil when the call asks for none.
+	schema json.RawMessage
+}
+
+// side reports whether the call is an agent's side call (a title, a
+// routing decision, a summary): it offers no tools or asks for JSON. It is
+// answered without an entry.
+func (r *servedRequest) side() bool { return len(r.tools) == 0 || r.schema != nil }
+
+// keys are the call's messages as conversations are told apart by them:
+// a key for each text, each tool call and each tool result, in order (an
+// agent that merges its earlier messages into one keeps its keys' order).
+func (r *servedRequest) keys() []messageKey {
+	keys := make([]messageKey, 0, len(r.msgs))
+	for _, m := range r.msgs {
+		if m.Text != "" || m.Role == "tool" {
+			keys = append(keys, messageKeyOf(m.Role+"\x00"+m.ToolCallID+"\x00"+m.Text))
+		}
+		for _, tc := range m.ToolCalls {
+			keys = append(keys, messageKeyOf("call\x00"+tc.ID+"\x00"+tc.Name))
+		}
+	}
+	return keys
+}
+
+// newestAnswers reports whether the newest non-assistant message of msgs is
+// a tool result.
+func newestAnswers(msgs []model.Message) bool {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role != "assistant" {
+			return msgs[i].Role == "tool"
+		}
+	}
+	return false
+}
+
+// wireAnswer is one answer being written in its wire's format.
+type wireAnswer interface {
+	text(s string) error
+	thought(s string) error
+	call(c agentCall) error
+	// usage is the call's usage; every answer has one.
+	usage(u model.Usage)
+	// flush writes out what streamed so far.
+	flush()
+	// finish ends the answer: the stop reason's finish, or err.
+	finish(stop acp.StopReason, err error)
+}
+
+// servedAnswer is the model.Sink the replay serves an entry into: it maps
+// tool calls onto the agent's tools and passes everything to the wire.
+type servedAnswer struct {
+	wire     wireAnswer
+	req      *servedRequest
+	cwd      string
+	mappings []string // each call's mapping, in order
+	err      error    // a call that could not be mapped
+	used     *model.Usage
+	outBytes int
+}
+
+func (a *servedAnswer) TextChunk(s string) error {
+	a.outBytes += len(s)
+	return a.wire.text(s)
+}
+
+func (a *servedAnswer) ThoughtChunk(s string) error {
+	a.outBytes += len(s)
+	return a.wire.thought(s)
+}
+
+func (a *servedAnswer) ToolCall(tc model.ToolCall) {
+	if a.err != nil {
+		return
+	}
+	c, err := mapCall(tc, a.req.tools, a.cwd)
+	if err != nil {
+		a.err = err
+		return
+	}
+	a.mappings = append(a.mappings, c.Mapping)
+	a.outBytes += len(tc.Input)
+	a.wire.call(c)
+}
+
+func (a *servedAnswer) AddUsage(u model.Usage) { a.used = &u }
+
+func (a *servedAnswer) Pause() error {
+	a.wire.flush()
+	return nil
+}
+
+func (a *servedAnswer) KeepState(json.RawMessage) error { return nil }
+
+// finish ends the answer with the entry's usage, or an estimate (a token
+// per four bytes) when the entry has none: agents fail a turn whose
+// answer lacks one.
+func (a *servedAnswer) finish(stop acp.StopReason, err error, inBytes int64) model.Usage {
+	if err == nil {
+		err = a.err
+	}
+	u := model.Usage{InputTokens: inBytes / 4, OutputTokens: int64(a.outBytes/4 + 1)}
+	if a.used != nil {
+		u = *a.used
+	}
+	if err == nil {
+		a.wire.usage(u)
+	}
+	a.wire.finish(stop, err)
+	return u
+}
+
+// sideAnswer is what a side call gets: the smallest value of the schema it
+// asks for, as JSON text, or a short text.
+func sideAnswer(req *servedRequest) string {
+	if req.schema == nil {
+		return "OK"
+	}
+	var schema map[string]any
+	json.Unmarshal(req.schema, &schema)
+	b, _ := json.Marshal(smallest(schema))
+	return string(b)
+}
+
+// smallest is the smallest value a JSON schema allows, near enough: its
+// first enum value or constant, an object of its required properties,
+// an empty string or array, zero, false.
+func smallest(schema map[string]any) any {
+	if v, ok := schema["const"]; ok {
+		return v
+	}
+	if e, ok := schema["enum"].([]any); ok && len(e) > 0 {
+		return e[0]
+	}
+	for _, k := range []string{"anyOf", "oneOf", "allOf"} {
+		if alts, ok := schema[k].([]any); ok && len(alts) > 0 {
+			if alt, ok := alts[0].(map[string]any); ok {
+				return smallest(alt)
+			}
+		}
+	}
+	typ, _ := schema["type"].(string)
+	if types, ok := schema["type"].([]any); ok && len(types) > 0 {
+		typ, _ = types[0].(string)
+	}
+	switch strings.ToLower(typ) {
+	case "string":
+		return ""
+	case "number", "integer":
+		return 0
+	case "boolean":
+		return false
+	case "array":
+		return []any{}
+	case "null":
+		return nil
+	}
+	obj := map[string]any{}
+	props, _ := schema["properties"].(map[string]any)
+	required, _ := schema["required"].([]any)
+	for _, r := range required {
+		name, _ := r.(string)
+		if p, ok := props[name].(map[string]any); ok {
+			obj[name] = smallest(p)
+		} else {
+			obj[name] = ""
+		}
+	}
+	return obj
+}
+
+// callRefused is a model call the fixture has no conversation for: the
+// caller's mistake (HTTP 422), not the server's.
+type callRefused struct{ msg string }
+
+func (e *callRefused) Error() string { return e.msg }
+
+// statusOf is the HTTP status an answer that failed with err gets.
+func statusOf(err error) int {
+	var r *callRefused
+	if errors.As(err, &r) {
+		return http.StatusUnprocessableEntity
+	}
+	return http.StatusInternalServerError
+}
+
+// errorText is what an answer that failed with err says.
+func errorText(err error) string {
+	var r *callRefused
+	if errors.As(err, &r) {
+		return r.msg
+	}
+	return acp.AsError(err).Message
+}

@@ -1,0 +1,158 @@
+// wires_test.go tests the served model's wires one event sequence at a
+// time, and the mapping of recorded tool calls onto an agent's tools. The
+// pinned agents themselves are the wires' real test (examples/peers).
+
+package scenario
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"acpbridge/internal/model"
+)
+
+// wireFixture is a thought, text and a write, then a text answer.
+const wireFixture = `{"expect":"write it","chunks":[{"thought":"Hm."},{"text":"Writing."},{"toolCall":{"id":"w1","name":"write_file","input":{"path":"a.txt","content":"hi\n"}}},{"usage":{"inputTokens":7,"outputTokens":3}}]}
+{"chunks":[{"text":"Done."}]}
+`
+
+func serveWireFixture(t *testing.T) *servedModel {
+	path := filepath.Join(t.TempDir(), "model.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(wireFixture), 0o644))
+	m, err := serveModel(path, path, "", []string{"/work"})
+	require.NoError(t, err)
+	t.Cleanup(m.Close)
+	return m
+}
+
+func post(t *testing.T, url, body string) (int, string) {
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// Verify the Responses wire as codex reads it: each item's
+// output_item.done (a write becomes an apply_patch custom tool call, its
+// path absolute), response.completed with the usage; the tool result is
+// matched by its call.
+func TestServedModel_responses(t *testing.T) {
+	m := serveWireFixture(t)
+	tools := `[{"type":"function","name":"exec_command","parameters":{"properties":{"cmd":{}}}},{"type":"custom","name":"apply_patch","format":{}}]`
+	code, text := post(t, m.URL+"/responses", `{"model":"gpt-x","stream":true,"tools":`+tools+`,"input":[{"type":"message","role":"developer","content":[{"type":"input_text","text":"rules"}]},{"type":"message","role":"user","content":[{"type":"input_text","text":"write it"}]}]}`)
+	assert.Equal(t, 200, code)
+	for _, want := range []string{"event: response.created\n", `"type":"response.reasoning_summary_text.delta"`, `"delta":"Writing."`,
+		`"item":{"content":[{"annotations":[],"text":"Writing.","type":"output_text"}]`,
+		`"call_id":"w1","id":"ctc_w1","input":"*** Begin Patch\n*** Add File: /work/a.txt\n+hi\n*** End Patch\n","name":"apply_patch","status":"completed","type":"custom_tool_call"`,
+		`"type":"response.completed"`, `"usage":{"input_tokens":7,"input_tokens_details":{"cached_tokens":0},"output_tokens":3`} {
+		assert.Contains(t, text, want)
+	}
+	code, text = post(t, m.URL+"/responses", `{"model":"gpt-x","tools":`+tools+`,"input":[{"type":"message","role":"user","content":"write it"},{"type":"custom_tool_call","call_id":"w1","name":"apply_patch","input":"..."},{"type":"custom_tool_call_output","call_id":"w1","output":"Success. Updated the following files"}]}`)
+	assert.Equal(t, 200, code)
+	assert.Contains(t, text, `"object":"response"`)
+	assert.Contains(t, text, `"text":"Done."`)
+	assert.Equal(t, map[string]int{"write_file → apply_patch (patch text)": 1}, m.count().Mapped)
+}
+
+// Verify the Anthropic wire as claude reads it: blocks between
+// content_block_start and content_block_stop, the write as Write with an
+// absolute file_path, the stop reason and usage in message_delta; HEAD /
+// answers; count_tokens counts.
+func TestServedModel_anthropic(t *testing.T) {
+	m := serveWireFixture(t)
+	base := strings.TrimSuffix(m.URL, "/v1")
+	resp, err := http.Head(base + "/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+	tools := `[{"name":"Write","input_schema":{"properties":{"file_path":{},"content":{}}}},{"name":"Bash","input_schema":{"properties":{"command":{}}}}]`
+	code, text := post(t, m.URL+"/messages?beta=true", `{"model":"claude-x","stream":true,"tools":`+tools+`,"messages":[{"role":"user","content":[{"type":"text","text":"<system-reminder>x</system-reminder>"},{"type":"text","text":"write it"}]}]}`)
+	assert.Equal(t, 200, code)
+	for _, want := range []string{"event: message_start\n", `"content_block":{"signature":"","thinking":"","type":"thinking"}`, `"type":"signature_delta"`,
+		`"delta":{"text":"Writing.","type":"text_delta"}`, `"content_block":{"id":"w1","input":{},"name":"Write","type":"tool_use"}`,
+		`"partial_json":"{\"content\":\"hi\\n\",\"file_path\":\"/work/a.txt\"}"`, `"delta":{"stop_reason":"tool_use","stop_sequence":null}`,
+		`"usage":{"input_tokens":7,"output_tokens":3}`, "event: message_stop\n"} {
+		assert.Contains(t, text, want)
+	}
+	assert.Equal(t, 3, strings.Count(text, "event: content_block_stop\n"), "each block is stopped, or claude drops it")
+	code, text = post(t, m.URL+"/messages", `{"model":"claude-x","tools":`+tools+`,"messages":[{"role":"user","content":"write it"},{"role":"assistant","content":[{"type":"text","text":"Writing."},{"type":"tool_use","id":"w1","name":"Write","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"w1","content":"File created"},{"type":"text","text":"<system-reminder>y</system-reminder>"}]}]}`)
+	assert.Equal(t, 200, code)
+	assert.Contains(t, text, `"content":[{"text":"Done.","type":"text"}]`)
+	assert.Contains(t, text, `"stop_reason":"end_turn"`)
+	code, text = post(t, m.URL+"/messages/count_tokens", `{"messages":[{"role":"user","content":"abcdefgh"}]}`)
+	assert.Equal(t, 200, code)
+	assert.Contains(t, text, `"input_tokens":`)
+}
+
+// Verify the Gemini wire as gemini-cli reads it: streamed parts, the
+// finish reason and usage on the last event, the write as write_file with
+// an absolute file_path; a side call asking for JSON gets the schema's
+// smallest value and takes no entry.
+func TestServedModel_gemini(t *testing.T) {
+	m := serveWireFixture(t)
+	base := strings.TrimSuffix(m.URL, "/v1") + "/v1beta/models/gemini-x"
+	tools := `[{"functionDeclarations":[{"name":"write_file","parametersJsonSchema":{"properties":{"file_path":{},"content":{}}}},{"name":"run_shell_command","parametersJsonSchema":{"properties":{"command":{}}}}]}]`
+	code, text := post(t, base+":generateContent", `{"contents":[{"role":"user","parts":[{"text":"who speaks next?"}]}],"generationConfig":{"responseMimeType":"application/json","responseJsonSchema":{"type":"object","properties":{"next_speaker":{"type":"string","enum":["user","model"]},"reasoning":{"type":"string"}},"required":["reasoning","next_speaker"]}}}`)
+	assert.Equal(t, 200, code)
+	assert.Contains(t, text, `"text":"{\"next_speaker\":\"user\",\"reasoning\":\"\"}"`)
+	code, text = post(t, base+":streamGenerateContent?alt=sse", `{"tools":`+tools+`,"contents":[{"role":"user","parts":[{"text":"<session_context>c</session_context>"},{"text":"write it"}]}]}`)
+	assert.Equal(t, 200, code)
+	for _, want := range []string{`"parts":[{"text":"Hm.","thought":true}]`, `"parts":[{"text":"Writing."}]`,
+		`"functionCall":{"args":{"content":"hi\n","file_path":"/work/a.txt"},"id":"w1","name":"write_file"}`,
+		`"finishReason":"STOP"`, `"usageMetadata":{"candidatesTokenCount":3,"promptTokenCount":7,"totalTokenCount":10}`} {
+		assert.Contains(t, text, want)
+	}
+	code, text = post(t, base+":streamGenerateContent?alt=sse", `{"tools":`+tools+`,"contents":[{"role":"user","parts":[{"text":"write it"}]},{"role":"model","parts":[{"text":"Hm.","thought":true},{"functionCall":{"id":"w1","name":"write_file","args":{}}}]},{"role":"user","parts":[{"functionResponse":{"id":"w1","name":"write_file","response":{"output":"ok"}}}]}]}`)
+	assert.Equal(t, 200, code)
+	assert.Contains(t, text, `"text":"Done."`)
+	code, text = post(t, base+":countTokens", `{"contents":[]}`)
+	assert.Equal(t, 200, code)
+	assert.Contains(t, text, `"totalTokens":`)
+	assert.Equal(t, 1, m.count().SideCalls)
+}
+
+// Verify the mapping of each intent onto the tools agents offer.
+func TestMapCall(t *testing.T) {
+	call := func(name, input string) model.ToolCall {
+		return model.ToolCall{ID: "c", Name: name, Input: json.RawMessage(input)}
+	}
+	acpbridge := []offeredTool{{Name: "write_file", Params: []string{"content", "path"}}, {Name: "run_command", Params: []string{"command", "cwd", "timeout_ms"}}}
+	claude := []offeredTool{{Name: "Write", Params: []string{"content", "file_path"}}, {Name: "Edit", Params: []string{"file_path", "new_string", "old_string", "replace_all"}},
+		{Name: "Read", Params: []string{"file_path", "limit", "offset"}}, {Name: "Bash", Params: []string{"command", "description"}}}
+	codex := []offeredTool{{Name: "exec_command", Params: []string{"cmd", "justification"}}, {Name: "apply_patch", Freeform: true}}
+	for _, tc := range []struct {
+		offered []offeredTool
+		call    model.ToolCall
+		name    string
+		args    string // JSON, or the freeform text
+	}{
+		{acpbridge, call("write_file", `{"path":"a.txt","content":"x"}`), "write_file", `{"content":"x","path":"a.txt"}`},
+		{claude, call("write_file", `{"path":"a.txt","content":"x"}`), "Write", `{"content":"x","file_path":"/w/a.txt"}`},
+		{claude, call("edit_file", `{"path":"/abs/a.txt","old_text":"x","new_text":"y"}`), "Edit", `{"file_path":"/abs/a.txt","new_string":"y","old_string":"x"}`},
+		{claude, call("read_file", `{"path":"a.txt","line":3}`), "Read", `{"file_path":"/w/a.txt","offset":3}`},
+		{claude, call("list_directory", `{"path":"src"}`), "Bash", `{"command":"ls -Ap -- /w/src"}`},
+		{codex, call("run_command", `{"command":"sh greet.sh","timeout_ms":5}`), "exec_command", `{"cmd":"sh greet.sh"}`},
+		{codex, call("edit_file", `{"path":"a.txt","old_text":"a\nb","new_text":"c"}`), "apply_patch", "*** Begin Patch\n*** Update File: /w/a.txt\n@@\n-a\n-b\n+c\n*** End Patch\n"},
+		{codex, call("read_file", `{"path":"it's.txt"}`), "exec_command", `{"cmd":"cat -- '/w/it'\\''s.txt'"}`},
+	} {
+		got, err := mapCall(tc.call, tc.offered, "/w")
+		require.NoError(t, err, "%s", tc.call.Name)
+		assert.Equal(t, tc.name, got.Name, "%s", tc.call.Name)
+		if got.Freeform {
+			assert.Equal(t, tc.args, got.Input)
+		} else {
+			assert.JSONEq(t, tc.args, got.argsJSON(), "%s onto %s", tc.call.Name, got.Name)
+		}
+	}
+	_, err := mapCall(call("update_plan", `{"plan":[]}`), claude, "/w")
+	assert.EqualError(t, err, "the recording's tool call c (update_plan) has no tool to map onto among the 4 this call offers (Write, Edit, Read, Bash); record the scenario with a tool the agent has, or give the agent a shell tool")
+}
