@@ -43,7 +43,9 @@ func parseAgent(v, self string) (agentSpec, error) {
 		return a, fmt.Errorf("%q names no command", v)
 	}
 	a.command = words
-	a.acpbridge = isAcpbridge(words[0], self)
+	// acpbridge --fanout -- CMD is the agent CMD behind the router: it
+	// takes the file's flags as CMD does.
+	a.acpbridge = isAcpbridge(words[0], self) && !slices.Contains(words, "--")
 	if a.name == "" {
 		a.name = strings.TrimSuffix(filepath.Base(words[0]), ".exe")
 	}
@@ -156,7 +158,15 @@ func Exec(command []string) func(flags []string, env Env) (*Agent, error) {
 			group.Kill(pid)
 			wait()
 		}
-		return &Agent{Stdin: closingStdin{stdin, watch}, Stdout: stdout, Wait: wait, Kill: kill, Stderr: errTail.String,
+		end := func() {
+			proc.TermGroup(pid)
+			select {
+			case <-exited:
+			case <-time.After(time.Second):
+				kill()
+			}
+		}
+		return &Agent{Stdin: closingStdin{stdin, watch}, Stdout: stdout, Wait: wait, Kill: kill, End: end, Stderr: errTail.String,
 			Stats: func() Stats { wait(); return stats }, Settled: watch.settled}, nil
 	}
 }
@@ -175,8 +185,10 @@ func relativeHint(name, dir string, err error) error {
 // model endpoint), with HOME and the XDG state directory inside the run's
 // directory, and the run's directories named: SCENARIO_DIR, SCENARIO_CWD,
 // SCENARIO_STATE. When the run serves the scenario's model, OPENAI_BASE_URL
-// and MODEL_URL name that endpoint and OPENAI_API_KEY is a dummy key. A
-// file's result does not depend on who runs it.
+// and MODEL_URL name that endpoint, ANTHROPIC_BASE_URL and
+// GOOGLE_GEMINI_BASE_URL its root (the Anthropic and Gemini clients add
+// their own path), and OPENAI_API_KEY, ANTHROPIC_API_KEY and GEMINI_API_KEY
+// are a dummy key. A file's result does not depend on who runs it.
 func isolatedEnv(user []string, env Env) []string {
 	var out []string
 	for _, kv := range user {
@@ -184,7 +196,7 @@ func isolatedEnv(user []string, env Env) []string {
 		is := func(n string) bool { return proc.SameEnvName(name, n) } // without case on Windows
 		switch {
 		case proc.EnvNameHasPrefix(name, "ACPBRIDGE_"), is("OPENAI_BASE_URL"), is("HOME"), is("XDG_STATE_HOME"),
-			is("OPENAI_API_KEY") && env.ModelURL != "":
+			env.ModelURL != "" && slices.ContainsFunc(servedVars, is):
 			continue
 		}
 		out = append(out, kv)
@@ -192,7 +204,14 @@ func isolatedEnv(user []string, env Env) []string {
 	out = append(out, "HOME="+filepath.Join(env.Dir, "home"), "XDG_STATE_HOME="+filepath.Join(env.Dir, "home", ".local", "state"),
 		"SCENARIO_DIR="+env.Dir, "SCENARIO_CWD="+env.Cwd, "SCENARIO_STATE="+env.State)
 	if env.ModelURL != "" {
-		out = append(out, "OPENAI_BASE_URL="+env.ModelURL, "OPENAI_API_KEY="+servedKey, "MODEL_URL="+env.ModelURL)
+		base := strings.TrimSuffix(env.ModelURL, "/v1")
+		out = append(out, "OPENAI_BASE_URL="+env.ModelURL, "OPENAI_API_KEY="+servedKey, "MODEL_URL="+env.ModelURL,
+			"ANTHROPIC_BASE_URL="+base, "ANTHROPIC_API_KEY="+servedKey, "GOOGLE_GEMINI_BASE_URL="+base, "GEMINI_API_KEY="+servedKey)
 	}
 	return out
 }
+
+// servedVars are the variables that point an agent at a model: the run's
+// served model takes their place.
+var servedVars = []string{"OPENAI_API_KEY", "MODEL_URL", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN",
+	"GOOGLE_GEMINI_BASE_URL", "GEMINI_API_KEY", "GOOGLE_API_KEY"}

@@ -75,6 +75,9 @@ type runRecord struct {
 	PeakRSS      int64        `json:"peakRssBytes"`
 	PeakPSS      int64        `json:"peakPssBytes"`
 	Processes    int          `json:"processes"`
+	// ExitedAfterEOF says the agent exited by itself at its stdin's end
+	// (false: the run ended it, SIGTERM then SIGKILL).
+	ExitedAfterEOF bool `json:"exitedAfterEof"`
 }
 
 type turnRecord struct {
@@ -96,7 +99,8 @@ func millis(d time.Duration) float64 {
 
 func newRunRecord(r Result) runRecord {
 	rec := runRecord{Passed: r.Err == nil, AgentLines: r.Lines, InitializeMs: millis(r.Initialize), NewSessionMs: millis(r.NewSession),
-		CPUMs: millis(r.Stats.CPU), PeakRSS: r.Stats.PeakRSS, PeakPSS: r.Stats.PeakPSS, Processes: r.Stats.Processes, Turns: []turnRecord{}}
+		CPUMs: millis(r.Stats.CPU), PeakRSS: r.Stats.PeakRSS, PeakPSS: r.Stats.PeakPSS, Processes: r.Stats.Processes, Turns: []turnRecord{},
+		ExitedAfterEOF: r.Err == nil && !r.EndedByRun}
 	if r.Err != nil {
 		rec.Error = r.Err.Error()
 	}

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"acpbridge/internal/clip"
@@ -24,8 +25,11 @@ import (
 type Agent struct {
 	Stdin  io.WriteCloser
 	Stdout io.Reader
-	Wait   func() int    // its exit status, once its output has ended
-	Kill   func()        // ends it at once
+	Wait   func() int // its exit status, once its output has ended
+	Kill   func()     // ends it at once
+	// End, when set, ends an agent that has not exited at stdin's end:
+	// SIGTERM to its process group, then, after a grace, SIGKILL.
+	End    func()
 	Stderr func() string // the last of what it wrote to stderr
 	Stats  func() Stats  // what it used, once it has exited; nil when not measured
 	// Settled, when set, is called whenever the agent has answered every
@@ -78,7 +82,14 @@ type Result struct {
 	// BeforeTurns is how many lines the agent sent before the first
 	// prompt was written: its handshake.
 	BeforeTurns int
+	// EndedByRun says the agent had not exited eofGrace after its stdin
+	// closed, and the run ended it (Agent.End).
+	EndedByRun bool
 }
+
+// eofGrace is how long an agent with Agent.End is given to exit at its
+// stdin's end before the run ends it.
+const eofGrace = 2 * time.Second
 
 // Failure is a difference between the scenario and the agent.
 type Failure struct {
@@ -111,6 +122,9 @@ type run struct {
 	got     [][]byte                      // every line the agent sent
 	turns   []Turn
 	prompts map[string]*promptClock // prompts sent and not yet answered, by id
+	editor  bool                    // the agent's requests are answered as an editor answers them
+
+	endedByRun bool // see Result.EndedByRun
 
 	started     time.Time     // when the first agent process started
 	initialize  time.Duration // see Result
@@ -165,7 +179,7 @@ func Run(sc *Scenario, opt Options) Result {
 		r.agent.Kill()
 	}
 	res.Err, res.Lines, res.Received, res.Turns, res.Env = err, r.n, r.got, r.turns, r.env
-	res.Initialize, res.NewSession, res.BeforeTurns = r.initialize, r.newSession, r.beforeTurns
+	res.Initialize, res.NewSession, res.BeforeTurns, res.EndedByRun = r.initialize, r.newSession, r.beforeTurns, r.endedByRun
 	if res.BeforeTurns < 0 {
 		res.BeforeTurns = r.n
 	}
@@ -338,6 +352,8 @@ func (r *run) runSteps(steps []Step) error {
 			if err := r.restart(st); err != nil {
 				return err
 			}
+		case Editor:
+			r.editor = true
 		case Expect:
 			line, err := r.next(st)
 			if err != nil {
@@ -391,6 +407,12 @@ func (r *run) send(group []Step) error {
 	if r.closed {
 		return &Error{r.sc.Path, group[0].Line, "a > line after close: the agent's stdin is closed"}
 	}
+	return r.write(buf, group[0].Line, "this line")
+}
+
+// write writes buf to the agent's stdin, failing at the file's line at
+// when the agent ends or reads none of it within the timeout.
+func (r *run) write(buf []byte, at int, what string) error {
 	written := make(chan error, 1)
 	go func() {
 		_, err := r.agent.Stdin.Write(buf)
@@ -400,11 +422,11 @@ func (r *run) send(group []Step) error {
 	case err := <-written:
 		if err != nil {
 			code, _ := r.exitStatus()
-			return r.fail(group[0].Line, fmt.Sprintf("the agent ended (exit status %d) before it read this line (%v)", code, err))
+			return r.fail(at, fmt.Sprintf("the agent ended (exit status %d) before it read %s (%v)", code, what, err))
 		}
 		return nil
 	case <-time.After(r.opt.Timeout):
-		return r.fail(group[0].Line, fmt.Sprintf("the agent read none of this line for %v", r.opt.Timeout))
+		return r.fail(at, fmt.Sprintf("the agent read none of %s for %v", what, r.opt.Timeout))
 	}
 }
 
@@ -495,6 +517,14 @@ func (r *run) read(at int, waiting string) (line []byte, ok bool, err error) {
 			return nil, false, r.fail(at, fmt.Sprintf("the agent's line %d is not a valid ACP message: %s\n  %s", r.n, msg, clip.Marked(string(line), 300)))
 		}
 		r.answered(line)
+		if r.editor && !r.closed {
+			if answer := r.editorAnswer(line); answer != nil {
+				if err := r.write(append(answer, '\n'), at, "the editor's answer"); err != nil {
+					return nil, false, err
+				}
+				return r.read(at, waiting)
+			}
+		}
 		return line, true, nil
 	case <-time.After(r.opt.Timeout):
 		return nil, false, r.fail(at, fmt.Sprintf("timed out after %v waiting for %s", r.opt.Timeout, waiting))
@@ -625,6 +655,14 @@ func (r *run) finish(extra func([]byte) error) error {
 // what does) and that the agent exits with status 0.
 func (r *run) end(extra func([]byte) error) error {
 	r.close()
+	var ended atomic.Bool
+	if r.agent.End != nil {
+		t := time.AfterFunc(min(eofGrace, r.opt.Timeout), func() {
+			ended.Store(true)
+			r.agent.End()
+		})
+		defer t.Stop()
+	}
 	for {
 		line, ok, err := r.read(0, "the agent to end its output after stdin closed")
 		if err != nil {
@@ -642,6 +680,8 @@ func (r *run) end(extra func([]byte) error) error {
 		return r.fail(0, fmt.Sprintf("the agent sent line %d after the transcript's last line: %s", r.n, clip.Marked(string(line), 400)))
 	}
 	switch code, exited := r.exitStatus(); {
+	case ended.Load():
+		r.endedByRun = true // a figure, not a failure: agents people run ignore stdin's end
 	case !exited:
 		return r.fail(0, fmt.Sprintf("the agent closed its output but did not exit within %v", r.opt.Timeout))
 	case code != 0:

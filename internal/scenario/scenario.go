@@ -26,6 +26,10 @@
 //	                             a new process starts with the same flags in
 //	                             the same directories (a client that starts
 //	                             a process per prompt)
+//	                    editor   from here on, the agent's requests to the
+//	                             client are answered as an editor answers
+//	                             them (editor.go) and not matched: a file
+//	                             any agent passes, whatever it asks
 //	                    # ...    a comment
 //	-- cwd/NAME --    a file created in the workspace ($CWD) before the run
 //	-- state/NAME --  a file created in the state directory ($STATE)
@@ -67,6 +71,7 @@ const (
 	Close            // close
 	ExpectAny        // <* JSON
 	Restart          // restart
+	Editor           // editor
 )
 
 // Step is one line of the transcript.
@@ -242,6 +247,8 @@ func parseSteps(path string, s *Section, depth int) ([]Step, error) {
 			steps = append(steps, Step{Kind: Close, Line: n})
 		case t == "restart":
 			steps = append(steps, Step{Kind: Restart, Line: n})
+		case t == "editor":
+			steps = append(steps, Step{Kind: Editor, Line: n})
 		case strings.HasPrefix(t, "include "):
 			inc, err := includeSteps(path, n, strings.TrimSpace(strings.TrimPrefix(t, "include ")), depth)
 			if err != nil {

@@ -180,6 +180,8 @@ func stepText(st Step) string {
 		return "close"
 	case Restart:
 		return "restart"
+	case Editor:
+		return "editor"
 	}
 	return "< " + st.Text
 }

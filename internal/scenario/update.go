@@ -65,6 +65,9 @@ func (r *run) advance(steps []Step, j int) (int, error) {
 		return j + 1, nil
 	case steps[j].Kind == Restart:
 		return j + 1, r.restart(steps[j])
+	case steps[j].Kind == Editor:
+		r.editor = true
+		return j + 1, nil
 	case steps[j].Kind == ExpectAny:
 		// A <* line and its < line are kept as written: checked, not rewritten.
 		return j + 2, r.runSteps(steps[j : j+2])

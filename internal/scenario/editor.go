@@ -1,0 +1,126 @@
+// editor.go answers an agent's requests as an editor does, for the part of
+// a transcript after an `editor` line: agents ask different things on the
+// way to the same result (codex and claude ask permission and write
+// themselves; gemini reads a file through the client before it writes
+// it), so a file that any agent passes answers them without pinning them.
+//
+// The answers: a permission request gets the option of kind allow_once
+// (else allow_always, else the first); fs/read_text_file the file's text
+// (its line and limit honoured), or "" for a file that does not exist, as
+// an editor opens a new buffer for it; fs/write_text_file writes the file.
+// Both keep to the run's directory. Anything else is refused
+// (-32601), as by an editor without that capability.
+
+package scenario
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// editorAnswer is the answer to line when it is a request of the agent's,
+// nil otherwise.
+func (r *run) editorAnswer(line []byte) []byte {
+	var req struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if json.Unmarshal(line, &req) != nil || req.Method == "" || len(req.ID) == 0 || string(req.ID) == "null" {
+		return nil
+	}
+	result, err := r.answerAsEditor(req.Method, req.Params)
+	msg := map[string]any{"jsonrpc": "2.0", "id": req.ID}
+	if err != nil {
+		msg["error"] = map[string]any{"code": err.code, "message": err.msg}
+	} else {
+		msg["result"] = result
+	}
+	b, _ := json.Marshal(msg)
+	return b
+}
+
+// editorError is an error the editor answers with.
+type editorError struct {
+	code int
+	msg  string
+}
+
+func (r *run) answerAsEditor(method string, params json.RawMessage) (any, *editorError) {
+	var p struct {
+		Options []permissionOption `json:"options"`
+		Path    string             `json:"path"`
+		Content string             `json:"content"`
+		Line    int                `json:"line"`
+		Limit   int                `json:"limit"`
+	}
+	if err := json.Unmarshal(params, &p); err != nil {
+		return nil, &editorError{-32602, "invalid params: " + err.Error()}
+	}
+	switch method {
+	case "session/request_permission":
+		return map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": allowOption(p.Options)}}, nil
+	case "fs/read_text_file", "fs/write_text_file":
+		path, err := r.inRun(p.Path)
+		if err != nil {
+			return nil, err
+		}
+		if method == "fs/write_text_file" {
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return nil, &editorError{-32603, err.Error()}
+			}
+			if err := os.WriteFile(path, []byte(p.Content), 0o644); err != nil {
+				return nil, &editorError{-32603, err.Error()}
+			}
+			return map[string]any{}, nil
+		}
+		b, err2 := os.ReadFile(path)
+		if err2 != nil && !errors.Is(err2, fs.ErrNotExist) {
+			return nil, &editorError{-32603, err2.Error()}
+		}
+		return map[string]any{"content": lineRange(string(b), p.Line, p.Limit)}, nil
+	}
+	return nil, &editorError{-32601, "method not found: the scenario's editor answers session/request_permission, fs/read_text_file and fs/write_text_file"}
+}
+
+// allowOption is the id of the option an editor's user allowing once picks.
+func allowOption(options []permissionOption) string {
+	for _, kind := range []string{"allow_once", "allow_always"} {
+		for _, o := range options {
+			if o.Kind == kind {
+				return o.OptionID
+			}
+		}
+	}
+	if len(options) > 0 {
+		return options[0].OptionID
+	}
+	return ""
+}
+
+// inRun is path when it is absolute and inside the run's directory.
+func (r *run) inRun(path string) (string, *editorError) {
+	rel, err := filepath.Rel(r.env.Dir, filepath.Clean(path))
+	if !filepath.IsAbs(path) || err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", &editorError{-32602, "the scenario's editor keeps to the run's directory " + r.env.Dir + ", not " + path}
+	}
+	return path, nil
+}
+
+// lineRange is text from its 1-based line, at most limit lines (0: all).
+func lineRange(text string, line, limit int) string {
+	if line <= 1 && limit <= 0 {
+		return text
+	}
+	lines := strings.SplitAfter(text, "\n")
+	start := min(max(line, 1)-1, len(lines))
+	end := len(lines)
+	if limit > 0 {
+		end = min(start+limit, end)
+	}
+	return strings.Join(lines[start:end], "")
+}
