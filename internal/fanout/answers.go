@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -33,6 +34,8 @@ func (r *router) onAnswer(c *child, req *request, m childMessage) {
 		if c.state == childEnding && c.endStep == 0 {
 			r.endStepNext(c) // closed: its stdin now
 		}
+	case kindList:
+		r.listed(req.thread, m)
 	default:
 		r.clientAnswered(c, req, m)
 	}
@@ -78,6 +81,9 @@ func (r *router) clientAnswered(c *child, req *request, m childMessage) {
 	r.relay(req, m)
 	if c.once && len(c.pending) == 0 {
 		r.endChild(c, false)
+	}
+	if t := c.thread; req.method == acp.MethodSessionPrompt && t != nil && t.child == c && r.canList && !t.listed {
+		r.checkListed(t)
 	}
 }
 
@@ -125,6 +131,7 @@ func (r *router) opening(c *child) bool {
 // to whoever waits for one, or to a new spare.
 func (r *router) onChildExited(c *child) {
 	wasEnding := c.state == childEnding
+	ownReopen := slices.ContainsFunc(slices.Collect(maps.Values(c.pending)), func(req *request) bool { return req.kind == kindReopen && req.clientID == nil })
 	c.state = childDead
 	delete(r.children, c)
 	r.spares = slices.DeleteFunc(r.spares, func(s *child) bool { return s == c })
@@ -141,6 +148,10 @@ func (r *router) onChildExited(c *child) {
 	if t := c.thread; t != nil && t.child == c && t.state != threadClosed {
 		switch t.state {
 		case threadReopening:
+			if t.deaths++; t.deaths == 1 && ownReopen && !r.closing {
+				t.state = threadLost // tried once more, below
+				break
+			}
 			r.reopenFailed(t, exitReason(c, "before it answered the reopening"))
 		case threadOpen, threadEvicting:
 			t.state = threadLost

@@ -7,6 +7,9 @@ package fanout
 
 import (
 	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
 
 	"acpbridge/internal/acp"
 )
@@ -23,7 +26,7 @@ func (r *router) onInitialize(m clientMessage) {
 	} else {
 		r.initClient = &request{clientID: m.id, method: acp.MethodInitialize}
 		if len(r.spares) == 0 {
-			r.start(nil) // a spare whatever the cap: the client waits on it
+			r.start(r.spareDir, nil) // a spare whatever the cap: the client waits on it
 		}
 	}
 	for c := range r.children {
@@ -103,6 +106,13 @@ func (r *router) learnAgent(result json.RawMessage) json.RawMessage {
 	case string(caps["loadSession"]) == "true":
 		r.reopenBy = acp.MethodSessionLoad
 	}
+	_, r.canList = sc["list"]
+	var info struct{ Name, Version string }
+	json.Unmarshal(res["agentInfo"], &info)
+	if q, ok := cannotReopen[info.Name]; ok && !versionAfter(info.Version, q.through) {
+		r.noEvict = fmt.Sprintf("%s %s cannot reopen a session in a new process: %s", info.Name, info.Version, q.why)
+		r.Log.Info("threads are not evicted", "why", r.noEvict)
+	}
 	if _, ok := sc["close"]; ok {
 		return result
 	}
@@ -121,4 +131,34 @@ func (r *router) learnAgent(result json.RawMessage) json.RawMessage {
 		return result
 	}
 	return out
+}
+
+// cannotReopen names agents (by initialize's agentInfo.name) that cannot
+// reopen a session in a new process, through the version given: their
+// threads are never evicted (an evicted thread could not come back). The
+// router learns the same of any agent at its first such failure.
+var cannotReopen = map[string]struct{ through, why string }{
+	"gemini-cli": {"0.61.0", "its session/load starts a new chat recording under the session's id before it reads the session, and then finds nothing to load"},
+}
+
+// versionAfter reports whether the dotted version v is later than w
+// (numbers compared as numbers; an unreadable v is not later).
+func versionAfter(v, w string) bool {
+	a, b := strings.Split(v, "."), strings.Split(w, ".")
+	for i := range max(len(a), len(b)) {
+		x, y := 0, 0
+		if i < len(a) {
+			var err error
+			if x, err = strconv.Atoi(strings.TrimLeftFunc(a[i], func(r rune) bool { return r < '0' || r > '9' })); err != nil {
+				return false
+			}
+		}
+		if i < len(b) {
+			y, _ = strconv.Atoi(b[i])
+		}
+		if x != y {
+			return x > y
+		}
+	}
+	return false
 }

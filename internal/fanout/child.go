@@ -50,8 +50,9 @@ type child struct {
 	session string  // the session it serves or opens, once known
 	thread  *thread // the thread it serves, opens, or ends for
 	claim   func(*child, error)
-	once    bool // started past the cap for what names no session: it ends once it has nothing open
-	swallow bool // it replays a session the router reopens with session/load: not the client's
+	once    bool   // started past the cap for what names no session: it ends once it has nothing open
+	dir     string // where its process runs ("": the router's directory; see processDir)
+	swallow bool   // it replays a session the router reopens with session/load: not the client's
 
 	nextID  int64
 	pending map[int64]*request            // what it was sent and has not answered, by its id
@@ -85,6 +86,7 @@ const (
 	kindAuth                      // the router's repeat of the client's authenticate
 	kindReopen                    // the router's reopening of a thread (or the client's load or resume doing it)
 	kindEvict                     // the router's session/close of a child it ends
+	kindList                      // the router's session/list: does the agent list the thread's session
 )
 
 // Bounds on what one child may hold of the router's.

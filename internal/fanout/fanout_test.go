@@ -4,6 +4,7 @@
 package fanout
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,4 +15,31 @@ import (
 func TestWithoutFanout(t *testing.T) {
 	got := withoutFanout([]string{"--fanout", "--model", "replay:f", "-fanout", "--fanout=true", "-fanout=true", "--state-dir", "d"})
 	assert.Equal(t, []string{"--model", "replay:f", "--state-dir", "d"}, got)
+}
+
+// Verify that an agent's error says its reason where the agent put it: in
+// the message, or in data (gemini puts "Internal error" in the message and
+// the session it did not find in data.details).
+func TestErrorMessage(t *testing.T) {
+	for raw, want := range map[string]string{
+		`{"code":-32603,"message":"Internal error","data":{"details":"Invalid session identifier \"s\""}}`: `Internal error: Invalid session identifier "s"`,
+		`{"code":-32603,"message":"Internal error","data":{"message":"high demand"}}`:                      "Internal error: high demand",
+		`{"code":-32603,"message":"Internal error","data":"a string"}`:                                     "Internal error: a string",
+		`{"code":-32002,"message":"no session s"}`:                                                         "no session s",
+		`{"code":-32002,"message":"same","data":{"details":"same"}}`:                                       "same",
+		`not json`: "not json",
+	} {
+		assert.Equal(t, want, errorMessage(json.RawMessage(raw)), raw)
+	}
+}
+
+// Verify the version order the known agents' table is read by.
+func TestVersionAfter(t *testing.T) {
+	assert.True(t, versionAfter("0.62.0", "0.61.0"))
+	assert.True(t, versionAfter("0.61.1", "0.61.0"))
+	assert.True(t, versionAfter("1.0", "0.61.0"))
+	assert.False(t, versionAfter("0.61.0", "0.61.0"))
+	assert.False(t, versionAfter("0.9.9", "0.61.0"))
+	assert.False(t, versionAfter("0.61.0-nightly", "0.61.0"))
+	assert.False(t, versionAfter("", "0.61.0"))
 }

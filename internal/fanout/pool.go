@@ -6,25 +6,30 @@ package fanout
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
 	"acpbridge/internal/acp"
 )
 
-// take gives want a child for a thread: a spare (ready, or still starting
-// or initializing: it holds the thread's lines until ready), else one
-// started now; at --max-children the least recently used idle thread is
-// evicted, and want waits until a process has ended. want runs on the loop.
-func (r *router) take(want func(*child, error)) {
+// take gives want a child for a thread whose process runs in dir (see
+// processDir): a spare there (ready, or still starting or initializing: it
+// holds the thread's lines until ready), else one started now (a spare in
+// another directory ends in its place); at --max-children the least
+// recently used idle thread is evicted, and want waits until a process has
+// ended. want runs on the loop.
+func (r *router) take(dir string, want func(*child, error)) {
 	if r.closing {
 		want(nil, errClosing)
 		return
 	}
-	if len(r.spares) > 0 {
-		c := r.spares[0]
-		r.spares = r.spares[1:]
+	if i := slices.IndexFunc(r.spares, func(c *child) bool { return c.dir == dir }); i >= 0 {
+		c := r.spares[i]
+		r.spares = slices.Delete(r.spares, i, i+1)
 		if c.state == childStarting {
 			c.claim = want // handed over once started
 			return
@@ -32,15 +37,50 @@ func (r *router) take(want func(*child, error)) {
 		want(c, nil)
 		return
 	}
+	gaveWay := len(r.spares) > 0
+	if gaveWay { // the oldest spare, in another directory, gives way (warm starts the next where threads now open)
+		spare := r.spares[0]
+		r.spares = r.spares[1:]
+		r.endChild(spare, false)
+	}
 	if r.count() < r.MaxChildren {
-		r.start(want)
+		r.start(dir, want)
 		return
 	}
-	if r.evictLeastRecent() || r.anyEnding() {
-		r.waiting = append(r.waiting, want)
+	if gaveWay || r.evictLeastRecent() || r.anyEnding() {
+		r.waiting = append(r.waiting, take{dir, want})
 		return
 	}
 	want(nil, fmt.Errorf("this acpbridge --fanout already runs %d processes (its sessions, those being opened, its spares), its limit (--max-children %d): close a thread, or start acpbridge with a higher --max-children", r.count(), r.MaxChildren))
+}
+
+// take is a thread's wait for a process slot.
+type take struct {
+	dir  string
+	want func(*child, error)
+}
+
+// processDir is the directory an agent's process for a thread opened with
+// params runs in: the session's cwd, as a single-session agent expects
+// (gemini keeps a session under its process's directory and looks for it
+// under the session's), when it is a directory; else the router's own
+// (""). acpbridge's own children take the cwd from the session.
+func (r *router) processDir(params json.RawMessage) string {
+	var p struct {
+		Cwd string `json:"cwd"`
+	}
+	json.Unmarshal(params, &p)
+	if r.Command == nil || p.Cwd == "" || !filepath.IsAbs(p.Cwd) {
+		return ""
+	}
+	if st, err := os.Stat(p.Cwd); err != nil || !st.IsDir() {
+		return ""
+	}
+	dir := filepath.Clean(p.Cwd)
+	if dir == r.cwd {
+		return ""
+	}
+	return dir
 }
 
 // count is how many children count toward --max-children: every one not
@@ -60,29 +100,30 @@ func (r *router) anyEnding() bool {
 // slotFreed gives a freed process slot to the first take waiting for one.
 func (r *router) slotFreed() {
 	if len(r.waiting) > 0 && r.count() < r.MaxChildren {
-		want := r.waiting[0]
+		w := r.waiting[0]
 		r.waiting = r.waiting[1:]
-		r.take(want)
+		r.take(w.dir, w.want)
 	}
 }
 
 // warm starts children until --spares of them wait (or are starting),
-// within --max-children.
+// within --max-children, in the directory of the thread opened last.
 func (r *router) warm() {
 	for !r.closing && len(r.spares) < r.Spares && r.count() < r.MaxChildren && len(r.waiting) == 0 {
-		r.start(nil)
+		r.start(r.spareDir, nil)
 	}
 }
 
-// start starts a child for want, or as a spare when want is nil; the start
-// runs beside the loop, which hears of it in onStarted.
-func (r *router) start(want func(*child, error)) *child {
-	c := &child{state: childStarting, claim: want, pending: map[int64]*request{}, calls: map[string]context.CancelFunc{}, active: time.Now()}
+// start starts a child in dir for want, or as a spare when want is nil;
+// the start runs beside the loop, which hears of it in onStarted.
+func (r *router) start(dir string, want func(*child, error)) *child {
+	c := &child{state: childStarting, claim: want, dir: dir, pending: map[int64]*request{}, calls: map[string]context.CancelFunc{}, active: time.Now()}
 	r.children[c] = true
 	if want == nil {
 		r.spares = append(r.spares, c)
 	}
 	cmd := r.command()
+	cmd.Dir = dir
 	c.errTail = &tail{}
 	r.spawn(func() {
 		p, err := r.startProcess(c, cmd, c.errTail)
@@ -148,7 +189,7 @@ func (r *router) sessionless() *child {
 		return r.spares[0]
 	}
 	if r.transient == nil {
-		r.transient = r.start(func(*child, error) {})
+		r.transient = r.start("", func(*child, error) {})
 		r.transient.once = true
 	}
 	return r.transient

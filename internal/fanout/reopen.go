@@ -8,6 +8,7 @@
 package fanout
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -31,7 +32,11 @@ func (r *router) reopen(t *thread) {
 		return
 	}
 	t.state = threadReopening
-	r.take(func(c *child, err error) {
+	params := t.opened
+	if t.opener != nil {
+		params = t.opener.params
+	}
+	r.take(r.processDir(params), func(c *child, err error) {
 		if t.state != threadReopening || t.child != nil {
 			if c != nil { // closed meanwhile: the child goes back to the pool
 				r.spares = append([]*child{c}, r.spares...)
@@ -98,10 +103,15 @@ func (r *router) onReopened(c *child, req *request, m childMessage) {
 	}
 	if len(m.err) > 0 {
 		r.endChild(c, false)
-		r.reopenFailed(t, fmt.Errorf("the agent answered %s: %s", req.method, errorMessage(m.err)))
+		why := fmt.Errorf("the agent answered %s: %s", req.method, errorMessage(m.err))
+		if req.clientID == nil && r.noEvict == "" { // the router's own reopening of a thread it had open
+			r.noEvict = fmt.Sprintf("it could not reopen session %s in a new process (%v)", t.id, why)
+			r.Log.Warn("threads are no longer evicted", "why", r.noEvict)
+		}
+		r.reopenFailed(t, why)
 		return
 	}
-	t.state = threadOpen
+	t.state, t.deaths = threadOpen, 0
 	if req.params != nil {
 		t.opened = req.params
 	}
@@ -172,10 +182,25 @@ func (r *router) stopReopen(t *thread) {
 // errorMessage is a JSON-RPC error's message, or the error as it is.
 func errorMessage(raw json.RawMessage) string {
 	var e struct {
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	}
+	if json.Unmarshal(raw, &e) != nil || e.Message == "" {
+		return string(raw)
+	}
+	// The agent's reason is often in data (gemini: "Internal error" with
+	// data.details saying which session was not found, and where).
+	var data struct {
+		Details string `json:"details"`
 		Message string `json:"message"`
 	}
-	if json.Unmarshal(raw, &e) == nil && e.Message != "" {
-		return e.Message
+	json.Unmarshal(e.Data, &data)
+	var s string
+	if json.Unmarshal(e.Data, &s) == nil && s != "" {
+		data.Details = s
 	}
-	return string(raw)
+	if why := cmp.Or(data.Details, data.Message); why != "" && why != e.Message {
+		return e.Message + ": " + why
+	}
+	return e.Message
 }

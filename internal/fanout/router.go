@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,21 +72,25 @@ type router struct {
 	wg     sync.WaitGroup
 
 	// ---- the loop's
-	initArgs   json.RawMessage       // the client's initialize params, for every child
-	initClient *request              // the client's initialize, for the first child to be initialized (-- CMD)
-	authArgs   json.RawMessage       // a successful authenticate's params, repeated to every child
-	noClose    bool                  // the agent offers no session/close: the router answers it, ending the child
-	reopenBy   string                // how a lost thread is reopened: session/resume, session/load, or "" (it cannot be)
-	children   map[*child]bool       // every child not dead, ending ones included: they count toward --max-children
-	spares     []*child              // children for the next threads, in the order they were started
-	waiting    []func(*child, error) // takes waiting for a process slot to free (--max-children)
-	threads    map[string]*thread    // the client's open sessions, by id
-	inflight   map[string]bool       // the client's request ids not answered yet
-	transient  *child                // a child started past the cap for what names no session, or nil
-	started    int                   // children started, for their deterministic part
-	closing    bool                  // stdin ended or a signal came: every child is ending
-	clientDone bool                  // stdin's reader has returned (or a signal: it is not waited for)
-	detPart    int                   // ACPBRIDGE_DETERMINISTIC's part, or 0
+	initArgs   json.RawMessage    // the client's initialize params, for every child
+	initClient *request           // the client's initialize, for the first child to be initialized (-- CMD)
+	authArgs   json.RawMessage    // a successful authenticate's params, repeated to every child
+	noClose    bool               // the agent offers no session/close: the router answers it, ending the child
+	reopenBy   string             // how a lost thread is reopened: session/resume, session/load, or "" (it cannot be)
+	canList    bool               // the agent offers session/list: a thread is evicted once the agent lists its session
+	noEvict    string             // why threads are not evicted: the agent cannot reopen them ("": they are)
+	children   map[*child]bool    // every child not dead, ending ones included: they count toward --max-children
+	spares     []*child           // children for the next threads, in the order they were started
+	waiting    []take             // takes waiting for a process slot to free (--max-children)
+	cwd        string             // the router's own directory
+	spareDir   string             // where spares start: the directory of the thread opened last ("": cwd)
+	threads    map[string]*thread // the client's open sessions, by id
+	inflight   map[string]bool    // the client's request ids not answered yet
+	transient  *child             // a child started past the cap for what names no session, or nil
+	started    int                // children started, for their deterministic part
+	closing    bool               // stdin ended or a signal came: every child is ending
+	clientDone bool               // stdin's reader has returned (or a signal: it is not waited for)
+	detPart    int                // ACPBRIDGE_DETERMINISTIC's part, or 0
 	idleTimer  *time.Timer
 }
 
@@ -130,6 +135,14 @@ func newRouter(o Options, exe string) *router {
 		children: map[*child]bool{}, threads: map[string]*thread{}, inflight: map[string]bool{}}
 	if o.Command == nil {
 		r.reopenBy = acp.MethodSessionResume // acpbridge resumes any session it persisted
+	}
+	if wd, err := os.Getwd(); err == nil {
+		r.cwd = filepath.Clean(wd)
+	}
+	if len(o.Command) > 0 && strings.ContainsAny(o.Command[0], `/\`) && !filepath.IsAbs(o.Command[0]) {
+		// A child runs in its session's directory: a relative command is
+		// the router's directory's.
+		r.Command = append([]string{filepath.Join(r.cwd, o.Command[0])}, o.Command[1:]...)
 	}
 	return r
 }
@@ -246,8 +259,8 @@ func (r *router) onStdinEnd() {
 	for _, t := range r.threads {
 		r.failHeld(t, nil)
 	}
-	for _, want := range r.waiting {
-		want(nil, errClosing)
+	for _, w := range r.waiting {
+		w.want(nil, errClosing)
 	}
 	r.waiting = nil
 	for c := range r.children {

@@ -7,6 +7,7 @@ package fanout
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"acpbridge/internal/acp"
@@ -37,12 +38,24 @@ type thread struct {
 	opener *clientMessage  // the client's load or resume that the coming reopening serves, or nil
 	timer  *time.Timer     // the reopening's bound
 	why    string          // why it is evicting, for the log
+	// deaths counts the processes that died reopening it since it was
+	// last open: the first such death (a spare killed before it was
+	// taken, say) is not the agent's answer, and the reopening is tried
+	// once more.
+	deaths int
+	// listed says the agent's session/list has shown the session: an
+	// agent that lists sessions can reopen only those it lists (gemini
+	// keeps none before its first prompt), so a thread of such an agent is
+	// evicted only once listed.
+	listed bool
 }
 
 // openNew gives a session/new a child of its own; the thread exists once
 // the child answers with its id.
 func (r *router) openNew(m clientMessage) {
-	r.take(func(c *child, err error) {
+	dir := r.processDir(m.params)
+	r.spareDir = dir // the next thread is likely opened where this one was
+	r.take(dir, func(c *child, err error) {
 		if err != nil {
 			r.answer(m.id, nil, acp.Errorf(acp.CodeInternal, "%v", err))
 			return
@@ -239,7 +252,39 @@ func (r *router) failHeldWith(t *thread, errFor func(clientMessage) error) {
 // at the client), and an agent that can reopen it.
 func (r *router) evictable(t *thread) bool {
 	return t.state == threadOpen && len(t.child.pending) == 0 && len(t.child.calls) == 0 && len(t.child.held) == 0 &&
-		(r.reopenBy != "" || t.opener != nil)
+		(r.reopenBy != "" || t.opener != nil) && (!r.canList || t.listed) && r.noEvict == ""
+}
+
+// checkListed asks t's process, after a turn, whether the agent lists t's
+// session (in its working directory): then t can be evicted.
+func (r *router) checkListed(t *thread) {
+	var opened struct {
+		Cwd string `json:"cwd"`
+	}
+	json.Unmarshal(t.opened, &opened)
+	params, _ := json.Marshal(map[string]any{"cwd": opened.Cwd})
+	if opened.Cwd == "" {
+		params = []byte("{}")
+	}
+	r.send(t.child, &request{kind: kindList, method: acp.MethodSessionList, thread: t}, params)
+}
+
+// listed: t's process answered checkListed with m.
+func (r *router) listed(t *thread, m childMessage) {
+	var res struct {
+		Sessions []struct {
+			SessionID string `json:"sessionId"`
+		} `json:"sessions"`
+	}
+	json.Unmarshal(m.result, &res)
+	t.listed = slices.ContainsFunc(res.Sessions, func(s struct {
+		SessionID string `json:"sessionId"`
+	}) bool {
+		return s.SessionID == t.id
+	})
+	if !t.listed {
+		r.Log.Debug("the agent does not list a session; its thread is kept", "session", t.id, "error", errorMessage(m.err))
+	}
 }
 
 // evict gives back t's process: the session is closed in it (where the

@@ -191,15 +191,15 @@ func (m *Replay) Seek(n int) error {
 	return m.moveTo(n)
 }
 
-// Expects is each entry's expect ("" for an entry without one), in order,
-// read from the fixture as it is now.
-func (m *Replay) Expects() ([]string, error) {
+// Entries is each entry's expect and tool call ids, in order, read from
+// the fixture as it is now.
+func (m *Replay) Entries() ([]EntryInfo, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.moveTo(0); err != nil {
 		return nil, err
 	}
-	var out []string
+	var out []EntryInfo
 	for {
 		if err := m.skipToEntry(); err != nil {
 			if errors.Is(err, io.EOF) {
@@ -211,6 +211,11 @@ func (m *Replay) Expects() ([]string, error) {
 		lr := &lineReader{r: m.r, sum: m.sum}
 		var e struct {
 			Expect string `json:"expect"`
+			Chunks []struct {
+				ToolCall *struct {
+					ID string `json:"id"`
+				} `json:"toolCall"`
+			} `json:"chunks"`
 		}
 		err := json.NewDecoder(lr).Decode(&e)
 		lr.drain()
@@ -218,8 +223,20 @@ func (m *Replay) Expects() ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("replay fixture %s line %d: %v", m.path, m.line, err)
 		}
-		out = append(out, e.Expect)
+		info := EntryInfo{Expect: e.Expect}
+		for _, c := range e.Chunks {
+			if c.ToolCall != nil {
+				info.Calls = append(info.Calls, c.ToolCall.ID)
+			}
+		}
+		out = append(out, info)
 	}
+}
+
+// EntryInfo is what Entries tells of an entry.
+type EntryInfo struct {
+	Expect string   // "" for none
+	Calls  []string // the ids of its tool calls
 }
 
 // Matches reports whether an entry's expect (with its root placeholders)

@@ -284,6 +284,9 @@ func modelCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		return 1
 	}
 	defer m.Close()
+	m.Log = func(format string, args ...any) {
+		fmt.Fprintf(stderr, "acpbridge scenario model: "+format+"\n", args...)
+	}
 	fmt.Fprintln(stdout, m.URL)
 	fmt.Fprintf(stderr, "acpbridge scenario model: serving %s at %s (OpenAI chat/completions and responses, Anthropic messages, Gemini v1beta; any API key, any model name) until stdin ends\n", files[0], m.URL)
 	done := make(chan struct{})

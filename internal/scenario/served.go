@@ -10,9 +10,9 @@
 // call continues the conversation of an earlier, shorter call whose
 // messages begin as the call's do (the most of them; an agent may merge or
 // reword older messages, so a call need not repeat them exactly). A new conversation starts at the first entry whose
-// expect its first call meets (the fixture's first entry when that one has
-// no expect); a call that meets none is refused (HTTP 422) with its first
-// words. A continuing call gets its conversation's next entry when the
+// expect its first call meets, else at the fixture's first entry when that
+// one has no expect; a call that meets none is refused (HTTP 422) with its
+// first words. A continuing call gets its conversation's next entry when the
 // call's newest message meets its expect (an entry without one is met by
 // any), else the first later one whose expect it meets, leaving out
 // entries that a conversation begun elsewhere has had (they are another
@@ -58,9 +58,13 @@ type servedModel struct {
 	path  string   // the fixture
 	name  string   // the file the user gave, as errors name it
 	roots []string // the run's workspace, for paths in an entry's expect and tool calls
+	// Log, when set, is told of each call: its wire path, the entry it got
+	// (or that it was a side call) and how it ended.
+	Log func(format string, args ...any)
 
 	mu      sync.Mutex // guards the fields below
 	expects []string   // each entry's expect, "" for none
+	calls   [][]string // each entry's tool call ids
 	owner   []int      // the start of the first conversation that had each entry, -1 for none
 	convs   []*conversation
 	counted servedCount
@@ -68,11 +72,9 @@ type servedModel struct {
 
 // conversation is one caller's place in the fixture.
 type conversation struct {
-	seen   []messageKey  // the messages of its last call
-	start  int           // the entry it began at
-	mu     sync.Mutex    // one call at a time moves and reads its reader
-	next   int           // the entries before this one are behind it
-	replay *model.Replay // its own reader of the fixture
+	seen  []messageKey // the messages of its last call
+	start int          // the entry it began at
+	next  int          // the entries before this one are behind it
 }
 
 // servedCount is what the endpoint has served so far.
@@ -119,9 +121,14 @@ func serveModel(path, name, addr string, roots []string) (*servedModel, error) {
 	if err != nil {
 		return nil, err
 	}
-	expects, err := replay.Expects()
+	entries, err := replay.Entries()
 	if err != nil {
 		return nil, err
+	}
+	expects := make([]string, len(entries))
+	calls := make([][]string, len(entries))
+	for i, e := range entries {
+		expects[i], calls[i] = e.Expect, e.Calls
 	}
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -131,7 +138,7 @@ func serveModel(path, name, addr string, roots []string) (*servedModel, error) {
 		return nil, fmt.Errorf("serving the model fixture: %w", err)
 	}
 	m := &servedModel{URL: "http://" + ln.Addr().String() + "/v1", path: path, name: name, roots: roots,
-		expects: expects, owner: make([]int, len(expects))}
+		expects: expects, calls: calls, owner: make([]int, len(expects))}
 	for i := range m.owner {
 		m.owner[i] = -1
 	}
@@ -211,14 +218,17 @@ func (m *servedModel) handler(decode func(*http.Request, []byte) (*servedRequest
 			httpError(w, http.StatusBadRequest, "the request body is not a model call: "+err.Error())
 			return
 		}
-		m.complete(r.Context(), req, int64(len(body)), answer(w, req))
+		what, err := m.complete(r.Context(), req, int64(len(body)), answer(w, req))
+		if m.Log != nil {
+			m.Log("%s %s: %s%s", r.Method, r.URL.Path, what, errSuffix(err))
+		}
 	}
 }
 
 // complete answers a model call with its conversation's entry, or a side
 // call without one. The entry's expect is checked against the call's
 // newest message that is not the model's, as in acpbridge.
-func (m *servedModel) complete(ctx context.Context, req *servedRequest, size int64, wire wireAnswer) {
+func (m *servedModel) complete(ctx context.Context, req *servedRequest, size int64, wire wireAnswer) (string, error) {
 	ans := &servedAnswer{wire: wire, req: req, cwd: m.cwd()}
 	if req.side() {
 		m.mu.Lock()
@@ -226,7 +236,7 @@ func (m *servedModel) complete(ctx context.Context, req *servedRequest, size int
 		m.mu.Unlock()
 		ans.TextChunk(sideAnswer(req))
 		m.counts(ans, ans.finish(acp.StopEndTurn, nil, size))
-		return
+		return "a side call, answered without an entry", nil
 	}
 	conv := model.NewConversation(nil)
 	for _, msg := range req.msgs {
@@ -236,15 +246,33 @@ func (m *servedModel) complete(ctx context.Context, req *servedRequest, size int
 	c, entry, err := m.choose(req, mreq)
 	if err != nil {
 		ans.finish("", err, size)
-		return
+		return "no entry", err
 	}
-	c.mu.Lock() // two calls continuing one conversation at once take turns
-	stop, err := c.serve(ctx, entry, mreq, ans)
-	c.mu.Unlock()
+	stop, err := m.serve(ctx, entry, mreq, ans)
 	if err != nil && m.path != m.name {
 		err = model.Errorf("%s", strings.ReplaceAll(errorText(err), m.path, m.name))
 	}
 	m.counts(ans, ans.finish(stop, err, size))
+	if err == nil {
+		err = ans.err
+	}
+	return fmt.Sprintf("entry %d (a conversation begun at entry %d) for %q%s", entry+1, c.start+1, clip.Marked(mreq.Conv.Newest(), 80), mapped(ans.mappings)), err
+}
+
+// mapped lists a call's tool call mappings, for the log.
+func mapped(mappings []string) string {
+	if len(mappings) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(mappings, "; ")
+}
+
+// errSuffix is err for the log, "" for none.
+func errSuffix(err error) string {
+	if err == nil {
+		return ""
+	}
+	return "; failed: " + clip.Marked(errorText(err), 300)
 }
 
 // counts adds an answer's usage and tool calls to the count.
@@ -286,17 +314,13 @@ func (m *servedModel) choose(req *servedRequest, mreq *model.Request) (*conversa
 		}
 	}
 	if c == nil {
-		start := slices.IndexFunc(m.expects, func(e string) bool { return e == "" || model.Matches(e, mreq) })
+		start := m.startOf(req, mreq)
 		if start < 0 {
 			return nil, 0, &callRefused{fmt.Sprintf(
 				"no conversation of the replay fixture %s begins with this model call, whose newest message is %q; its conversations begin with %s",
 				m.name, clip.Marked(mreq.Conv.Newest(), 120), clip.Marked(quoteAll(m.expects), 300))}
 		}
-		replay, err := model.NewReplay(m.path)
-		if err != nil {
-			return nil, 0, err
-		}
-		c = &conversation{replay: replay, start: start, next: start}
+		c = &conversation{start: start, next: start}
 		m.convs = append(m.convs, c)
 	}
 	entry := m.entryFor(c, req.answers, mreq)
@@ -309,6 +333,28 @@ func (m *servedModel) choose(req *servedRequest, mreq *model.Request) (*conversa
 	}
 	c.next, c.seen = entry+1, keys
 	return c, entry, nil
+}
+
+// startOf is the entry a new conversation begins at (see the file's
+// comment), -1 for none; one whose first call answers tool calls (an
+// agent that reopened a session and words its history anew) begins after
+// the entry that made the calls.
+func (m *servedModel) startOf(req *servedRequest, mreq *model.Request) int {
+	if start := slices.IndexFunc(m.expects, func(e string) bool { return e != "" && model.Matches(e, mreq) }); start >= 0 {
+		return start
+	}
+	if len(req.answered) > 0 {
+		for i, ids := range m.calls {
+			if i+1 < len(m.calls) && slices.Contains(ids, req.answered[len(req.answered)-1]) {
+				mreq.Matched = true
+				return i + 1
+			}
+		}
+	}
+	if len(m.expects) > 0 && m.expects[0] == "" {
+		return 0
+	}
+	return -1
 }
 
 // entryFor is the entry a continuing call of c gets (see the file's
@@ -358,12 +404,18 @@ func commonPrefix(a, b []messageKey) int {
 	return n
 }
 
-// serve answers a call with the fixture's entry at index entry.
-func (c *conversation) serve(ctx context.Context, entry int, req *model.Request, out model.Sink) (acp.StopReason, error) {
-	if err := c.replay.Seek(entry); err != nil {
+// serve answers a call with the fixture's entry at index entry, read by a
+// reader of its own: calls never wait for each other, not even two of one
+// conversation.
+func (m *servedModel) serve(ctx context.Context, entry int, req *model.Request, out model.Sink) (acp.StopReason, error) {
+	replay, err := model.NewReplay(m.path)
+	if err != nil {
+		return "", err
+	}
+	if err := replay.Seek(entry); err != nil {
 		return "", model.Errorf("replay fixture: %v", err)
 	}
-	return c.replay.Complete(ctx, req, out)
+	return replay.Complete(ctx, req, out)
 }
 
 // fixtureOf is the model fixture a run serves: the one the scenario's

@@ -45,18 +45,19 @@ func decodeAnthropic(body []byte) (*servedRequest, error) {
 	if req.OutputFormat != nil {
 		r.schema = orEmptySchema(req.OutputFormat.Schema)
 	}
-	r.answers = newestAnswers(r.msgs)
+	r.noteAnswers()
 	return r, nil
 }
 
 // anthropicMessages are a message's blocks as the conversation's messages:
-// its text as one message, each tool result as one of its own (after the
-// text: a result is what the message answers even when the agent adds
-// words to it), its tool uses on the assistant's message.
+// each tool result as one of its own, then its text (the user's own words,
+// injected context left out: claude sends a new prompt in the message that
+// carries the last tool results), its tool uses on the assistant's
+// message.
 func anthropicMessages(role string, content json.RawMessage) []model.Message {
 	var s string
 	if json.Unmarshal(content, &s) == nil {
-		return []model.Message{{Role: role, Text: s}}
+		return []model.Message{{Role: role, Text: ownWords(s)}}
 	}
 	var blocks []struct {
 		Type      string          `json:"type"`
@@ -72,7 +73,7 @@ func anthropicMessages(role string, content json.RawMessage) []model.Message {
 	for _, b := range blocks {
 		switch b.Type {
 		case "text":
-			msg.Text += b.Text
+			msg.Text += ownWords(b.Text)
 		case "tool_use":
 			msg.ToolCalls = append(msg.ToolCalls, model.ToolCall{ID: b.ID, Name: b.Name})
 		case "tool_result":
@@ -82,7 +83,10 @@ func anthropicMessages(role string, content json.RawMessage) []model.Message {
 	if msg.Text == "" && len(msg.ToolCalls) == 0 {
 		return results
 	}
-	return append([]model.Message{msg}, results...)
+	if role == "assistant" {
+		return append([]model.Message{msg}, results...)
+	}
+	return append(results, msg) // the user's words after the results they follow
 }
 
 // anthropicAnswer is a Messages answer being written.

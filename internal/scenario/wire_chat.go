@@ -59,7 +59,7 @@ func decodeChat(body []byte) (*servedRequest, error) {
 	if f := req.ResponseFormat; f != nil && f.Type != "text" {
 		r.schema = orEmptySchema(f.JSONSchema.Schema)
 	}
-	r.answers = newestAnswers(r.msgs)
+	r.noteAnswers()
 	return r, nil
 }
 
@@ -86,12 +86,12 @@ func orEmptySchema(schema json.RawMessage) json.RawMessage {
 	return schema
 }
 
-// contentText is a chat message's text: its content string, or the text
-// of its content parts.
+// contentText is a message's text: its content string, or the text of its
+// content parts, each as ownWords has it.
 func contentText(raw json.RawMessage) string {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return s
+		return ownWords(s)
 	}
 	var parts []struct {
 		Text string `json:"text"`
@@ -99,7 +99,7 @@ func contentText(raw json.RawMessage) string {
 	json.Unmarshal(raw, &parts)
 	var sb strings.Builder
 	for _, p := range parts {
-		sb.WriteString(p.Text)
+		sb.WriteString(ownWords(p.Text))
 	}
 	return sb.String()
 }

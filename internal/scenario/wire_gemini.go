@@ -8,6 +8,7 @@
 package scenario
 
 import (
+	"cmp"
 	"encoding/json"
 
 	"acpbridge/internal/acp"
@@ -62,9 +63,9 @@ func decodeGemini(body []byte, modelName string, stream bool) (*servedRequest, e
 			case p.FunctionCall != nil:
 				msg.ToolCalls = append(msg.ToolCalls, model.ToolCall{ID: p.FunctionCall.ID, Name: p.FunctionCall.Name})
 			case p.FunctionResponse != nil:
-				results = append(results, model.Message{Role: "tool", ToolCallID: p.FunctionResponse.ID + p.FunctionResponse.Name, Text: string(p.FunctionResponse.Response)})
+				results = append(results, model.Message{Role: "tool", ToolCallID: cmp.Or(p.FunctionResponse.ID, p.FunctionResponse.Name), Text: string(p.FunctionResponse.Response)})
 			case !p.Thought:
-				msg.Text += p.Text
+				msg.Text += ownWords(p.Text)
 			}
 		}
 		if msg.Text != "" || len(msg.ToolCalls) > 0 {
@@ -87,7 +88,7 @@ func decodeGemini(body []byte, modelName string, stream bool) (*servedRequest, e
 			r.schema = orEmptySchema(g.ResponseSchema)
 		}
 	}
-	r.answers = newestAnswers(r.msgs)
+	r.noteAnswers()
 	return r, nil
 }
 

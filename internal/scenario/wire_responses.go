@@ -60,7 +60,9 @@ func decodeResponses(body []byte) (*servedRequest, error) {
 			if role != "assistant" {
 				role = "user" // developer and system messages are context, as the user's are
 			}
-			r.msgs = append(r.msgs, model.Message{Role: role, Text: contentText(it.Content)})
+			if text := contentText(it.Content); text != "" {
+				r.msgs = append(r.msgs, model.Message{Role: role, Text: text})
+			}
 		case "function_call", "custom_tool_call", "local_shell_call":
 			r.msgs = append(r.msgs, model.Message{Role: "assistant", ToolCalls: []model.ToolCall{{ID: it.CallID, Name: it.Name}}})
 		case "function_call_output", "custom_tool_call_output", "local_shell_call_output":
@@ -75,7 +77,7 @@ func decodeResponses(body []byte) (*servedRequest, error) {
 	if f := req.Text.Format; f.Type == "json_schema" || f.Type == "json_object" {
 		r.schema = orEmptySchema(f.Schema)
 	}
-	r.answers = newestAnswers(r.msgs)
+	r.noteAnswers()
 	return r, nil
 }
 

@@ -27,7 +27,9 @@ type servedRequest struct {
 	// answers reports that the newest message answers tool calls: it is
 	// matched to an entry by the call it answers, not by its wording.
 	answers bool
-	tools   []offeredTool
+	// answered are the ids of the tool calls the newest messages answer.
+	answered []string
+	tools    []offeredTool
 	// schema is the JSON schema the answer is asked to meet ("{}" for any
 	// JSON); nil when the call asks for none.
 	schema json.RawMessage
@@ -54,15 +56,21 @@ func (r *servedRequest) keys() []messageKey {
 	return keys
 }
 
-// newestAnswers reports whether the newest non-assistant message of msgs is
-// a tool result.
-func newestAnswers(msgs []model.Message) bool {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role != "assistant" {
-			return msgs[i].Role == "tool"
+// noteAnswers notes whether the newest non-assistant message answers tool
+// calls, and the ids of those the tool results after the newest assistant
+// message answer.
+func (r *servedRequest) noteAnswers() {
+	for i := len(r.msgs) - 1; i >= 0; i-- {
+		if r.msgs[i].Role != "assistant" {
+			r.answers = r.msgs[i].Role == "tool"
+			break
 		}
 	}
-	return false
+	for i := len(r.msgs) - 1; i >= 0 && r.msgs[i].Role != "assistant"; i-- {
+		if r.msgs[i].Role == "tool" {
+			r.answered = append([]string{r.msgs[i].ToolCallID}, r.answered...)
+		}
+	}
 }
 
 // wireAnswer is one answer being written in its wire's format.
@@ -222,4 +230,26 @@ func errorText(err error) string {
 		return r.msg
 	}
 	return acp.AsError(err).Message
+}
+
+// ownWords is a text part of a message as matching sees it: "" for a part
+// that is wholly one tagged block (<system-reminder>…</system-reminder>,
+// <environment_context>…</environment_context>, <session_context>…): the
+// context an agent wraps around the user's words, which an entry's expect
+// is not checked against (a word of it, "again" say, would meet any expect
+// that has it).
+func ownWords(part string) string {
+	t := strings.TrimSpace(part)
+	if !strings.HasPrefix(t, "<") {
+		return part
+	}
+	end := strings.IndexByte(t, '>')
+	name := t[1:max(end, 1)]
+	if end < 2 || strings.ContainsFunc(name, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r == '_' || r == '-' || r >= '0' && r <= '9') }) {
+		return part
+	}
+	if strings.HasSuffix(t, "</"+name+">") {
+		return ""
+	}
+	return part
 }

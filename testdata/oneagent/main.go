@@ -12,7 +12,9 @@
 // -ignore-eof keeps running at stdin's end and ignores SIGTERM;
 // -start-delay D sleeps before serving (a slow-starting agent);
 // -close-hang never answers session/close, -close-late D answers it after
-// D; -load-hang never answers session/load, -load-refuse refuses it. Like
+// D; -load-hang never answers session/load, -load-refuse refuses it;
+// -list offers session/list, listing the sessions that had a prompt;
+// -name and -version set its agentInfo. Like
 // the TypeScript SDK, it refuses a request that comes before its initialize
 // is answered.
 //
@@ -23,7 +25,8 @@
 // update and a permission request naming session ID; "flood N" sends N
 // requests to the client at once and counts aloud those refused;
 // "withdraw" asks permission and withdraws the request at once
-// ($/cancel_request); "garbage" writes a cut line and one that is not JSON.
+// ($/cancel_request); "garbage" writes a cut line and one that is not JSON;
+// "where" says the directory its process runs in.
 package main
 
 import (
@@ -44,7 +47,9 @@ import (
 type agent struct {
 	methodFirst, needAuth, noClose, sameID bool
 	closeHang, loadHang, loadRefuse        bool
+	list                                   bool // offer session/list: the sessions that had a prompt
 	closeLate                              time.Duration
+	name, version                          string // its agentInfo
 
 	mu     sync.Mutex
 	w      *bufio.Writer
@@ -72,6 +77,9 @@ func main() {
 	flag.DurationVar(&a.closeLate, "close-late", 0, "answer session/close after this long")
 	flag.BoolVar(&a.loadHang, "load-hang", false, "never answer session/load")
 	flag.BoolVar(&a.loadRefuse, "load-refuse", false, "refuse session/load")
+	flag.BoolVar(&a.list, "list", false, "offer session/list, listing the sessions that had a prompt")
+	flag.StringVar(&a.name, "name", "oneagent", "the name in its agentInfo")
+	flag.StringVar(&a.version, "version", "1.0.0", "the version in its agentInfo")
 	flag.Parse()
 	a.state = os.Getenv("ONEAGENT_STATE")
 	if a.state == "" {
@@ -189,10 +197,14 @@ func (a *agent) serve(id json.RawMessage, method string, params json.RawMessage)
 	json.Unmarshal(params, &p)
 	switch method {
 	case "initialize":
-		caps := map[string]any{"loadSession": true, "sessionCapabilities": map[string]any{}}
+		sc := map[string]any{}
 		if !a.noClose {
-			caps["sessionCapabilities"] = map[string]any{"close": map[string]any{}}
+			sc["close"] = map[string]any{}
 		}
+		if a.list {
+			sc["list"] = map[string]any{}
+		}
+		caps := map[string]any{"loadSession": true, "sessionCapabilities": sc}
 		auth := []any{}
 		if a.needAuth {
 			auth = []any{map[string]any{"id": "token", "name": "Token"}}
@@ -201,7 +213,7 @@ func (a *agent) serve(id json.RawMessage, method string, params json.RawMessage)
 		a.initialized = true
 		a.mu.Unlock()
 		a.answer(id, map[string]any{"protocolVersion": 1, "agentCapabilities": caps, "authMethods": auth,
-			"agentInfo": map[string]any{"name": "oneagent", "version": "1.0.0"}})
+			"agentInfo": map[string]any{"name": a.name, "version": a.version}})
 	case "authenticate":
 		a.mu.Lock()
 		a.authed = true
@@ -264,6 +276,20 @@ func (a *agent) serve(id json.RawMessage, method string, params json.RawMessage)
 		a.answer(id, map[string]any{})
 	case "session/prompt":
 		a.prompt(id, p.SessionID, p.Prompt[0].Text)
+	case "session/list":
+		if !a.list {
+			a.fail(id, -32601, "method not found: "+method)
+			return
+		}
+		// A session is listed once it had a prompt (its file has a line).
+		var sessions []any
+		files, _ := filepath.Glob(filepath.Join(a.state, "*.session"))
+		for _, f := range files {
+			if st, err := os.Stat(f); err == nil && st.Size() > 0 {
+				sessions = append(sessions, map[string]any{"sessionId": strings.TrimSuffix(filepath.Base(f), ".session"), "cwd": "/tmp"})
+			}
+		}
+		a.answer(id, map[string]any{"sessions": sessions})
 	default:
 		a.fail(id, -32601, "method not found: "+method)
 	}
@@ -282,6 +308,10 @@ func (a *agent) prompt(id json.RawMessage, sid, text string) {
 	}
 	chunk("One, ")
 	a.misbehave(sid, text)
+	if strings.Contains(text, "where") {
+		wd, _ := os.Getwd()
+		chunk("in " + wd + ", ")
+	}
 	if strings.Contains(text, "ask") {
 		res := a.call("session/request_permission", map[string]any{"sessionId": sid,
 			"toolCall": map[string]any{"toolCallId": "t1", "title": "Do it"},

@@ -1,0 +1,331 @@
+#!/usr/bin/env python3
+"""router.py ACPBRIDGE AGENT [--measure]: one of the pinned agents (codex,
+claude, gemini) behind `acpbridge --fanout`, driven as Zed drives it,
+offline against the served model (`acpbridge scenario model`):
+
+  three threads opened in one write, each its own process, prompted at once
+  (a file written and a command run, permissions and fs/* answered as an
+  editor answers them); a turn cancelled; the threads left idle past
+  --idle-timeout, their processes evicted, and one prompted again (reopened
+  by the agent's session/resume or session/load); every agent process
+  killed with SIGKILL and a thread prompted again (it comes back); a thread
+  closed; stdin's end, after which nothing of the router is left running.
+
+Exits 1 on the first step that does not hold, saying which. With --measure
+it opens 10 threads instead and prints the figures the docs give: the
+tree's summed PSS with every thread live and after eviction, and the agent
+alone serving 10 sessions itself; a reopened thread's first update against
+a live one's; the time from stdin's end to nothing running.
+
+Run it from examples/peers after `npm ci`; .ci/run runs it for each agent.
+"""
+import json, os, queue, signal, subprocess, sys, tempfile, threading, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURE = "\n".join(json.dumps(e) for e in [
+    {"expect": "Write greet.sh", "chunks": [{"text": "Writing it."}, {"toolCall": {"id": "w1", "name": "write_file", "input": {"path": "greet.sh", "content": "echo hello\n"}}}]},
+    {"chunks": [{"toolCall": {"id": "r1", "name": "run_command", "input": {"command": "sh greet.sh"}}}]},
+    {"chunks": [{"text": "It printed hello."}]},
+    # The prompts below, in the order they are sent: threads whose messages
+    # are alike may be told apart only by them.
+    {"expect": "live check", "chunks": [{"text": "Live."}]},
+    {"expect": "wait for it", "chunks": [{"text": "Waiting."}, {"delayMs": 120000}, {"text": "Too late."}]},
+    {"expect": "after eviction", "chunks": [{"text": "Back."}]},
+    {"expect": "after a crash", "chunks": [{"text": "Up again."}]},
+]) + "\n"
+
+
+EDITOR = []  # the router being driven, for its log at a failure
+MODEL_LOG = []  # the served model's log file, for a failure
+
+
+def fail(why):
+    print(f"FAIL: {why}", file=sys.stderr)
+    if EDITOR:
+        lines = []
+        while not EDITOR[0].stderr.empty():
+            lines.append(EDITOR[0].stderr.get())
+        print("the router's log ends:\n" + "".join(lines[-40:]), file=sys.stderr)
+        os.killpg(EDITOR[0].p.pid, signal.SIGKILL)
+    if MODEL_LOG:
+        print("the served model's log ends:\n" + "".join(open(MODEL_LOG[0]).readlines()[-25:]), file=sys.stderr)
+    os._exit(1)
+
+
+class Editor:
+    """A client on the router's stdin and stdout: requests by id, the
+    agent's requests answered as an editor answers them, updates kept by
+    session."""
+
+    def __init__(self, cmd, env, cwd):
+        self.cwd = cwd
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+        self.n, self.lock = 0, threading.Lock()
+        self.waiting, self.updates = {}, {}
+        self.stderr, self.log = queue.Queue(), []
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._read_log, daemon=True).start()
+
+    def _read_log(self):
+        with open(os.path.join(os.path.dirname(self.cwd), "router.log"), "w") as f:
+            for line in self.p.stderr:
+                line = line.decode(errors="replace")
+                f.write(line)
+                f.flush()
+                self.log.append(line)
+                self.stderr.put(line)
+
+    def _write(self, *msgs):
+        with self.lock:
+            self.p.stdin.write("".join(json.dumps(m) + "\n" for m in msgs).encode())
+            self.p.stdin.flush()
+
+    def _read(self):
+        for line in self.p.stdout:
+            m = json.loads(line)
+            if "method" in m and "id" in m:
+                self._write({"jsonrpc": "2.0", "id": m["id"], **self._answer(m["method"], m.get("params", {}))})
+            elif "method" in m:
+                sid = m["params"].get("sessionId")
+                self.updates.setdefault(sid, queue.Queue()).put(m["params"]["update"])
+            elif m.get("id") in self.waiting:
+                self.waiting.pop(m["id"]).put(m)
+        for q in list(self.waiting.values()):
+            q.put({"error": {"message": "the router's output ended"}})
+
+    def _answer(self, method, params):
+        if method == "session/request_permission":
+            kinds = {o["kind"]: o["optionId"] for o in params["options"]}
+            return {"result": {"outcome": {"outcome": "selected", "optionId": kinds.get("allow_once") or kinds.get("allow_always")}}}
+        if method == "fs/read_text_file":
+            try:
+                return {"result": {"content": open(params["path"]).read()}}
+            except FileNotFoundError:
+                return {"result": {"content": ""}}  # a new buffer, as an editor opens one
+        if method == "fs/write_text_file":
+            with open(params["path"], "w") as f:
+                f.write(params["content"])
+            return {"result": {}}
+        return {"error": {"code": -32601, "message": "method not found"}}
+
+    def request(self, method, params):
+        """Sends a request; returns a queue its response arrives on."""
+        self.n += 1
+        q = self.waiting[self.n] = queue.Queue()
+        self._write({"jsonrpc": "2.0", "id": self.n, "method": method, "params": params})
+        return q
+
+    def call(self, method, params, timeout=120):
+        try:
+            return self.request(method, params).get(timeout=timeout)
+        except queue.Empty:
+            fail(f"{method} had no answer in {timeout} s")
+
+    def calls(self, method, params_list, timeout=120):
+        """Sends the requests in ONE write, as a busy editor does."""
+        qs, msgs = [], []
+        for params in params_list:
+            self.n += 1
+            qs.append(self.waiting.setdefault(self.n, queue.Queue()))
+            msgs.append({"jsonrpc": "2.0", "id": self.n, "method": method, "params": params})
+        self._write(*msgs)
+        return [q.get(timeout=timeout) for q in qs]
+
+    def notify(self, method, params):
+        self._write({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def prompt(self, sid, text):
+        q = self.updates.setdefault(sid, queue.Queue())
+        while not q.empty():  # first_update waits for this turn's, not an earlier one's
+            q.get()
+        return self.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]})
+
+    def first_update(self, sid, kind="agent_message_chunk", timeout=120):
+        q = self.updates.setdefault(sid, queue.Queue())
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                if q.get(timeout=end - time.monotonic()).get("sessionUpdate") == kind:
+                    return
+            except queue.Empty:
+                break
+        fail(f"no {kind} for {sid} in {timeout} s")
+
+    def log_until(self, text, count=1, timeout=120):
+        end, seen = time.monotonic() + timeout, 0
+        while seen < count:
+            try:
+                if text in self.stderr.get(timeout=max(0.01, end - time.monotonic())):
+                    seen += 1
+            except queue.Empty:
+                pass
+            if time.monotonic() > end:
+                fail(f"the router did not log {text!r} {count} times in {timeout} s")
+
+
+def children(pid):
+    """The processes pid started, less acpbridge's keeper (which ends the
+    agents should the router be killed)."""
+    out = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(pid)], capture_output=True, text=True).stdout.splitlines()
+    return [int(l.split()[0]) for l in out if l.strip() and "__acpbridge_keeper" not in l]
+
+
+def tree(pid):
+    pids = [pid]
+    for c in children(pid):
+        pids += tree(c)
+    return pids
+
+
+def pss(pids):
+    total = 0
+    for p in pids:
+        try:
+            for line in open(f"/proc/{p}/smaps_rollup"):
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total
+
+
+def env_for(model_url, home):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACPBRIDGE_")}
+    base = model_url.removesuffix("/v1")
+    env.update(HOME=home, MODEL_URL=model_url, OPENAI_BASE_URL=model_url, OPENAI_API_KEY="sk-offline",
+               ANTHROPIC_BASE_URL=base, ANTHROPIC_API_KEY="sk-offline", GOOGLE_GEMINI_BASE_URL=base, GEMINI_API_KEY="sk-offline")
+    return env
+
+
+def wait(q, timeout, what):
+    try:
+        return q.get(timeout=timeout)
+    except queue.Empty:
+        fail(f"{what}: no answer in {timeout} s")
+
+
+def ok(sid, resp, what):
+    if "result" not in resp or resp["result"].get("stopReason") != "end_turn":
+        fail(f"{what} on {sid}: {json.dumps(resp)[:400]}")
+
+
+def main():
+    binary, agent = sys.argv[1], sys.argv[2]
+    measure = "--measure" in sys.argv
+    work = tempfile.mkdtemp(prefix="acpbridge-peers-")
+    cwd, home = os.path.join(work, "cwd"), os.path.join(work, "home")
+    os.makedirs(cwd), os.makedirs(home)
+    fixture = os.path.join(work, "model.jsonl")
+    open(fixture, "w").write(FIXTURE)
+    MODEL_LOG.append(os.path.join(work, "model.log"))
+    model = subprocess.Popen([binary, "scenario", "model", "--cwd", cwd, fixture], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(MODEL_LOG[0], "w"))
+    url = model.stdout.readline().decode().strip()
+    env = env_for(url, home)
+    threads = 10 if measure else 3
+    cmd = [binary, "--fanout", "--spares", "1", "--idle-timeout", "3s", "--log-level", "debug"] + (["--trace", os.environ["TRACE"]] if os.environ.get("TRACE") else []) + ["--", os.path.join(HERE, "agent.sh"), agent]
+    ed = Editor(cmd, env, cwd)
+    EDITOR.append(ed)
+    init = ed.call("initialize", {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False}})
+    if "result" not in init:
+        fail(f"initialize: {init}")
+    opened = ed.calls("session/new", [{"cwd": cwd, "mcpServers": []}] * threads)
+    sids = [r.get("result", {}).get("sessionId") for r in opened]
+    if not all(sids):
+        fail(f"session/new: {opened}")
+    if len(children(ed.p.pid)) < threads:
+        fail(f"{threads} threads, {len(children(ed.p.pid))} agent processes")
+    qs = [ed.prompt(s, "Write greet.sh and run it.") for s in sids]
+    for s, q in zip(sids, qs):
+        ok(s, wait(q, 180, "the first prompt"), "the first prompt")
+    if open(os.path.join(cwd, "greet.sh")).read() != "echo hello\n":
+        fail("greet.sh is not what the model wrote")
+    print(f"{agent}: {threads} threads at once, a process each, a file written and a command run in each")
+    live_pss = pss(tree(ed.p.pid))
+
+    # A live thread's first update, then the same after its eviction.
+    start = time.monotonic()
+    q = ed.prompt(sids[1], "live check")
+    ed.first_update(sids[1])
+    live = time.monotonic() - start
+    ok(sids[1], wait(q, 120, "a live prompt"), "a prompt on a live thread")
+
+    q = ed.prompt(sids[0], "wait for it")
+    ed.first_update(sids[0])
+    ed.notify("session/cancel", {"sessionId": sids[0]})
+    r = wait(q, 60, "a cancelled turn")
+    if r.get("result", {}).get("stopReason") != "cancelled":
+        fail(f"a cancelled turn answered {json.dumps(r)[:300]}")
+    print(f"{agent}: a turn cancelled")
+
+    kept = [l for l in ed.log if "threads are not evicted" in l]
+    if kept:
+        # An agent the router knows cannot reopen a session in a new
+        # process: its threads stay (an evicted one could not come back).
+        evicted_pss, reopened = None, None
+        print(f"{agent}: threads are not evicted ({kept[0].strip()})")
+    else:
+        ed.log_until("evicting a thread's process", threads)
+        while len(children(ed.p.pid)) > 1:  # the evicted processes end; the spare stays
+            time.sleep(0.05)
+        evicted_pss = pss(tree(ed.p.pid))
+        start = time.monotonic()
+        q = ed.prompt(sids[1], "after eviction")
+        ed.first_update(sids[1])
+        reopened = time.monotonic() - start
+        ok(sids[1], wait(q, 120, "a prompt on an evicted thread"), "a prompt on an evicted thread")
+        print(f"{agent}: every thread evicted when idle, one reopened and prompted")
+
+    killed = children(ed.p.pid)
+    for p in killed:
+        os.kill(p, signal.SIGKILL)
+    # The router has seen every thread's process die: all of them when
+    # threads are kept, else the one reopened.
+    ed.log_until("the process of a session ended", threads if kept else 1)
+    r = wait(ed.prompt(sids[2], "after a crash"), 120, "a prompt after a kill")
+    if kept:
+        # It cannot come back: the agent's own reason reaches the user.
+        if "error" not in r or "could not be reopened" not in r["error"]["message"]:
+            fail(f"a prompt on a thread that cannot come back: {json.dumps(r)[:300]}")
+        print(f"{agent}: a thread whose process was killed cannot come back; the user is told why: {r['error']['message'][:160]}…")
+    else:
+        ok(sids[2], r, "a prompt after its process was killed")
+        print(f"{agent}: a thread whose process was killed comes back")
+
+    r = ed.call("session/close", {"sessionId": sids[2]})
+    if "result" not in r:
+        fail(f"session/close: {r}")
+    everything = tree(ed.p.pid)
+    start = time.monotonic()
+    ed.p.stdin.close()
+    code = ed.p.wait(timeout=60)
+    while any(os.path.exists(f"/proc/{p}") and open(f"/proc/{p}/stat").read().split()[2] != "Z" for p in everything):
+        time.sleep(0.01)
+    gone = time.monotonic() - start
+    if code != 0:
+        fail(f"the router exited {code} at stdin's end")
+    print(f"{agent}: a thread closed; at stdin's end the router exited 0 and nothing is left running")
+    if measure:
+        alone = measure_alone(binary, agent, env, cwd, threads)
+        mib = lambda b: f"{b / 2**20:.0f} MiB"
+        evicted = mib(evicted_pss) if evicted_pss else "not evicted"
+        reopen = f"{reopened * 1000:.0f} ms" if reopened else "–"
+        print(f"| {agent} | {mib(alone)} | {mib(live_pss)} | {evicted} | {live * 1000:.0f} ms | {reopen} | {gone * 1000:.0f} ms |")
+    model.stdin.close()
+    model.wait()
+
+
+def measure_alone(binary, agent, env, cwd, threads):
+    """The agent alone serving every thread's session itself, each prompted
+    once: its tree's summed PSS."""
+    ed = Editor([os.path.join(HERE, "agent.sh"), agent], env, cwd)
+    ed.call("initialize", {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False}})
+    sids = [ed.call("session/new", {"cwd": cwd, "mcpServers": []})["result"]["sessionId"] for _ in range(threads)]
+    for s, q in [(s, ed.prompt(s, "Write greet.sh and run it.")) for s in sids]:
+        ok(s, wait(q, 180, "the agent alone"), "the agent alone")
+    total = pss(tree(ed.p.pid))
+    os.killpg(ed.p.pid, signal.SIGKILL)
+    return total
+
+
+if __name__ == "__main__":
+    main()

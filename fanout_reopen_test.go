@@ -1,0 +1,118 @@
+//go:build linux
+
+// fanout_reopen_test.go checks the router's rules for agents that reopen
+// sessions their own way (found with the agents people run): a thread of an
+// agent that lists sessions is evicted only once the agent lists it; an
+// agent known not to reopen, or found not to, keeps its threads; the
+// agent's own reason for a failed reopening reaches the user; a thread's
+// process runs in its session's directory.
+
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Verify that with an agent offering session/list, a thread never prompted
+// (which the agent does not list: it keeps nothing to reopen yet) outlives
+// --idle-timeout, and one prompted (listed) is evicted and comes back.
+func TestFanoutReopen_evictedOnceListed(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, []string{"--idle-timeout", "300ms", "--spares", "0", "--log-level", "debug"}, "-list")
+	p.call(initLine)
+	a, b := p.openSession(10), p.openSession(11)
+	_, r := p.turnUpdates(20, a, "first")
+	require.Nil(t, r.Error)
+	p.stderr.waitFor(t, `msg="evicting a thread's process" session=`+a)
+	_, r = p.turnUpdates(21, a, "back")
+	require.Nil(t, r.Error, "the evicted thread, reopened")
+	// b, idle longer than a, would have been evicted with it.
+	assert.NotContains(t, p.stderr.String(), `msg="evicting a thread's process" session=`+b, "the thread never prompted is kept")
+	assert.Contains(t, agentChildren(t, p.cmd.Process.Pid), agentPid(t, b), "its process still runs")
+	p.close()
+}
+
+// Verify that the threads of an agent known not to reopen a session in a
+// new process (gemini-cli through 0.61.0) are never evicted, and the log
+// says why; a later version is evicted as any other.
+func TestFanoutReopen_knownAgentKept(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, []string{"--idle-timeout", "200ms", "--log-level", "debug"}, "-name", "gemini-cli", "-version", "0.61.0")
+	p.call(initLine)
+	a := p.openSession(10)
+	_, r := p.turnUpdates(20, a, "first")
+	require.Nil(t, r.Error)
+	p.stderr.waitFor(t, `threads are not evicted`)
+	assert.Contains(t, p.stderr.String(), "gemini-cli 0.61.0 cannot reopen a session in a new process")
+	_, r = p.turnUpdates(21, a, "still the same process")
+	require.Nil(t, r.Error)
+	assert.NotContains(t, p.stderr.String(), "evicting a thread's process")
+	p.close()
+
+	later := startRoutedWith(t, []string{"--idle-timeout", "200ms", "--log-level", "debug"}, "-name", "gemini-cli", "-version", "0.62.0")
+	later.call(initLine)
+	a = later.openSession(10)
+	later.stderr.waitFor(t, `msg="evicting a thread's process" session=`+a)
+	later.close()
+}
+
+// Verify that when the agent refuses to reopen a thread the router had
+// open, the user is told the agent's own reason (its error's data too), and
+// no thread is evicted after it.
+func TestFanoutReopen_refusedTellsWhyAndKeeps(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, []string{"--idle-timeout", "200ms", "--log-level", "debug"}, "-load-refuse")
+	p.call(initLine)
+	a, b := p.openSession(10), p.openSession(11)
+	p.stderr.waitFor(t, `msg="evicting a thread's process" session=`+a)
+	p.stderr.waitFor(t, `msg="evicting a thread's process" session=`+b)
+	_, r := p.turnUpdates(20, a, "back?")
+	require.NotNil(t, r.Error, "a thread the agent will not reopen")
+	assert.Contains(t, r.Error.Message, "oneagent keeps no session "+a+" here (refused on purpose)")
+	p.stderr.waitFor(t, "threads are no longer evicted")
+	c := p.openSession(12)
+	_, r = p.turnUpdates(21, c, "a new thread")
+	require.Nil(t, r.Error)
+	_, r = p.turnUpdates(22, c, "and it stays")
+	require.Nil(t, r.Error)
+	assert.NotContains(t, p.stderr.String(), `msg="evicting a thread's process" session=`+c)
+	p.close()
+}
+
+// Verify that a thread's process runs in its session's directory (a
+// single-session agent keeps its sessions by it), a relative agent command
+// still starting there.
+func TestFanoutReopen_processInSessionDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	rel, err := filepath.Rel(mustGetwd(t), oneAgent(t))
+	require.NoError(t, err)
+	p := startProcessWith(t, nil, func(cmd *exec.Cmd, _ *testAgent) {
+		cmd.Env = append(os.Environ(), "ONEAGENT_STATE="+t.TempDir())
+	}, "--fanout", "--state-dir", t.TempDir(), "--", rel)
+	p.call(initLine)
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":10,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, dir))
+	_, rs, _ := p.collect(10)
+	require.Nil(t, rs[10].Error)
+	var res struct{ SessionID string }
+	require.NoError(t, json.Unmarshal(rs[10].Result, &res))
+	ups, r := p.turnUpdates(20, res.SessionID, "where")
+	require.Nil(t, r.Error)
+	assert.Contains(t, strings.Join(ups, ""), "in "+dir+", ")
+	p.close()
+}
+
+func mustGetwd(t *testing.T) string {
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	return wd
+}
