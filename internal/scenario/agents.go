@@ -74,6 +74,31 @@ func (a agentSpec) flags(sc *Scenario) []string {
 	return nil
 }
 
+// overServedModel is flags with an in-process replay model (--model
+// replay:PATH) replaced by the run's served model: in a comparison every
+// agent gets its model answers over HTTP, acpbridge too, so that each
+// pays for the same requests.
+func overServedModel(flags []string) []string {
+	var out []string
+	for i := 0; i < len(flags); i++ {
+		name, val, hasVal := strings.Cut(flags[i], "=")
+		if name != "--model" && name != "-model" {
+			out = append(out, flags[i])
+			continue
+		}
+		if !hasVal && i+1 < len(flags) {
+			i++
+			val = flags[i]
+		}
+		if strings.HasPrefix(val, "replay:") {
+			out = append(out, "--model", "openai:"+servedModelName, "--base-url", "$MODEL_URL")
+		} else {
+			out = append(out, "--model", val)
+		}
+	}
+	return out
+}
+
 // flagsWord, as a word of --agent's command, is where the agent's flags go
 // (by default, after its words).
 const flagsWord = "$FLAGS"

@@ -227,6 +227,9 @@ func (rr rounds) run(path string, stdout io.Writer) (runs [][]Result, failed int
 		for i, a := range rr.agents {
 			opt := rr.opt
 			opt.Start, opt.Flags = Exec(a.command), a.flags
+			if len(rr.agents) > 1 {
+				opt.Flags = func(sc *Scenario) []string { return overServedModel(a.flags(sc)) }
+			}
 			label := ""
 			if rr.named {
 				label = " [" + rr.names[i] + "]"

@@ -122,3 +122,20 @@ func TestDifferences_turnsFirstAlignedAndCut(t *testing.T) {
 		`B failed after its line 2 (timed out waiting for < line 9); the other's 4 lines after it are not compared`,
 	}, diffs)
 }
+
+// Verify that in a comparison acpbridge's in-process replay model becomes
+// the served one, its other flags kept, and that a run in which no request
+// reached the served model says so.
+func TestOverServedModel(t *testing.T) {
+	assert.Equal(t, []string{"--model", "openai:scenario-model", "--base-url", "$MODEL_URL", "--state-dir", "$STATE"},
+		overServedModel([]string{"--model", "replay:$DIR/model.jsonl", "--state-dir", "$STATE"}))
+	assert.Equal(t, []string{"--model", "openai:scenario-model", "--base-url", "$MODEL_URL"}, overServedModel([]string{"--model=replay:m.jsonl"}))
+	assert.Equal(t, []string{"--model", "openai:x", "--base-url", "$MODEL_URL"}, overServedModel([]string{"--model", "openai:x", "--base-url", "$MODEL_URL"}))
+
+	rec := newRunRecord(Result{Env: Env{ModelURL: "http://127.0.0.1:1/v1"}, Turns: []Turn{{}}})
+	assert.Contains(t, rec.Note, "no request reached the served model")
+	rec = newRunRecord(Result{Env: Env{ModelURL: "http://127.0.0.1:1/v1"}, Turns: []Turn{{Model: servedCount{Requests: 2, SideCalls: 1, Mapped: map[string]int{"write_file → Write {content, file_path}": 1}}}}})
+	assert.Empty(t, rec.Note)
+	assert.Equal(t, 1, rec.Turns[0].SideCalls)
+	assert.Equal(t, map[string]int{"write_file → Write {content, file_path}": 1}, rec.Turns[0].ToolCalls)
+}

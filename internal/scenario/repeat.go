@@ -139,6 +139,18 @@ func passed(runs []Result) int {
 	return n
 }
 
+// exitedAtEOF is how many of runs passed with the agent exiting by itself
+// at its stdin's end (the others it did not, and the run ended it).
+func exitedAtEOF(runs []Result) int {
+	n := 0
+	for _, r := range runs {
+		if r.Err == nil && !r.EndedByRun {
+			n++
+		}
+	}
+	return n
+}
+
 // figuresTable is the agents' figures for one scenario, side by side: a
 // row per figure, a column per agent, each cell the median over its runs
 // and, with several, the spread in parentheses; every line starts with
@@ -157,6 +169,10 @@ func figuresTable(indent string, names []string, runs [][]Result) string {
 	sb.WriteString(indent + "| runs passed |")
 	for _, rs := range runs {
 		fmt.Fprintf(&sb, " %d/%d |", passed(rs), len(rs))
+	}
+	sb.WriteString("\n" + indent + "| exited at stdin's end |")
+	for _, rs := range runs {
+		fmt.Fprintf(&sb, " %d/%d |", exitedAtEOF(rs), len(rs))
 	}
 	sb.WriteString("\n")
 	for _, f := range figuresOf(maxTurns(runs)) {

@@ -78,6 +78,9 @@ type runRecord struct {
 	// ExitedAfterEOF says the agent exited by itself at its stdin's end
 	// (false: the run ended it, SIGTERM then SIGKILL).
 	ExitedAfterEOF bool `json:"exitedAfterEof"`
+	// Note says what a reader should know of the run: that no request
+	// reached the served model (the agent used a model of its own).
+	Note string `json:"note,omitempty"`
 }
 
 type turnRecord struct {
@@ -88,6 +91,10 @@ type turnRecord struct {
 	ModelRequests int     `json:"modelRequests"`
 	ModelBytes    int64   `json:"modelRequestBytes"`
 	Tokens        int64   `json:"tokensServed"`
+	SideCalls     int     `json:"sideCalls"` // the agent's side calls (titles, routing), answered without an entry
+	// ToolCalls counts the recorded tool calls served, by how each was
+	// mapped onto the agent's tools ("write_file → Write {content, file_path}").
+	ToolCalls map[string]int `json:"toolCalls,omitempty"`
 }
 
 func millis(d time.Duration) float64 {
@@ -104,9 +111,15 @@ func newRunRecord(r Result) runRecord {
 	if r.Err != nil {
 		rec.Error = r.Err.Error()
 	}
+	requests := 0
 	for _, t := range r.Turns {
 		rec.Turns = append(rec.Turns, turnRecord{FirstUpdateMs: millis(t.FirstUpdate), AnswerMs: millis(t.Answer), Messages: t.Messages,
-			Bytes: t.Bytes, ModelRequests: t.Model.Requests, ModelBytes: t.Model.Bytes, Tokens: t.Model.Tokens})
+			Bytes: t.Bytes, ModelRequests: t.Model.Requests, ModelBytes: t.Model.Bytes, Tokens: t.Model.Tokens,
+			SideCalls: t.Model.SideCalls, ToolCalls: t.Model.Mapped})
+		requests += t.Model.Requests
+	}
+	if r.Env.ModelURL != "" && len(r.Turns) > 0 && requests == 0 {
+		rec.Note = "no request reached the served model: the agent answered with a model of its own, so its figures are not comparable"
 	}
 	return rec
 }
