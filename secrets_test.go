@@ -124,3 +124,22 @@ func TestSecrets_toolOutputRedacted(t *testing.T) {
 		assert.NotContains(t, string(b), testKey, path)
 	}
 }
+
+// Verify that a server's error echoing the key where the message is
+// clipped shows none of the key: it is redacted before the clip.
+func TestSecrets_keyAcrossTheClip(t *testing.T) {
+	echo := filepath.Join("fixtures/openai", "echo_key_long.json")
+	require.NoError(t, os.WriteFile(echo, []byte(`{"error":{"message":"`+strings.Repeat("x", 480)+testKey+`"}}`), 0o644))
+	t.Cleanup(func() { os.Remove(echo) })
+	f := newFakeOpenAI(t, fakeReply{status: 401, file: "echo_key_long.json"})
+	ta := startOpenAI(t, f)
+	sid := ta.newSession()
+	_, r := ta.turnUpdates(2, sid, "hi")
+	require.NotNil(t, r.Error)
+	assert.Contains(t, r.Error.Message, strings.Repeat("x", 400), "the server's message, clipped")
+	assert.NotContains(t, r.Error.Message, testKey[:8], "no part of the key")
+	ta.close()
+	for _, l := range ta.got {
+		assert.NotContains(t, string(l), testKey[:8], "a message to the client")
+	}
+}

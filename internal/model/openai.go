@@ -231,6 +231,11 @@ func (m *OpenAI) redact(s string) string {
 
 func (m *OpenAI) redactErr(err error) error { return errors.New(m.redact(err.Error())) }
 
+// seen is text from the server as a user sees it: the key redacted first,
+// then clipped to n bytes (clipped first, a key across the cut would show
+// but for its last bytes).
+func (m *OpenAI) seen(text string, n int) string { return clip.Marked(m.redact(text), n) }
+
 // --- the request ---
 
 type chatRequest struct {
@@ -489,7 +494,7 @@ func (m *OpenAI) errorMessage(resp *http.Response) string {
 	if msg == "" {
 		msg = "(no message)"
 	}
-	return m.redact(clip.Marked(msg, 500))
+	return m.seen(msg, 500)
 }
 
 func stringOf(raw json.RawMessage) (string, bool) {
@@ -573,9 +578,9 @@ func (m *OpenAI) stream(ctx context.Context, resp *http.Response, out Sink, endp
 		}
 		return as.calls.finish(as.finish, out), nil
 	case "text/html":
-		head, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		head, _ := io.ReadAll(io.LimitReader(resp.Body, int64(200+len(as.m.key))))
 		return fail("the server answered with a web page (%s), not an event stream (is --base-url the API's address, ending in /v1, and does it need a login?): %s",
-			ct, clip.Marked(strings.TrimSpace(string(head)), 120))
+			ct, as.m.seen(strings.TrimSpace(string(head)), 120))
 	}
 	// A stream that stays silent longer than idle is closed.
 	rctx, cancel := context.WithCancelCause(ctx)
@@ -664,13 +669,13 @@ func (as *answerStream) whole(body io.Reader) error {
 		Error json.RawMessage `json:"error"`
 	}
 	if err := json.Unmarshal(b, &c); err != nil {
-		return fmt.Errorf("the server answered with JSON that is not a chat completion: %s", clip.Marked(string(b), 200))
+		return fmt.Errorf("the server answered with JSON that is not a chat completion: %s", as.m.seen(string(b), 200))
 	}
 	if len(c.Error) > 0 && string(c.Error) != "null" {
-		return fmt.Errorf("the server reported: %s", as.m.redact(serverMessage(c.Error)))
+		return fmt.Errorf("the server reported: %s", as.m.seen(serverMessage(c.Error), 500))
 	}
 	if len(c.Choices) == 0 {
-		return fmt.Errorf("the server's answer has no choices: %s", clip.Marked(string(b), 200))
+		return fmt.Errorf("the server's answer has no choices: %s", as.m.seen(string(b), 200))
 	}
 	// A whole message reads as one delta of it.
 	ev, _ := json.Marshal(map[string]any{"choices": []map[string]any{{"delta": c.Choices[0].Message, "finish_reason": c.Choices[0].FinishReason}}, "usage": c.Usage})
@@ -725,10 +730,10 @@ func (t *toolDeltas) slot(index *int, id string) *pendingCall {
 func (as *answerStream) event(data []byte) error {
 	var c chatChunk
 	if err := json.Unmarshal(data, &c); err != nil {
-		return fmt.Errorf("an event is not JSON: %s", clip.Marked(string(data), 200))
+		return fmt.Errorf("an event is not JSON: %s", as.m.seen(string(data), 200))
 	}
 	if len(c.Error) > 0 && string(c.Error) != "null" {
-		return fmt.Errorf("the server reported: %s", as.m.redact(serverMessage(c.Error)))
+		return fmt.Errorf("the server reported: %s", as.m.seen(serverMessage(c.Error), 500))
 	}
 	if c.Usage != nil {
 		as.out.AddUsage(Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens, Cost: c.Usage.Cost})

@@ -26,27 +26,38 @@ func view(lines [][]byte, env Env) (out []any, raw []int) {
 	v.set("CWD", env.Cwd)
 	v.set("STATE", env.State)
 	v.set("DIR", env.Dir)
-	var joining any // the last chunk line, while chunks of its kind follow
+	var joining any            // the last chunk line, while chunks of its kind follow
+	var joined strings.Builder // its text so far (joined once: linear in the chunks)
+	endJoin := func() {
+		if _, content := chunkOf(joining); content != nil {
+			content["text"] = joined.String()
+		}
+		joining = nil
+		joined.Reset()
+	}
 	for n, line := range lines {
 		text, err := v.generalize(line, nil, true)
 		if err != nil {
+			endJoin()
 			out, raw = append(out, string(line)), append(raw, n)
-			joining = nil
 			continue
 		}
 		x, _ := decode([]byte(text))
 		if kind, content := chunkOf(x); kind != "" {
-			if prevKind, prev := chunkOf(joining); prevKind == kind && sameSession(joining, x) {
-				prev["text"] = prev["text"].(string) + content["text"].(string)
+			if prevKind, _ := chunkOf(joining); prevKind == kind && sameSession(joining, x) {
+				joined.WriteString(content["text"].(string))
 				continue
 			}
+			endJoin()
 			joining = x
+			joined.WriteString(content["text"].(string))
 			out, raw = append(out, x), append(raw, n)
 			continue
 		}
-		joining = nil
+		endJoin()
 		out, raw = append(out, x), append(raw, n)
 	}
+	endJoin()
 	return out, raw
 }
 

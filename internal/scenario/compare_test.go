@@ -5,6 +5,8 @@ package scenario
 
 import (
 	"errors"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -138,4 +140,23 @@ func TestOverServedModel(t *testing.T) {
 	assert.Empty(t, rec.Note)
 	assert.Equal(t, 1, rec.Turns[0].SideCalls)
 	assert.Equal(t, map[string]int{"write_file → Write {content, file_path}": 1}, rec.Turns[0].ToolCalls)
+}
+
+// Verify that joining an answer's chunks takes memory linear in them: 5,000
+// chunks of 100 bytes joined by repeated concatenation would allocate over
+// a GiB.
+func TestView_joinsLinearly(t *testing.T) {
+	var lines [][]byte
+	chunk := strings.Repeat("y", 100)
+	for range 5000 {
+		lines = append(lines, []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`+chunk+`"}}}}`))
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	out, _ := view(lines, Env{Dir: "/d", Cwd: "/d/cwd", State: "/d/state"})
+	runtime.ReadMemStats(&after)
+	require.Len(t, out, 1, "one joined line")
+	_, content := chunkOf(out[0])
+	assert.Len(t, content["text"], 500000)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(200<<20), "bytes allocated joining")
 }
