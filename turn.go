@@ -109,23 +109,12 @@ func (st *modelStream) ToolCall(tc model.ToolCall) {
 	}
 }
 
+// AddUsage takes a usage report of the call: the latest of running
+// totals, or the sum of deltas (model.Usage.Then). --record keeps the
+// call's usage once, at its end.
 func (st *modelStream) AddUsage(u model.Usage) {
-	if st.rec != nil {
-		st.rec.Chunks = append(st.rec.Chunks, model.Chunk{Usage: &u})
-	}
-	st.usage.InputTokens += u.InputTokens
-	st.usage.OutputTokens += u.OutputTokens
+	st.usage = st.usage.Then(u, st.reported)
 	st.reported = true
-	if u.Cost != nil {
-		st.usage.Cost = new(*u.Cost + derefCost(st.usage.Cost))
-	}
-}
-
-func derefCost(c *float64) float64 {
-	if c == nil {
-		return 0
-	}
-	return *c
 }
 
 // storedCall is a tool call as the log keeps it.
@@ -354,6 +343,9 @@ func (a *agent) modelCall(ctx context.Context, s *SessionRecord, total *model.Us
 	}
 	st.endMessage()
 	if st.rec != nil {
+		if st.reported {
+			st.rec.Chunks = append(st.rec.Chunks, model.Chunk{Usage: &st.usage})
+		}
 		a.recorder.Write(st.rec, stop, err, ctx.Err() != nil)
 	}
 	total.InputTokens += st.usage.InputTokens
@@ -386,7 +378,7 @@ func (a *agent) reportUsage(s *SessionRecord, req *model.Request, st *modelStrea
 		}
 	}
 	if st.usage.Cost != nil {
-		s.cost = new(derefCost(s.cost) + *st.usage.Cost)
+		s.cost = model.AddCost(s.cost, *st.usage.Cost)
 	}
 	rec := store.Record{Type: store.RecUsage, Used: used, Size: int64(a.budget(s)), Cost: s.cost}
 	if err := a.out.NotifyJSON(s.id, acp.Usage(rec.Used, rec.Size, rec.Cost)); err != nil {

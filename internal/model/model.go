@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"sync"
 
@@ -152,6 +153,50 @@ type Usage struct {
 	InputTokens  int64    `json:"inputTokens"`
 	OutputTokens int64    `json:"outputTokens"`
 	Cost         *float64 `json:"cost,omitempty"` // USD, where the provider reports it (OpenRouter's usage.cost)
+}
+
+// MaxTokens bounds a reported count: a provider's negative or overflowing
+// figure must not reach the client (the schema's counts are unsigned) or
+// a sum.
+const MaxTokens = 1 << 40
+
+// Then is a call's usage after its next report, when the call has
+// reported u before (reported): a running total (the same input tokens,
+// no fewer output tokens: Gemini's OpenAI-compatible endpoint repeats the
+// whole usage on every chunk) replaces u; anything else is a delta, added
+// (a server that reports each chunk's own tokens). Counts are clamped to
+// [0, MaxTokens]; a cost that is not a finite, non-negative number is left
+// out, and a sum that would not be finite keeps the cost before it.
+func (u Usage) Then(next Usage, reported bool) Usage {
+	next.InputTokens = min(max(next.InputTokens, 0), MaxTokens)
+	next.OutputTokens = min(max(next.OutputTokens, 0), MaxTokens)
+	if next.Cost != nil && (math.IsNaN(*next.Cost) || math.IsInf(*next.Cost, 0) || *next.Cost < 0) {
+		next.Cost = nil
+	}
+	if !reported || next.InputTokens == u.InputTokens && next.OutputTokens >= u.OutputTokens {
+		if next.Cost == nil {
+			next.Cost = u.Cost
+		}
+		return next
+	}
+	sum := Usage{InputTokens: min(u.InputTokens+next.InputTokens, MaxTokens), OutputTokens: min(u.OutputTokens+next.OutputTokens, MaxTokens), Cost: u.Cost}
+	if next.Cost != nil {
+		sum.Cost = AddCost(u.Cost, *next.Cost)
+	}
+	return sum
+}
+
+// AddCost is the cost c with d added; c itself when the sum would not be
+// finite.
+func AddCost(c *float64, d float64) *float64 {
+	var base float64
+	if c != nil {
+		base = *c
+	}
+	if math.IsInf(base+d, 0) || math.IsNaN(base+d) {
+		return c
+	}
+	return new(base + d)
 }
 
 // Sink receives one model call's output, in order.

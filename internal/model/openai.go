@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"mime"
 	"net"
@@ -507,11 +508,31 @@ func stringOf(raw json.RawMessage) (string, bool) {
 type chatChunk struct {
 	Choices []chatChoice `json:"choices"`
 	Usage   *struct {
-		PromptTokens     int64    `json:"prompt_tokens"`
-		CompletionTokens int64    `json:"completion_tokens"`
-		Cost             *float64 `json:"cost"` // OpenRouter
+		PromptTokens     number  `json:"prompt_tokens"`
+		CompletionTokens number  `json:"completion_tokens"`
+		Cost             *number `json:"cost"` // OpenRouter
 	} `json:"usage"`
 	Error json.RawMessage `json:"error"`
+}
+
+// number is a figure of a usage report, as servers write it: a JSON
+// number in any form (12, 12.0, 1.2e1) or a string holding one; anything
+// else reads as 0 rather than failing the answer it came with.
+type number float64
+
+func (n *number) UnmarshalJSON(b []byte) error {
+	s := strings.Trim(string(b), `"`)
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(f) {
+		f = 0
+	}
+	*n = number(f)
+	return nil
+}
+
+// count is n as a token count, clamped to [0, MaxTokens].
+func (n number) count() int64 {
+	return int64(min(max(float64(n), 0), MaxTokens))
 }
 
 // chatChoice is one choice of a streamed chunk: a delta of the answer.
@@ -735,8 +756,12 @@ func (as *answerStream) event(data []byte) error {
 	if len(c.Error) > 0 && string(c.Error) != "null" {
 		return fmt.Errorf("the server reported: %s", as.m.seen(serverMessage(c.Error), 500))
 	}
-	if c.Usage != nil {
-		as.out.AddUsage(Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens, Cost: c.Usage.Cost})
+	if u := c.Usage; u != nil {
+		usage := Usage{InputTokens: u.PromptTokens.count(), OutputTokens: u.CompletionTokens.count()}
+		if u.Cost != nil {
+			usage.Cost = new(float64(*u.Cost))
+		}
+		as.out.AddUsage(usage)
 	}
 	for _, ch := range c.Choices {
 		if err := as.choice(&ch); err != nil {
