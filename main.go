@@ -67,7 +67,9 @@ func versionLine() string {
 		}
 	}
 	if rev == "" {
-		return "acpbridge " + version + " (built outside a git checkout: no commit)"
+		// Go records no commit outside a git checkout, nor with
+		// -buildvcs=false, and says nothing of which.
+		return "acpbridge " + version + " (no commit stamped: built outside a git checkout, or with -buildvcs=false)"
 	}
 	return fmt.Sprintf("acpbridge %s (commit %s, %s%s)", version, rev[:min(12, len(rev))], at, modified)
 }

@@ -83,10 +83,21 @@ func TestMain_versionNamesTheCommit(t *testing.T) {
 	require.NoError(t, err)
 	rev, gerr := exec.Command("git", "rev-parse", "HEAD").Output()
 	if gerr != nil { // not a git checkout (a source archive): it says so
-		assert.Contains(t, string(out), "built outside a git checkout")
+		assert.Contains(t, string(out), "no commit stamped")
 		return
 	}
 	assert.Contains(t, string(out), "acpbridge "+version+" (commit "+string(rev[:12])+", ")
+
+	// Stamping turned off in a checkout is not said to be a build outside
+	// one.
+	bin := filepath.Join(t.TempDir(), "acpbridge")
+	build := exec.Command("go", "build", "-buildvcs=false", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	b, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	out, err = exec.Command(bin, "--version").Output()
+	require.NoError(t, err)
+	assert.Contains(t, string(out), "(no commit stamped: built outside a git checkout, or with -buildvcs=false)")
 }
 
 // Verify the misconfigurations said on stderr at start, each naming what

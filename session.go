@@ -17,9 +17,11 @@
 //     decision), the client's answers to the agent's requests, every refusal
 //     (a second session: 1001, a second prompt: 1003, ...) and the
 //     cancelling part of session/close, EOF and signals.
-//   - To refuse and route at arrival, the reader keeps an outlook: what the
-//     queued steps will make true (which session will be live, its settings
-//     box, its admitted turn, whether a close of it is queued). The box is
+//   - To refuse and route at arrival there is an outlook: what the queued
+//     steps will make true (which session will be live, its settings box,
+//     its admitted turn, whether a close of it is queued). The reader
+//     updates it at arrival, the loop as a step ends or fails, hangUp at
+//     the connection's end. The box is
 //     the one thing a turn shares with arrival: mode, model and rules under
 //     one small mutex. `load X; set_mode X; prompt X` in one write: the
 //     set_mode changes X's box at arrival, the load step's record takes the

@@ -8,7 +8,8 @@
 //   - What streamed is persisted per message, in parts of at most partBytes,
 //     so a long stream costs no per-chunk I/O and holds no growing buffer.
 //   - A cancelled turn answers cancelled, never an error; everything it wrote
-//     precedes the response because it all runs in the handler's goroutine.
+//     precedes the response because it all runs on the agent loop, one
+//     goroutine, which hands the response to the handler only at its end.
 
 package main
 
