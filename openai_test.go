@@ -406,7 +406,7 @@ func TestOpenAI_recordReplay(t *testing.T) {
 	b, err := os.ReadFile(rec)
 	require.NoError(t, err)
 	require.Equal(t, 3, strings.Count(string(b), "\n"), "one entry per model call:\n%s", b)
-	assert.Contains(t, string(b), `{"expect":"what do I need?","chunks":[{"text":"Let me look."},{"usage":{"inputTokens":300,"outputTokens":40}},{"toolCall":{"id":"call_Qa1","name":"read_file","input":{"path":"notes.txt"}}}`)
+	assert.Contains(t, string(b), `{"expect":"what do I need?","chunks":[{"text":"Let me look."},{"toolCall":{"id":"call_Qa1","name":"read_file","input":{"path":"notes.txt"}}},{"toolCall":{"id":"call_Qa2","name":"read_file","input":{"path":"todo.txt"}}},{"usage":{"inputTokens":300,"outputTokens":40}}],"stop":"tool_use"}`, "the call's usage once, at its end")
 	assert.Contains(t, string(b), `{"expect":"call mum\n","chunks":[{"text":"You need milk."}],"stop":"end_turn"}`, "expect is the newest message: the last tool result")
 	replayed := run(startAgent(t, "--model", "replay:"+rec))
 	assert.Equal(t, live, replayed)

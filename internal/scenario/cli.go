@@ -76,11 +76,11 @@ func Main(ctx context.Context, args []string, self, version string, stdin io.Rea
 	}
 	switch args[0] {
 	case "run":
-		return runCommand(args[1:], self, version, stdout, stderr)
+		return runCommand(ctx, args[1:], self, version, stdout, stderr)
 	case "record":
 		return recordCommand(ctx, args[1:], self, stdin, stdout, stderr)
 	case "serve":
-		return serveCommand(args[1:], stdin, stdout, stderr)
+		return serveCommand(ctx, args[1:], stdin, stdout, stderr)
 	case "model":
 		return modelCommand(ctx, args[1:], stdin, stdout, stderr)
 	case "-h", "--help", "help":
@@ -126,7 +126,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string, cmd string, stdout, stde
 	}
 }
 
-func runCommand(args []string, self, version string, stdout, stderr io.Writer) int {
+func runCommand(ctx context.Context, args []string, self, version string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("scenario run", flag.ContinueOnError)
 	var agents []agentSpec
 	fs.Func("agent", "an agent to run, `[NAME=]CMD` quoted as a shell would (repeat it to compare agents); default: this acpbridge", func(v string) error {
@@ -169,24 +169,14 @@ func runCommand(args []string, self, version string, stdout, stderr io.Writer) i
 	for i, a := range agents {
 		cmp.Agents = append(cmp.Agents, agentRecord{Name: names[i], Command: a.command})
 	}
-	failed, total := 0, 0
 	rr := rounds{agents: agents, names: names, named: named, repeat: *repeat,
-		opt: Options{Timeout: timeout, Update: *upd, AcceptErrors: *acceptErrors}}
-	for _, path := range files {
-		runs, f := rr.run(path, stdout)
-		failed += f
-		total += len(agents) * max(1, *repeat)
-		first := make([]Result, len(agents))
-		for i := range runs {
-			first[i] = runs[i][0]
-		}
-		diffs := compareAll(names, first, *diffLimit)
-		if len(agents) > 1 || *repeat > 0 {
-			fmt.Fprintf(stdout, "  %s, side by side:\n%s%s", path, figuresTable("  ", names, runs), showDifferences(diffs))
-		}
-		cmp.Scenarios = append(cmp.Scenarios, newScenarioRecord(path, names, runs, diffs))
-	}
+		opt: Options{Timeout: timeout, Update: *upd, AcceptErrors: *acceptErrors, Stop: ctx.Done()}}
+	total, failed := rr.runAll(files, cmp, *diffLimit, stdout)
 	fmt.Fprintf(stdout, "%d passed, %d failed\n", total-failed, failed)
+	if ctx.Err() != nil {
+		fmt.Fprintf(stderr, "acpbridge scenario run: stopped by a signal after %d runs; what ran is reported\n", total)
+		failed++
+	}
 	if *jsonOut != "" {
 		if err := cmp.writeJSON(*jsonOut); err != nil {
 			fmt.Fprintf(stderr, "acpbridge scenario run: writing --json %s: %v\n", *jsonOut, err)
@@ -216,6 +206,35 @@ type rounds struct {
 	opt    Options
 }
 
+// runAll runs every file, adds each to cmp and prints each one's table and
+// differences when comparing or repeating; a signal (rr.opt.Stop) ends it
+// after the file it stopped in. It returns how many runs ran and failed.
+func (rr rounds) runAll(files []string, cmp *comparison, diffLimit int, stdout io.Writer) (total, failed int) {
+	for _, path := range files {
+		runs, f := rr.run(path, stdout)
+		failed += f
+		var first []Result
+		for i := range runs {
+			total += len(runs[i])
+			if len(runs[i]) > 0 {
+				first = append(first, runs[i][0])
+			}
+		}
+		var diffs []pairDifferences
+		if len(first) == len(rr.agents) { // else stopped before every agent ran
+			diffs = compareAll(rr.names, first, diffLimit)
+		}
+		if len(rr.agents) > 1 || rr.repeat > 0 {
+			fmt.Fprintf(stdout, "  %s, side by side:\n%s%s", path, figuresTable("  ", rr.names, runs), showDifferences(diffs))
+		}
+		cmp.Scenarios = append(cmp.Scenarios, newScenarioRecord(path, rr.names, runs, diffs))
+		if isClosed(rr.opt.Stop) {
+			break
+		}
+	}
+	return total, failed
+}
+
 // run runs the scenario at path on every agent: one warm-up run each
 // (files cached, binaries paged in) when repeating, then the counted runs,
 // the agents interleaved so that a slower minute of the machine falls on
@@ -240,6 +259,9 @@ func (rr rounds) run(path string, stdout io.Writer) (runs [][]Result, failed int
 			case rr.repeat > 1:
 				label += fmt.Sprintf(" (run %d of %d)", round+1-btoi(warm), rr.repeat)
 			}
+			if isClosed(rr.opt.Stop) {
+				return runs, failed
+			}
 			res, ok := runFile(path, opt, label, stdout)
 			if warm && round == 0 {
 				continue // not counted
@@ -251,6 +273,16 @@ func (rr rounds) run(path string, stdout io.Writer) (runs [][]Result, failed int
 		}
 	}
 	return runs, failed
+}
+
+// isClosed reports whether c is closed (nil: never).
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 func btoi(b bool) int {
@@ -335,7 +367,7 @@ func modelFixture(file string) (path string, cleanup func(), err error) {
 	return path, cleanup, nil
 }
 
-func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+func serveCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("scenario serve", flag.ContinueOnError)
 	report := fs.String("report", "", "where to write the differences (default: FILE's name with .serve-report.txt)")
 	timeout := 30 * time.Second
@@ -353,7 +385,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "acpbridge scenario serve: %v\n", err)
 		return 2
 	}
-	diffs := Serve(sc, stdin, stdout, timeout)
+	diffs := Serve(ctx, sc, stdin, stdout, timeout)
 	if len(diffs) == 0 {
 		return 0
 	}

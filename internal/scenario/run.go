@@ -61,6 +61,9 @@ type Options struct {
 	Check func(fromAgent bool, line []byte) string
 	// TempDir is where run directories are made ("" for the system's).
 	TempDir string
+	// Stop, when closed (a signal), fails the run where it waits: the
+	// agent is ended and what ran is reported.
+	Stop <-chan struct{}
 }
 
 // Result is the outcome of one scenario.
@@ -427,6 +430,8 @@ func (r *run) write(buf []byte, at int, what string) error {
 		return nil
 	case <-time.After(r.opt.Timeout):
 		return r.fail(at, fmt.Sprintf("the agent read none of %s for %v", what, r.opt.Timeout))
+	case <-r.opt.Stop:
+		return r.fail(at, "stopped by a signal while the agent read "+what)
 	}
 }
 
@@ -528,6 +533,8 @@ func (r *run) read(at int, waiting string) (line []byte, ok bool, err error) {
 		return line, true, nil
 	case <-time.After(r.opt.Timeout):
 		return nil, false, r.fail(at, fmt.Sprintf("timed out after %v waiting for %s", r.opt.Timeout, waiting))
+	case <-r.opt.Stop:
+		return nil, false, r.fail(at, "stopped by a signal while the scenario waited for "+waiting)
 	}
 }
 

@@ -8,6 +8,8 @@ package scenario
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,6 +22,7 @@ import (
 // server is one `scenario serve`: the scenario, the client's lines, and
 // what it found.
 type server struct {
+	ctx     context.Context // done at a signal: the play stops where it waits
 	sc      *Scenario
 	v       *vars
 	lines   chan []byte // the client's lines; closed at its EOF
@@ -34,9 +37,9 @@ type server struct {
 // Serve plays sc's agent side on in and out and returns the differences
 // between what the client sent and the scenario's > lines (none when the
 // client did as the scenario says). timeout bounds each wait for a client
-// line.
-func Serve(sc *Scenario, in io.Reader, out io.Writer, timeout time.Duration) []string {
-	s := &server{sc: sc, v: newVars(), lines: make(chan []byte, 64), out: out, timeout: timeout, ids: map[string]any{}, open: map[string]any{}}
+// line; ctx's end (a signal) stops the play as a difference.
+func Serve(ctx context.Context, sc *Scenario, in io.Reader, out io.Writer, timeout time.Duration) []string {
+	s := &server{ctx: ctx, sc: sc, v: newVars(), lines: make(chan []byte, 64), out: out, timeout: timeout, ids: map[string]any{}, open: map[string]any{}}
 	go s.read(in)
 	if s.play() {
 		s.rest()
@@ -88,6 +91,8 @@ func (s *server) next() (line []byte, ok bool, err error) {
 		return line, ok, nil
 	case <-time.After(s.timeout):
 		return nil, false, fmt.Errorf("the client sent nothing for %v", s.timeout)
+	case <-s.ctx.Done():
+		return nil, false, errors.New("stopped by a signal")
 	}
 }
 

@@ -6,6 +6,7 @@ package scenario
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func serveLines(t *testing.T, client ...string) (string, []string) {
 	sc, err := Parse("s.txtar", []byte(serveFile))
 	require.NoError(t, err)
 	var out bytes.Buffer
-	diffs := Serve(sc, strings.NewReader(strings.Join(client, "\n")+"\n"), &out, 5*time.Second)
+	diffs := Serve(context.Background(), sc, strings.NewReader(strings.Join(client, "\n")+"\n"), &out, 5*time.Second)
 	return out.String(), diffs
 }
 
