@@ -109,3 +109,11 @@ func TestImage_promptLimit(t *testing.T) {
 	assert.Contains(t, err.Error(), "prompt[3]")
 	assert.Contains(t, err.Error(), "more than 50 MiB")
 }
+
+// Verify that the default line limit leaves room for a prompt at the
+// prompt's own image limit (base64, and its framing): such a prompt is
+// refused by that limit, -32602 naming the block, never by the line's
+// -32600.
+func TestImage_lineLimitAbovePromptLimit(t *testing.T) {
+	assert.Greater(t, defaultMaxLineBytes, base64.StdEncoding.EncodedLen(promptImageMaxBytes)+1<<20)
+}

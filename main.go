@@ -42,6 +42,12 @@ import (
 	"acpbridge/internal/store"
 )
 
+// defaultMaxLineBytes is --max-line-bytes's default: room for a prompt
+// with the most image data acpbridge takes in one (promptImageMaxBytes,
+// base64: 67 MiB) and its text, so that such a prompt meets the prompt's
+// own limit, with its -32602 naming the block, before the line's.
+const defaultMaxLineBytes = 80 << 20
+
 // version is the release; scripts/release.sh sets it from git describe
 // (-ldflags "-X main.version=..."). versionLine adds the commit.
 var version = "0.1.0"
@@ -444,7 +450,7 @@ func (c *commandLine) define(fs *flag.FlagSet) {
 	fs.StringVar(&cfg.trace, "trace", "", "write every protocol message, in and out, to `PATH` as JSON lines")
 	fs.IntVar(&cfg.maxTurnRequests, "max-turn-requests", 50, "most model calls in one turn (then stopReason max_turn_requests)")
 	fs.IntVar(&cfg.maxContextTokens, "max-context-tokens", 100_000, "`TOKENS` of conversation the model is sent at most (estimated at 4 bytes a token; older tool results, then older turns are left out)")
-	fs.IntVar(&cfg.maxLineBytes, "max-line-bytes", 64<<20, "longest message line accepted; a longer one is answered with an error and skipped")
+	fs.IntVar(&cfg.maxLineBytes, "max-line-bytes", defaultMaxLineBytes, "longest message line accepted; a longer one is answered with an error and skipped")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version and exit")
 	fs.IntVar(&cfg.maxPromptBlocks, "max-prompt-blocks", 10_000, "most content blocks in one prompt; more are refused")
 	fs.IntVar(&cfg.maxChildren, "max-children", 64, "with --fanout: most child processes, spares included")

@@ -52,7 +52,7 @@ func Serve(ctx context.Context, sc *Scenario, in io.Reader, out io.Writer, timeo
 // maxServedLine bounds a client line serve reads, as acpbridge's
 // --max-line-bytes does by default; a longer one is cut there (and so
 // differs).
-const maxServedLine = 64 << 20
+const maxServedLine = 80 << 20
 
 // read hands the client's non-blank lines to s.lines.
 func (s *server) read(in io.Reader) {

@@ -45,7 +45,7 @@ import (
 )
 
 // maxServedRequest bounds a model request the endpoint reads.
-const maxServedRequest = 64 << 20
+const maxServedRequest = 256 << 20
 
 // servedModelName is the model the endpoint lists; it answers any name.
 const servedModelName = "scenario-model"
