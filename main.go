@@ -271,6 +271,15 @@ func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, in
 			return err == nil
 		})
 	}
+	if cfg.fanout {
+		// The router serves no session: its children build the model,
+		// the store and the recorder (with the same flags).
+		var trace *channel.Tracer
+		if code := openTrace(cfg, stderr, &trace); code != 0 {
+			return nil, nil, code
+		}
+		return a, trace, 0
+	}
 	if cfg.modelSpec != "" {
 		// A model it cannot use can wait: the process serves, and the first
 		// prompt is answered with why (a client shows errors of requests,
@@ -288,21 +297,32 @@ func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, in
 			a.log.Warn("OPENAI_API_KEY is not set: the OpenAI endpoint will refuse every request; set it in the agent's environment (an editor's agent_servers env)")
 		}
 	}
-	var trace *channel.Tracer
-	var err error
 	if cfg.record != "" {
+		var err error
 		if a.recorder, err = model.OpenRecorder(cfg.record, a.log); err != nil {
 			fmt.Fprintf(stderr, "acpbridge: --record: %v\n", err)
 			return nil, nil, 2
 		}
 	}
-	if cfg.trace != "" {
-		if trace, err = channel.OpenTrace(cfg.trace); err != nil {
-			fmt.Fprintf(stderr, "acpbridge: --trace: %v\n", err)
-			return nil, nil, 2
-		}
+	var trace *channel.Tracer
+	if code := openTrace(cfg, stderr, &trace); code != 0 {
+		return nil, nil, code
 	}
 	return a, trace, 0
+}
+
+// openTrace opens --trace's file into *trace, when it is given; the exit
+// status, 2 when it cannot be opened.
+func openTrace(cfg config, stderr io.Writer, trace **channel.Tracer) int {
+	if cfg.trace == "" {
+		return 0
+	}
+	var err error
+	if *trace, err = channel.OpenTrace(cfg.trace); err != nil {
+		fmt.Fprintf(stderr, "acpbridge: --trace: %v\n", err)
+		return 2
+	}
+	return 0
 }
 
 // serve runs the agent on one connection until it ends.

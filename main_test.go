@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -186,4 +187,17 @@ func TestMain_trace(t *testing.T) {
 		`in "not json"`,
 		`out {"jsonrpc":"2.0","id":null,"er`,
 	}, dirs)
+}
+
+// Verify that --fanout builds no single-session agent: the router serves
+// no session, so it neither makes the model (which would ask the server
+// for its models) nor opens --record's file; its children do.
+func TestMain_fanoutBuildsNoAgent(t *testing.T) {
+	rec := filepath.Join(t.TempDir(), "rec.jsonl")
+	a, _, code := setup([]string{"--fanout", "--model", "openai:gpt-test", "--base-url", "http://127.0.0.1:1/v1", "--record", rec, "--state-dir", t.TempDir()}, io.Discard, io.Discard)
+	require.Zero(t, code)
+	assert.Nil(t, a.model, "no model in the router")
+	assert.Nil(t, a.recorder, "no recorder in the router")
+	_, err := os.Stat(rec)
+	assert.True(t, os.IsNotExist(err), "--record's file is the children's to open")
 }
