@@ -85,6 +85,10 @@ func oneAtATime(lines []string) []string {
 	for _, line := range lines {
 		client := strings.HasPrefix(line, ">") || line == "close"
 		switch {
+		case client && len(held) == 0 && isCancel(line):
+			// A cancel (Stop pressed before the first token) is of the
+			// request in flight: it stays before that request's answer.
+			out = append(out, line)
 		case client && (len(held) > 0 || together && awaited != ""):
 			held = append(held, line)
 		case client:
@@ -101,6 +105,16 @@ func oneAtATime(lines []string) []string {
 		together = client
 	}
 	return append(out, held...)
+}
+
+// isCancel reports whether a > line is session/cancel or $/cancel_request.
+func isCancel(line string) bool {
+	text, _ := strings.CutPrefix(line, "> ")
+	var m struct {
+		Method string `json:"method"`
+	}
+	json.Unmarshal([]byte(text), &m)
+	return m.Method == "session/cancel" || m.Method == "$/cancel_request"
 }
 
 // clientRequestID is the id of a > line that is a request.

@@ -89,3 +89,17 @@ func TestNeutralTranscript_pipelinedOneAtATime(t *testing.T) {
 `
 	assert.Equal(t, want, neutralTranscript(in))
 }
+
+// Verify that a cancel written right after the prompt (Stop pressed before
+// the model's first token) stays before the prompt's cancelled answer: held
+// behind it, the replay would wait for the answer the cancel brings.
+func TestNeutralTranscript_cancelBeforeFirstToken(t *testing.T) {
+	in := []string{
+		`> {"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"$SESSION","prompt":[{"type":"text","text":"go"}]}}`,
+		`> {"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"$SESSION"}}`,
+		`< {"jsonrpc":"2.0","id":2,"result":{"stopReason":"cancelled"}}`,
+	}
+	assert.Equal(t, in, oneAtATime(in))
+	piped := []string{in[0], `> {"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"$SESSION","prompt":[{"type":"text","text":"next"}]}}`, in[1], in[2]}
+	assert.Equal(t, []string{piped[0], piped[3], piped[1], piped[2]}, oneAtATime(piped), "a cancel behind a held request stays behind it")
+}
