@@ -248,7 +248,7 @@ func (a *agent) fitContext(s *SessionRecord, req *model.Request) error {
 	}
 	budget := a.budget(s)
 	msgs, trimmed := s.conv.Fit(budget - a.fixedTokens(req))
-	req.Msgs = msgs
+	req.Msgs = model.WithinImageBudget(msgs, model.ImageBudget)
 	if trimmed && !s.trimNoticed {
 		s.trimNoticed = true
 		return a.notice(s, fmt.Sprintf("(acpbridge: this conversation has outgrown the model's context budget of %d tokens, so the oldest tool results and then the oldest turns are left out of what the model is sent from now on. The session keeps everything.)", budget))

@@ -11,7 +11,11 @@
 
 package model
 
-import "strings"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // BytesPerToken is the estimate of a token's size.
 const BytesPerToken = 4
@@ -91,4 +95,46 @@ func ContextTooLong(err error) bool {
 	return strings.Contains(s, "context length") || strings.Contains(s, "context_length") ||
 		strings.Contains(s, "context window") || strings.Contains(s, "maximum context") ||
 		strings.Contains(s, "too many tokens") || strings.Contains(s, "exceeds the context")
+}
+
+// ImageBudget is the most image data one request carries, in bytes as
+// sent (base64): chat APIs are stateless, so every call carries the
+// conversation's earlier images again, and providers refuse a request past
+// a few tens of MiB. It holds a prompt at acpbridge's own limit (50 MiB
+// decoded) with room to spare.
+const ImageBudget = 72 << 20
+
+// WithinImageBudget is msgs with at most budget bytes of image data: the
+// newest images kept, and from the first that does not fit, each older one
+// replaced by a line in its message's text that names it. msgs itself is not changed (a
+// message that loses images is a copy).
+func WithinImageBudget(msgs []Message, budget int) []Message {
+	out := msgs
+	used, full := 0, false
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := msgs[i]
+		var kept []Image
+		var left []string
+		for j := len(m.Images) - 1; j >= 0; j-- {
+			im := m.Images[j]
+			if full = full || used+len(im.Data) > budget; !full {
+				used += len(im.Data)
+				kept = append(kept, im)
+				continue
+			}
+			left = append(left, fmt.Sprintf("[image %s, %d bytes of base64: left out of this request, which carries at most %d MiB of images; the model saw it in an earlier one]", im.MimeType, len(im.Data), budget>>20))
+		}
+		if len(left) == 0 {
+			continue
+		}
+		if &out[0] == &msgs[0] {
+			out = slices.Clone(msgs)
+		}
+		slices.Reverse(kept)
+		slices.Reverse(left)
+		m.Images = kept
+		m.Text = strings.Join(append([]string{m.Text}, left...), "\n")
+		out[i] = m
+	}
+	return out
 }

@@ -69,3 +69,25 @@ func TestConversation_answerUnrunMany(t *testing.T) {
 	assert.Len(t, seen, 100_000)
 	assert.Equal(t, "ran", c.Msgs[1].Text)
 }
+
+// Verify the image budget of a request: the newest images kept, older ones
+// past it replaced by a line naming them, the conversation unchanged.
+func TestWithinImageBudget(t *testing.T) {
+	img := func(n int) Image { return Image{MimeType: "image/png", Data: strings.Repeat("A", n)} }
+	msgs := []Message{
+		{Role: "user", Text: "one", Images: []Image{img(40)}},
+		{Role: "assistant", Text: "seen"},
+		{Role: "user", Text: "two", Images: []Image{img(30), img(30)}},
+		{Role: "user", Text: "three", Images: []Image{img(40)}},
+	}
+	out := WithinImageBudget(msgs, 90)
+	assert.Len(t, out[3].Images, 1, "the newest kept")
+	assert.Len(t, out[2].Images, 1, "the newer of two kept within 90 bytes")
+	assert.Equal(t, "two\n[image image/png, 30 bytes of base64: left out of this request, which carries at most 0 MiB of images; the model saw it in an earlier one]", out[2].Text)
+	assert.Empty(t, out[0].Images)
+	assert.Contains(t, out[0].Text, "one\n[image image/png, 40 bytes of base64: left out")
+	assert.Len(t, msgs[0].Images, 1, "the conversation keeps its images")
+	assert.Equal(t, "one", msgs[0].Text)
+	same := WithinImageBudget(msgs, 1000)
+	assert.Same(t, &msgs[0], &same[0], "within the budget: not copied")
+}
