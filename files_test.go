@@ -6,6 +6,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -326,6 +327,28 @@ func TestFiles_bigPromptMemoryGivenBack(t *testing.T) {
 	rss := procStatusKB(t, p.cmd.Process.Pid, "VmRSS:")
 	t.Logf("after a 30 MB prompt: RSS %d KiB, peak %d KiB", rss, vmHWM(t, p.cmd.Process.Pid))
 	assert.Less(t, rss, 120<<10, "the prompt's copies were kept after its turn")
+	p.close()
+}
+
+// Verify that the memory of a huge prompt refused at arrival (an image over
+// the per-image limit) is given back too, as an answered one's is (it was
+// kept: only the loop's steps gave memory back).
+func TestFiles_refusedPromptMemoryGivenBack(t *testing.T) {
+	t.Parallel()
+	p := startProcess(t, nil, "--model", "replay:"+writeFixture(t, `{"chunks":[{"text":"ok"}]}`))
+	sid := p.newSession()
+	data := base64.StdEncoding.EncodeToString(make([]byte, 28<<20))
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"image","mimeType":"image/png","data":%q}]}}`, sid, data))
+	data = ""
+	_, r := p.updatesUntil(2)
+	require.NotNil(t, r.Error, "an image over 20 MiB")
+	// The next step runs once the loop has given the refused one's memory back.
+	p.send(prompt(3, sid, "small"))
+	_, r = p.updatesUntil(3)
+	require.Nil(t, r.Error)
+	rss := procStatusKB(t, p.cmd.Process.Pid, "VmRSS:")
+	t.Logf("after a refused 37 MB prompt: RSS %d KiB, peak %d KiB", rss, vmHWM(t, p.cmd.Process.Pid))
+	assert.Less(t, rss, 100<<10, "the refused prompt's copies were kept")
 	p.close()
 }
 

@@ -423,6 +423,11 @@ func (a *agent) arrive(method, id string, params json.RawMessage) (answer []byte
 		return nil, false
 	}
 	if adm.run == nil {
+		if len(params) > bigRequest {
+			// Refused at arrival: the loop gives the copies its params
+			// made back to the system, as after a big step.
+			a.steps.push(&step{run: func() (any, error) { return nil, nil }, big: true})
+		}
 		return encodeResponse(id, adm.result, adm.err), true
 	}
 	a.steps.push(&step{reqID: id, run: adm.run, cancel: adm.cancel, big: len(params) > bigRequest})
