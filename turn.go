@@ -14,7 +14,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,10 +50,9 @@ type modelStream struct {
 	text     []byte           // the assistant's text, when keep
 	calls    []model.ToolCall // tool calls in order
 	usage    model.Usage
-	reported bool         // the model reported usage
-	streamed int          // bytes of text and thought streamed
-	err      error        // the first persistence error
-	rec      *model.Entry // what --record writes, or nil
+	reported bool  // the model reported usage
+	streamed int   // bytes of text and thought streamed
+	err      error // the first persistence error
 }
 
 func (st *modelStream) TextChunk(s string) error    { return st.chunk(acp.UpdateMessage, s) }
@@ -76,14 +74,6 @@ func (st *modelStream) chunk(kind acp.UpdateKind, s string) error {
 	if st.keep && kind == acp.UpdateMessage {
 		st.text = append(st.text, s...)
 	}
-	if st.rec != nil {
-		s := strings.Clone(s) // lent by the model: kept past the call
-		c := model.Chunk{Text: &s}
-		if kind == acp.UpdateThought {
-			c = model.Chunk{Thought: &s}
-		}
-		st.rec.Chunks = append(st.rec.Chunks, c)
-	}
 	st.enc = acp.AppendChunkUpdate(st.enc[:0], st.s.id, kind, st.msgID, s)
 	return st.a.out.Notify(acp.MethodSessionUpdate, st.enc)
 }
@@ -94,25 +84,12 @@ func (st *modelStream) chunk(kind acp.UpdateKind, s string) error {
 // fails as invalid input, and the model is told).
 func (st *modelStream) ToolCall(tc model.ToolCall) {
 	st.endMessage()
-	switch {
-	case len(tc.Input) == 0:
-		tc.Input = json.RawMessage("{}")
-	case !json.Valid(tc.Input):
-		tc.Input = acp.MustJSON(string(tc.Input))
-	default:
-		var b bytes.Buffer
-		json.Compact(&b, tc.Input)
-		tc.Input = b.Bytes()
-	}
+	tc.Input = model.ToolInput(tc.Input)
 	st.calls = append(st.calls, tc)
-	if st.rec != nil {
-		st.rec.Chunks = append(st.rec.Chunks, model.Chunk{ToolCall: &tc})
-	}
 }
 
 // AddUsage takes a usage report of the call: the latest of running
-// totals, or the sum of deltas (model.Usage.Then). --record keeps the
-// call's usage once, at its end.
+// totals, or the sum of deltas (model.Usage.Then).
 func (st *modelStream) AddUsage(u model.Usage) {
 	st.usage = st.usage.Then(u, st.reported)
 	st.reported = true
@@ -331,23 +308,23 @@ func (a *agent) modelCall(ctx context.Context, s *SessionRecord, total *model.Us
 	if err := a.fitContext(s, req); err != nil {
 		return nil, "", err
 	}
-	st, err := a.newStream(s)
-	if err != nil {
-		return nil, "", err
+	st := &modelStream{a: a, s: s, keep: s.conv.Full}
+	var out model.Sink = st
+	var tee *model.Tee // --record's
+	if a.recorder != nil {
+		tee = &model.Tee{Out: st, Entry: &model.Entry{Expect: model.RecordedExpect(s.conv.Newest(), s.ws.Roots), Chunks: []model.Chunk{}}}
+		out = tee
 	}
-	stop, err := a.model.Complete(ctx, req, st)
+	stop, err := a.model.Complete(ctx, req, out)
 	if model.ContextTooLong(err) && st.kind == "" && len(st.calls) == 0 && len(st.text) == 0 && s.budget == 0 {
 		if ferr := a.sendLess(s, req); ferr != nil {
 			return nil, "", ferr
 		}
-		stop, err = a.model.Complete(ctx, req, st)
+		stop, err = a.model.Complete(ctx, req, out)
 	}
 	st.endMessage()
-	if st.rec != nil {
-		if st.reported {
-			st.rec.Chunks = append(st.rec.Chunks, model.Chunk{Usage: &st.usage})
-		}
-		a.recorder.Write(st.rec, stop, err, ctx.Err() != nil)
+	if tee != nil {
+		a.recorder.Write(tee.Finish(), stop, err, ctx.Err() != nil)
 	}
 	total.InputTokens += st.usage.InputTokens
 	total.OutputTokens += st.usage.OutputTokens
@@ -395,16 +372,6 @@ func callBytes(calls []model.ToolCall) int {
 		n += len(c.Name) + len(c.Input)
 	}
 	return n
-}
-
-// newStream is the stream of one model call in s, noted by the recorder
-// when there is one.
-func (a *agent) newStream(s *SessionRecord) (*modelStream, error) {
-	st := &modelStream{a: a, s: s, keep: s.conv.Full}
-	if a.recorder != nil {
-		st.rec = &model.Entry{Expect: model.RecordedExpect(s.conv.Newest(), s.ws.Roots), Chunks: []model.Chunk{}}
-	}
-	return st, nil
 }
 
 // sendLess handles a provider that counts more tightly than the estimate:
