@@ -7,8 +7,9 @@
 // The answers: a permission request gets the option of kind allow_once
 // (else allow_always, else the first); fs/read_text_file the file's text
 // (its line and limit honoured), or "" for a file that does not exist, as
-// an editor opens a new buffer for it; fs/write_text_file writes the file.
-// Both keep to the run's directory. Anything else is refused
+// an editor opens a new buffer for it, and an error for one that is not a
+// regular file (a FIFO would hold the run); fs/write_text_file writes the
+// file. Both keep to the run's directory, links followed. Anything else is refused
 // (-32601), as by an editor without that capability.
 
 package scenario
@@ -78,6 +79,10 @@ func (r *run) answerAsEditor(method string, params json.RawMessage) (any, *edito
 			}
 			return map[string]any{}, nil
 		}
+		if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+			// A FIFO or a device would hold the run past its --timeout.
+			return nil, &editorError{-32603, path + " is not a regular file; the scenario's editor reads only those"}
+		}
 		b, err2 := os.ReadFile(path)
 		if err2 != nil && !errors.Is(err2, fs.ErrNotExist) {
 			return nil, &editorError{-32603, err2.Error()}
@@ -102,13 +107,30 @@ func allowOption(options []permissionOption) string {
 	return ""
 }
 
-// inRun is path when it is absolute and inside the run's directory.
+// inRun is path when it is absolute and inside the run's directory, its
+// links followed (a link out of it is refused as a path out of it is).
 func (r *run) inRun(path string) (string, *editorError) {
-	rel, err := filepath.Rel(r.env.Dir, filepath.Clean(path))
-	if !filepath.IsAbs(path) || err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return "", &editorError{-32602, "the scenario's editor keeps to the run's directory " + r.env.Dir + ", not " + path}
+	refused := &editorError{-32602, "the scenario's editor keeps to the run's directory " + r.env.Dir + ", not " + path}
+	if !filepath.IsAbs(path) || !within(r.env.Dir, filepath.Clean(path)) {
+		return "", refused
+	}
+	// The deepest part of the path that exists, its links resolved, must
+	// still be inside (the rest is created by a write).
+	for p := filepath.Clean(path); p != r.env.Dir && within(r.env.Dir, p); p = filepath.Dir(p) {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			if !within(r.env.Dir, real) {
+				return "", refused
+			}
+			break
+		}
 	}
 	return path, nil
+}
+
+// within reports whether path is dir or below it.
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // lineRange is text from its 1-based line, at most limit lines (0: all).

@@ -156,3 +156,26 @@ func TestMapCall(t *testing.T) {
 	_, err := mapCall(call("update_plan", `{"plan":[]}`), claude, "/w")
 	assert.EqualError(t, err, "the recording's tool call c (update_plan) has no tool to map onto among the 4 this call offers (Write, Edit, Read, Bash); record the scenario with a tool the agent has, or give the agent a shell tool")
 }
+
+// Verify that malformed calls on every wire get a client error saying
+// what was wrong, and the endpoint keeps serving.
+func TestServedModel_malformedCalls(t *testing.T) {
+	m := serveWireFixture(t)
+	base := strings.TrimSuffix(m.URL, "/v1")
+	for path, body := range map[string]string{
+		"/v1/chat/completions": `{"messages":`,
+		"/v1/responses":        `{"input":7}`,
+		"/v1/messages":         `not json`,
+		"/v1beta/models/gemini-x:streamGenerateContent": `{"contents":{}}`,
+	} {
+		code, text := post(t, base+path, body)
+		assert.Equal(t, 400, code, path)
+		assert.Contains(t, text, "the request body is not a model call", path)
+	}
+	code, text := post(t, base+"/v1beta/models/gemini-x:embedContent", `{}`)
+	assert.Equal(t, 404, code)
+	assert.Contains(t, text, "not :embedContent")
+	code, text = post(t, base+"/v1/messages", `{"model":"c","tools":[{"name":"Write","input_schema":{"properties":{"file_path":{},"content":{}}}}],"messages":[{"role":"user","content":"write it"}]}`)
+	assert.Equal(t, 200, code, "still serving")
+	assert.Contains(t, text, `"name":"Write"`)
+}
