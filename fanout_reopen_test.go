@@ -16,7 +16,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -115,4 +117,24 @@ func mustGetwd(t *testing.T) string {
 	wd, err := os.Getwd()
 	require.NoError(t, err)
 	return wd
+}
+
+// Verify that a thread reopened just as the spare it takes is killed comes
+// back: whether the router saw the death first (the spare leaves the pool)
+// or took the dead spare (the reopening is tried once more in a new
+// process), the prompt is answered.
+func TestFanoutReopen_spareKilledAsTaken(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, []string{"--idle-timeout", "200ms", "--spares", "1", "--log-level", "debug"})
+	p.call(initLine)
+	a := p.openSession(10)
+	_, r := p.turnUpdates(20, a, "first")
+	require.Nil(t, r.Error)
+	p.stderr.waitFor(t, `msg="evicting a thread's process" session=`+a)
+	var spare []int
+	require.Eventually(t, func() bool { spare = agentChildren(t, p.cmd.Process.Pid); return len(spare) == 1 }, hang, 10*time.Millisecond)
+	require.NoError(t, syscall.Kill(spare[0], syscall.SIGKILL))
+	_, r = p.turnUpdates(21, a, "back")
+	require.Nil(t, r.Error, "the thread whose spare was killed as it was taken")
+	p.close()
 }
