@@ -36,10 +36,15 @@ gets its line, their figures side by side and where each pair differs.
 --repeat N runs each agent once unmeasured, then N times, interleaved, and
 gives each figure's median and spread; --json and --report write every
 figure, the machine's description and charts for others to read. The file's
-model fixture is served as an OpenAI-compatible endpoint: every agent gets
-OPENAI_BASE_URL and MODEL_URL (and $MODEL_URL in its flags) naming it, and a
-dummy OPENAI_API_KEY. --update rewrites the < lines from what the agent sent
-instead. The agent runs in the scenario's directory with HOME inside it and
+model fixture is served on the wires agents speak (OpenAI Chat Completions
+and Responses, Anthropic Messages, Gemini), its tool calls mapped onto each
+agent's own tools: every agent gets OPENAI_BASE_URL and MODEL_URL (and
+$MODEL_URL in its flags), ANTHROPIC_BASE_URL and GOOGLE_GEMINI_BASE_URL
+naming it, and dummy keys. After a transcript's editor line, the agent's
+requests are answered as an editor answers them. An agent still running two
+seconds after its stdin closed is ended (a figure, not a failure). A signal
+stops the run and reports what ran. --update rewrites the < lines from what
+the agent sent instead. The agent runs in the scenario's directory with HOME inside it and
 without the user's ACPBRIDGE_* settings or OPENAI_BASE_URL, so that a file's
 result does not depend on who runs it.
 
@@ -59,10 +64,10 @@ that starts a process per prompt); --deterministic makes the file byte-stable;
 its tool calls, requests and stop reasons pinned).
 
 model serves FILE's model fixture (a scenario's, or a .jsonl fixture) as the
-OpenAI-compatible endpoint run gives its agents, for an agent driven by
-another harness: it prints the base URL (ending in /v1) as its first line
-and serves until stdin ends or a signal. Conversations calling at once each
-follow the fixture from their own position.
+endpoint run gives its agents, for an agent driven by another harness: it
+prints the base URL (ending in /v1) as its first line, logs each call on
+stderr, and serves until stdin ends or a signal (--listen ADDR for a fixed
+address). Each conversation follows the fixture from its own start.
 `
 
 // Main runs `acpbridge scenario ARGS`. self is this acpbridge's path, the
