@@ -148,6 +148,7 @@ func runCommand(ctx context.Context, args []string, self, version string, stdout
 	repeat := fs.Int("repeat", 0, "run each agent `N` times after a warm-up run, interleaved, and give each figure's median and spread")
 	jsonOut := fs.String("json", "", "write every run's figures and the machine's description to `FILE`")
 	reportDir := fs.String("report", "", "write report.md and an SVG chart per figure to `DIR`")
+	csvOut := fs.String("csv", "", "write every run's figures to `FILE`, a row per run and figure (run,agent,scenario,turn,figure,unit,value)")
 	diffLimit := fs.Int("diff-limit", 20, "list at most `N` differences per pair of agents (0: all)")
 	files, ok, status := parseInterspersed(fs, args, "acpbridge scenario run", stdout, stderr)
 	if !ok {
@@ -185,6 +186,12 @@ func runCommand(ctx context.Context, args []string, self, version string, stdout
 	if *jsonOut != "" {
 		if err := cmp.writeJSON(*jsonOut); err != nil {
 			fmt.Fprintf(stderr, "acpbridge scenario run: writing --json %s: %v\n", *jsonOut, err)
+			return 1
+		}
+	}
+	if *csvOut != "" {
+		if err := cmp.writeCSV(*csvOut); err != nil {
+			fmt.Fprintf(stderr, "acpbridge scenario run: writing --csv %s: %v\n", *csvOut, err)
 			return 1
 		}
 	}

@@ -5,9 +5,12 @@ package scenario
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -159,4 +162,35 @@ func TestView_joinsLinearly(t *testing.T) {
 	_, content := chunkOf(out[0])
 	assert.Len(t, content["text"], 500000)
 	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(200<<20), "bytes allocated joining")
+}
+
+// Verify --csv's rows: a row per run and figure, turns numbered, names in
+// snake_case with the unit, sizes in bytes, a figure a run lacks left out.
+func TestWriteCSV(t *testing.T) {
+	run := func(init time.Duration, pss int64) Result {
+		return Result{Initialize: init, NewSession: -1, Stats: Stats{PeakPSS: pss},
+			Turns: []Turn{{FirstUpdate: 2 * time.Millisecond, Answer: 5 * time.Millisecond, Bytes: 300, Model: servedCount{Requests: 3}}}}
+	}
+	runs := [][]Result{{run(10*time.Millisecond, 1<<20), run(12*time.Millisecond, 2<<20)}, {run(30*time.Millisecond, 0)}}
+	cmp := &comparison{Agents: []agentRecord{{Name: "a"}, {Name: "b"}}}
+	cmp.Scenarios = append(cmp.Scenarios, newScenarioRecord("s.txtar", []string{"a", "b"}, runs, nil))
+	path := filepath.Join(t.TempDir(), "runs.csv")
+	require.NoError(t, cmp.writeCSV(path))
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	text := string(b)
+	assert.True(t, strings.HasPrefix(text, "run,agent,scenario,turn,figure,unit,value\n"))
+	for _, row := range []string{
+		"1,a,s.txtar,0,spawn_to_initialize_answered_ms,ms,10\n",
+		"2,a,s.txtar,0,spawn_to_initialize_answered_ms,ms,12\n",
+		"1,b,s.txtar,0,spawn_to_initialize_answered_ms,ms,30\n",
+		"1,a,s.txtar,1,first_update_ms,ms,2\n",
+		"1,a,s.txtar,1,agent_bytes,bytes,300\n",
+		"1,a,s.txtar,1,model_requests,,3\n",
+		"2,a,s.txtar,0,peak_pss_bytes,bytes,2097152\n",
+	} {
+		assert.Contains(t, text, row)
+	}
+	assert.NotContains(t, text, "session_new_answered_ms", "no run gave it")
+	assert.NotContains(t, text, "1,b,s.txtar,0,peak_pss", "b gave none")
 }
