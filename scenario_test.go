@@ -570,11 +570,12 @@ func TestScenario_repeatJSONAndReport(t *testing.T) {
 		Environment struct {
 			OS, Arch, Go, Acpbridge string
 			CPUs                    int
-			Command                 []string
+			Command                 string
 		}
 		Agents []struct {
 			Name    string
 			Command []string
+			SHA256  string
 		}
 		Scenarios []struct {
 			Path    string
@@ -601,6 +602,8 @@ func TestScenario_repeatJSONAndReport(t *testing.T) {
 	assert.Positive(t, got.Environment.CPUs)
 	assert.Contains(t, got.Environment.Acpbridge, "acpbridge ")
 	assert.Equal(t, []string{other}, got.Agents[1].Command)
+	assert.Len(t, got.Agents[1].SHA256, 64, "the agent's executable hashed")
+	assert.True(t, strings.HasPrefix(got.Environment.Command, "acpbridge scenario run "), "one shell-quoted line: %s", got.Environment.Command)
 	require.Len(t, got.Scenarios, 1)
 	sc := got.Scenarios[0]
 	assert.Equal(t, 3, sc.Repeat)
@@ -608,7 +611,7 @@ func TestScenario_repeatJSONAndReport(t *testing.T) {
 	for _, ar := range sc.Results {
 		require.Len(t, ar.Runs, 3, "%s: the counted runs, no warm-up", ar.Agent)
 		for _, run := range ar.Runs {
-			for _, field := range []string{"passed", "agentLines", "initializeMs", "newSessionMs", "turns", "cpuMs", "peakRssBytes", "peakPssBytes", "processes"} {
+			for _, field := range []string{"index", "agent", "started_at", "passed", "agentLines", "initializeMs", "newSessionMs", "turns", "cpuMs", "peakRssBytes", "peakPssBytes", "processes"} {
 				assert.Contains(t, run, field, "%s", ar.Agent)
 			}
 			turns := run["turns"].([]any)

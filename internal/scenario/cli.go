@@ -173,7 +173,7 @@ func runCommand(ctx context.Context, args []string, self, version string, stdout
 	names := uniqueNames(agents)
 	cmp := &comparison{Environment: newEnvironment(version, append([]string{"acpbridge", "scenario", "run"}, args...))}
 	for i, a := range agents {
-		cmp.Agents = append(cmp.Agents, agentRecord{Name: names[i], Command: a.command})
+		cmp.Agents = append(cmp.Agents, newAgentRecord(names[i], a.command))
 	}
 	rr := rounds{agents: agents, names: names, named: named, repeat: *repeat,
 		opt: Options{Timeout: timeout, Update: *upd, AcceptErrors: *acceptErrors, Stop: ctx.Done()}}

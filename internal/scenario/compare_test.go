@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mattn/go-shellwords"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -193,4 +194,34 @@ func TestWriteCSV(t *testing.T) {
 	}
 	assert.NotContains(t, text, "session_new_answered_ms", "no run gave it")
 	assert.NotContains(t, text, "1,b,s.txtar,0,peak_pss", "b gave none")
+}
+
+// Verify what makes a comparison repeatable: the command is one string a
+// shell splits back into the argv given; the agent's file (through an
+// interpreter, its script) and the scenario are hashed; each run carries
+// its index, agent and start.
+func TestComparisonRepeatable(t *testing.T) {
+	args := []string{"acpbridge", "scenario", "run", "--agent", `fanout='/opt/my bin/acpbridge' --fanout`, "--agent", "it's", "", "a b.txtar"}
+	e := newEnvironment("v", args)
+	back, err := shellwords.Parse(e.Command)
+	require.NoError(t, err)
+	assert.Equal(t, args, back)
+
+	dir := t.TempDir()
+	script := filepath.Join(dir, "agent.mjs")
+	require.NoError(t, os.WriteFile(script, []byte("x"), 0o644))
+	a := newAgentRecord("ts", []string{"sh", script})
+	assert.Equal(t, script, a.Path)
+	assert.Equal(t, "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881", a.SHA256, "sha256 of \"x\"")
+	assert.Empty(t, newAgentRecord("gone", []string{"/no/such/agent"}).SHA256)
+
+	sc := filepath.Join(dir, "s.txtar")
+	require.NoError(t, os.WriteFile(sc, []byte("x"), 0o644))
+	started := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	sr := newScenarioRecord(sc, []string{"a"}, [][]Result{{{StartedAt: started, Initialize: -1, NewSession: -1}, {StartedAt: started.Add(time.Second), Initialize: -1, NewSession: -1}}}, nil)
+	assert.Equal(t, a.SHA256, sr.SHA256)
+	require.Len(t, sr.Results[0].Runs, 2)
+	assert.Equal(t, 2, sr.Results[0].Runs[1].Index)
+	assert.Equal(t, "a", sr.Results[0].Runs[1].Agent)
+	assert.Equal(t, started.Add(time.Second), sr.Results[0].Runs[1].StartedAt)
 }

@@ -5,10 +5,15 @@
 package scenario
 
 import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"html"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -25,13 +30,28 @@ type environment struct {
 	Go        string    `json:"go"`
 	Acpbridge string    `json:"acpbridge"`
 	Started   time.Time `json:"started"`
-	Command   []string  `json:"command"`
+	// Command is the command that ran, one string quoted as a POSIX shell
+	// splits it back into its words: paste it to run the same again.
+	Command string `json:"command"`
 }
 
 func newEnvironment(version string, args []string) environment {
 	kernel, cpu := machine()
 	return environment{OS: runtime.GOOS, Arch: runtime.GOARCH, Kernel: kernel, CPU: cpu, CPUs: runtime.NumCPU(),
-		Go: runtime.Version(), Acpbridge: version, Started: time.Now().UTC(), Command: args}
+		Go: runtime.Version(), Acpbridge: version, Started: time.Now().UTC(), Command: shellLine(args)}
+}
+
+// shellLine is words as one command line a POSIX shell splits back into
+// them.
+func shellLine(words []string) string {
+	quoted := make([]string, len(words))
+	for i, w := range words {
+		quoted[i] = shellQuote(w)
+		if w == "" {
+			quoted[i] = "''"
+		}
+	}
+	return strings.Join(quoted, " ")
 }
 
 // comparison is everything a `scenario run` with several agents or runs
@@ -45,10 +65,59 @@ type comparison struct {
 type agentRecord struct {
 	Name    string   `json:"name"`
 	Command []string `json:"command"`
+	// Path and SHA256 are the file the agent ran: the command's program,
+	// or for an interpreter (node, python3, sh, bash) the script it was
+	// given; "" where it could not be read.
+	Path   string `json:"path,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// newAgentRecord is an agent's record, its executable found and hashed.
+func newAgentRecord(name string, command []string) agentRecord {
+	a := agentRecord{Name: name, Command: command}
+	a.Path = ranFile(command)
+	a.SHA256 = fileSHA256(a.Path)
+	return a
+}
+
+// ranFile is the file a command runs: its program found on the PATH, or
+// for an interpreter the first of its arguments that is a file.
+func ranFile(command []string) string {
+	path, err := exec.LookPath(command[0])
+	if err != nil {
+		return ""
+	}
+	switch strings.TrimSuffix(filepath.Base(path), ".exe") {
+	case "node", "python3", "python", "sh", "bash":
+		for _, arg := range command[1:] {
+			if st, err := os.Stat(arg); err == nil && st.Mode().IsRegular() {
+				abs, _ := filepath.Abs(arg)
+				return abs
+			}
+		}
+	}
+	abs, _ := filepath.Abs(path)
+	return abs
+}
+
+// fileSHA256 is the hex SHA-256 of the file at path, "" when it cannot
+// be read.
+func fileSHA256(path string) string {
+	f, err := os.Open(path)
+	if err != nil || path == "" {
+		return ""
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return ""
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 type scenarioRecord struct {
 	Path        string            `json:"path"`
+	SHA256      string            `json:"sha256"` // of the scenario file as it ran
 	Repeat      int               `json:"repeat"` // counted runs per agent
 	Results     []agentResults    `json:"results"`
 	Differences []pairDifferences `json:"differences"`
@@ -65,6 +134,9 @@ type agentResults struct {
 // runRecord is one run's figures; times in milliseconds, sizes in bytes,
 // -1 where the run gave none.
 type runRecord struct {
+	Index        int          `json:"index"` // among the agent's counted runs, from 1
+	Agent        string       `json:"agent"`
+	StartedAt    time.Time    `json:"started_at"`
 	Passed       bool         `json:"passed"`
 	Error        string       `json:"error,omitempty"`
 	AgentLines   int          `json:"agentLines"`
@@ -127,13 +199,15 @@ func newRunRecord(r Result) runRecord {
 // newScenarioRecord gathers one scenario's runs (runs[i]: agent i's) and
 // differences.
 func newScenarioRecord(path string, names []string, runs [][]Result, diffs []pairDifferences) scenarioRecord {
-	sr := scenarioRecord{Path: path, Differences: diffs, runs: runs}
+	sr := scenarioRecord{Path: path, SHA256: fileSHA256(path), Differences: diffs, runs: runs}
 	figs := figuresOf(maxTurns(runs))
 	for i, rs := range runs {
 		sr.Repeat = max(sr.Repeat, len(rs))
 		ar := agentResults{Agent: names[i], Summary: map[string]summary{}}
-		for _, r := range rs {
-			ar.Runs = append(ar.Runs, newRunRecord(r))
+		for n, r := range rs {
+			rec := newRunRecord(r)
+			rec.Index, rec.Agent, rec.StartedAt = n+1, names[i], r.StartedAt
+			ar.Runs = append(ar.Runs, rec)
 		}
 		for _, f := range figs {
 			ar.Summary[f.label()] = summarize(f, rs)
@@ -170,10 +244,10 @@ func (c *comparison) writeReport(dir string) error {
 	}
 	var md strings.Builder
 	e := c.Environment
-	fmt.Fprintf(&md, "# Scenario comparison\n\nRun %s with `%s`.\n\n", e.Started.Format(time.RFC3339), strings.Join(e.Command, " "))
+	fmt.Fprintf(&md, "# Scenario comparison\n\nRun %s with `%s`.\n\n", e.Started.Format(time.RFC3339), e.Command)
 	fmt.Fprintf(&md, "| | |\n|---|---|\n| acpbridge | %s |\n| OS | %s/%s %s |\n| CPU | %s × %d |\n| Go | %s |\n", e.Acpbridge, e.OS, e.Arch, e.Kernel, cmpOr(e.CPU, "unknown"), e.CPUs, e.Go)
 	for _, a := range c.Agents {
-		fmt.Fprintf(&md, "| agent %s | `%s` |\n", a.Name, strings.Join(a.Command, " "))
+		fmt.Fprintf(&md, "| agent %s | `%s` (%s, sha256 %s) |\n", a.Name, shellLine(a.Command), cmp.Or(a.Path, "not found"), cmp.Or(a.SHA256, "–"))
 	}
 	for n, sr := range c.Scenarios {
 		names := make([]string, len(sr.Results))

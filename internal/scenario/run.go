@@ -88,6 +88,7 @@ type Result struct {
 	// EndedByRun says the agent had not exited eofGrace after its stdin
 	// closed, and the run ended it (Agent.End).
 	EndedByRun bool
+	StartedAt  time.Time // when the run began (UTC)
 }
 
 // eofGrace is how long an agent with Agent.End is given to exit at its
@@ -163,7 +164,7 @@ func Run(sc *Scenario, opt Options) Result {
 	}
 	r := &run{sc: sc, opt: opt, v: newVars(), pending: map[string]sentRequest{}, options: map[string][]permissionOption{},
 		prompts: map[string]*promptClock{}, initialize: -1, newSession: -1, beforeTurns: -1}
-	res := Result{Path: sc.Path}
+	res := Result{Path: sc.Path, StartedAt: time.Now().UTC()}
 	dir, err := r.prepare()
 	if dir != "" {
 		defer os.RemoveAll(dir)
