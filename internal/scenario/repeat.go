@@ -76,6 +76,12 @@ type summary struct {
 	Low    float64 `json:"low"`    // the spread: the quartiles, or min and max for fewer than 5 runs
 	High   float64 `json:"high"`
 	Spread string  `json:"spread"` // "IQR" or "min-max"
+	// CI95 is the median's 95% interval (a percentile bootstrap seeded
+	// with the comparison's seed); Mean and SD are the runs' mean and
+	// sample standard deviation.
+	CI95 [2]float64 `json:"ci95"`
+	Mean float64    `json:"mean"`
+	SD   float64    `json:"sd"`
 }
 
 // summarize is f over runs; N is 0 when no run gave it.
@@ -92,6 +98,8 @@ func summarize(f figure, runs []Result) summary {
 	}
 	slices.Sort(vs)
 	s.Median = quantile(vs, 0.5)
+	s.CI95 = medianCI95(vs)
+	s.Mean, s.SD = meanSD(vs)
 	if len(vs) < 5 {
 		s.Low, s.High, s.Spread = vs[0], vs[len(vs)-1], "min-max"
 	} else {

@@ -57,6 +57,7 @@ func shellLine(words []string) string {
 // comparison is everything a `scenario run` with several agents or runs
 // measured: what --json writes and --report shows.
 type comparison struct {
+	Seed        uint64           `json:"seed"` // of every bootstrap interval
 	Environment environment      `json:"environment"`
 	Agents      []agentRecord    `json:"agents"`
 	Scenarios   []scenarioRecord `json:"scenarios"`
@@ -126,9 +127,12 @@ type scenarioRecord struct {
 }
 
 type agentResults struct {
-	Agent   string             `json:"agent"`
-	Runs    []runRecord        `json:"runs"`
-	Summary map[string]summary `json:"summary"` // by figure name and unit
+	Agent  string `json:"agent"`
+	Passed int    `json:"passed"` // counted runs that passed
+	// PassRateCI95 is the pass rate's 95% Wilson interval.
+	PassRateCI95 [2]float64         `json:"pass_rate_ci95"`
+	Runs         []runRecord        `json:"runs"`
+	Summary      map[string]summary `json:"summary"` // by figure name and unit
 }
 
 // runRecord is one run's figures; times in milliseconds, sizes in bytes,
@@ -203,7 +207,8 @@ func newScenarioRecord(path string, names []string, runs [][]Result, diffs []pai
 	figs := figuresOf(maxTurns(runs))
 	for i, rs := range runs {
 		sr.Repeat = max(sr.Repeat, len(rs))
-		ar := agentResults{Agent: names[i], Summary: map[string]summary{}}
+		ar := agentResults{Agent: names[i], Summary: map[string]summary{}, Passed: passed(rs)}
+		ar.PassRateCI95 = wilson95(ar.Passed, len(rs))
 		for n, r := range rs {
 			rec := newRunRecord(r)
 			rec.Index, rec.Agent, rec.StartedAt = n+1, names[i], r.StartedAt
