@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -148,6 +149,7 @@ func runCommand(ctx context.Context, args []string, self, version string, stdout
 	repeat := fs.Int("repeat", 0, "run each agent `N` times after a warm-up run, interleaved, and give each figure's median and spread")
 	jsonOut := fs.String("json", "", "write every run's figures and the machine's description to `FILE`")
 	reportDir := fs.String("report", "", "write report.md and an SVG chart per figure to `DIR`")
+	baseline := fs.String("baseline", "", "the agent `NAME` the others' figures are given as a ratio to, in --json (default: the first)")
 	csvOut := fs.String("csv", "", "write every run's figures to `FILE`, a row per run and figure (run,agent,scenario,turn,figure,unit,value)")
 	diffLimit := fs.Int("diff-limit", 20, "list at most `N` differences per pair of agents (0: all)")
 	files, ok, status := parseInterspersed(fs, args, "acpbridge scenario run", stdout, stderr)
@@ -177,6 +179,12 @@ func runCommand(ctx context.Context, args []string, self, version string, stdout
 	}
 	rr := rounds{agents: agents, names: names, named: named, repeat: *repeat,
 		opt: Options{Timeout: timeout, Update: *upd, AcceptErrors: *acceptErrors, Stop: ctx.Done()}}
+	if *baseline != "" {
+		if rr.baseline = slices.Index(names, *baseline); rr.baseline < 0 {
+			cliflag.Fail(stderr, "acpbridge scenario run", "--baseline %q names no agent (the agents: %s)", *baseline, strings.Join(names, ", "))
+			return 2
+		}
+	}
 	total, failed := rr.runAll(files, cmp, *diffLimit, stdout)
 	fmt.Fprintf(stdout, "%d passed, %d failed\n", total-failed, failed)
 	if ctx.Err() != nil {
@@ -216,6 +224,8 @@ type rounds struct {
 	named  bool // each result line says which agent ran
 	repeat int  // 0: one run, no warm-up
 	opt    Options
+	// baseline is the agent the others' figures are a ratio to.
+	baseline int
 }
 
 // runAll runs every file, adds each to cmp and prints each one's table and
@@ -239,7 +249,7 @@ func (rr rounds) runAll(files []string, cmp *comparison, diffLimit int, stdout i
 		if len(rr.agents) > 1 || rr.repeat > 0 {
 			fmt.Fprintf(stdout, "  %s, side by side:\n%s%s", path, figuresTable("  ", rr.names, runs), showDifferences(diffs))
 		}
-		cmp.Scenarios = append(cmp.Scenarios, newScenarioRecord(path, rr.names, runs, diffs))
+		cmp.Scenarios = append(cmp.Scenarios, newScenarioRecord(path, rr.names, runs, diffs, rr.baseline))
 		if isClosed(rr.opt.Stop) {
 			break
 		}

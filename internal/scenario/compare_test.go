@@ -174,7 +174,7 @@ func TestWriteCSV(t *testing.T) {
 	}
 	runs := [][]Result{{run(10*time.Millisecond, 1<<20), run(12*time.Millisecond, 2<<20)}, {run(30*time.Millisecond, 0)}}
 	cmp := &comparison{Agents: []agentRecord{{Name: "a"}, {Name: "b"}}}
-	cmp.Scenarios = append(cmp.Scenarios, newScenarioRecord("s.txtar", []string{"a", "b"}, runs, nil))
+	cmp.Scenarios = append(cmp.Scenarios, newScenarioRecord("s.txtar", []string{"a", "b"}, runs, nil, 0))
 	path := filepath.Join(t.TempDir(), "runs.csv")
 	require.NoError(t, cmp.writeCSV(path))
 	b, err := os.ReadFile(path)
@@ -218,7 +218,7 @@ func TestComparisonRepeatable(t *testing.T) {
 	sc := filepath.Join(dir, "s.txtar")
 	require.NoError(t, os.WriteFile(sc, []byte("x"), 0o644))
 	started := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
-	sr := newScenarioRecord(sc, []string{"a"}, [][]Result{{{StartedAt: started, Initialize: -1, NewSession: -1}, {StartedAt: started.Add(time.Second), Initialize: -1, NewSession: -1}}}, nil)
+	sr := newScenarioRecord(sc, []string{"a"}, [][]Result{{{StartedAt: started, Initialize: -1, NewSession: -1}, {StartedAt: started.Add(time.Second), Initialize: -1, NewSession: -1}}}, nil, 0)
 	assert.Equal(t, a.SHA256, sr.SHA256)
 	require.Len(t, sr.Results[0].Runs, 2)
 	assert.Equal(t, 2, sr.Results[0].Runs[1].Index)

@@ -82,6 +82,24 @@ type summary struct {
 	CI95 [2]float64 `json:"ci95"`
 	Mean float64    `json:"mean"`
 	SD   float64    `json:"sd"`
+	// Outliers are the runs (from 1) outside three interquartile ranges.
+	Outliers []int `json:"outliers,omitempty"`
+	// RatioToBaseline is the figure against the baseline agent's
+	// (--baseline; the first agent by default); nil for the baseline.
+	RatioToBaseline *ratio `json:"ratio_to_baseline,omitempty"`
+}
+
+// valuesOf is f's value in each run, NaN where a run did not give it.
+func valuesOf(f figure, runs []Result) []float64 {
+	vs := make([]float64, len(runs))
+	for i, r := range runs {
+		if v, ok := f.of(r); ok {
+			vs[i] = v
+		} else {
+			vs[i] = math.NaN()
+		}
+	}
+	return vs
 }
 
 // summarize is f over runs; N is 0 when no run gave it.
@@ -100,6 +118,7 @@ func summarize(f figure, runs []Result) summary {
 	s.Median = quantile(vs, 0.5)
 	s.CI95 = medianCI95(vs)
 	s.Mean, s.SD = meanSD(vs)
+	s.Outliers = outliers(valuesOf(f, runs))
 	if len(vs) < 5 {
 		s.Low, s.High, s.Spread = vs[0], vs[len(vs)-1], "min-max"
 	} else {

@@ -202,7 +202,7 @@ func newRunRecord(r Result) runRecord {
 
 // newScenarioRecord gathers one scenario's runs (runs[i]: agent i's) and
 // differences.
-func newScenarioRecord(path string, names []string, runs [][]Result, diffs []pairDifferences) scenarioRecord {
+func newScenarioRecord(path string, names []string, runs [][]Result, diffs []pairDifferences, baseline int) scenarioRecord {
 	sr := scenarioRecord{Path: path, SHA256: fileSHA256(path), Differences: diffs, runs: runs}
 	figs := figuresOf(maxTurns(runs))
 	for i, rs := range runs {
@@ -215,7 +215,11 @@ func newScenarioRecord(path string, names []string, runs [][]Result, diffs []pai
 			ar.Runs = append(ar.Runs, rec)
 		}
 		for _, f := range figs {
-			ar.Summary[f.label()] = summarize(f, rs)
+			s := summarize(f, rs)
+			if i != baseline && baseline < len(runs) {
+				s.RatioToBaseline = pairedRatio(valuesOf(f, rs), valuesOf(f, runs[baseline]))
+			}
+			ar.Summary[f.label()] = s
 		}
 		sr.Results = append(sr.Results, ar)
 	}

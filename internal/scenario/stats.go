@@ -71,3 +71,72 @@ func wilson95(passed, n int) [2]float64 {
 	half := z / (1 + z*z/fn) * math.Sqrt(p*(1-p)/fn+z*z/(4*fn*fn))
 	return [2]float64{max(0, centre-half), min(1, centre+half)}
 }
+
+// ratio is a figure's ratio to the baseline agent's: the ratio of their
+// medians, over the rounds both gave it, and its 95% interval from a
+// paired bootstrap over those rounds (the runs of a round ran one after
+// another, so a slower minute of the machine falls on both).
+type ratio struct {
+	Median float64    `json:"median"`
+	CI95   [2]float64 `json:"ci95"`
+}
+
+// pairedRatio is the ratio of xs to base, paired by index (a missing
+// value is NaN); nil with fewer than 2 pairs or a zero baseline median.
+func pairedRatio(xs, base []float64) *ratio {
+	var a, b []float64
+	for i := range min(len(xs), len(base)) {
+		if !math.IsNaN(xs[i]) && !math.IsNaN(base[i]) {
+			a, b = append(a, xs[i]), append(b, base[i])
+		}
+	}
+	of := func(a, b []float64) (float64, bool) {
+		sa, sb := slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b))
+		mb := quantile(sb, 0.5)
+		return quantile(sa, 0.5) / mb, mb != 0
+	}
+	if len(a) < 2 {
+		return nil
+	}
+	r, ok := of(a, b)
+	if !ok {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(bootstrapSeed, uint64(len(a))))
+	ratios := make([]float64, 0, bootstrapRounds)
+	ra, rb := make([]float64, len(a)), make([]float64, len(a))
+	for range bootstrapRounds {
+		for j := range ra {
+			k := rng.IntN(len(a))
+			ra[j], rb[j] = a[k], b[k]
+		}
+		if v, ok := of(ra, rb); ok {
+			ratios = append(ratios, v)
+		}
+	}
+	slices.Sort(ratios)
+	return &ratio{Median: r, CI95: [2]float64{quantile(ratios, 0.025), quantile(ratios, 0.975)}}
+}
+
+// outliers are the indices (from 1) of the values of vs (in run order,
+// NaN for none) outside three interquartile ranges of the quartiles.
+func outliers(vs []float64) []int {
+	var known []float64
+	for _, v := range vs {
+		if !math.IsNaN(v) {
+			known = append(known, v)
+		}
+	}
+	if len(known) < 5 {
+		return nil
+	}
+	slices.Sort(known)
+	q1, q3 := quantile(known, 0.25), quantile(known, 0.75)
+	var out []int
+	for i, v := range vs {
+		if !math.IsNaN(v) && (v < q1-3*(q3-q1) || v > q3+3*(q3-q1)) {
+			out = append(out, i+1)
+		}
+	}
+	return out
+}

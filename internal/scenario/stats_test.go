@@ -3,9 +3,11 @@
 package scenario
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Verify the bootstrap interval of a median: the same every time (seeded),
@@ -33,4 +35,23 @@ func TestWilson95(t *testing.T) {
 		assert.InDelta(t, c.lo, ci[0], 0.001, "%d/%d", c.passed, c.n)
 		assert.InDelta(t, c.hi, ci[1], 0.001, "%d/%d", c.passed, c.n)
 	}
+}
+
+// Verify the ratio to a baseline: paired by round, seeded, and nil where
+// it cannot be said; and the outlier flag.
+func TestPairedRatioAndOutliers(t *testing.T) {
+	base := []float64{10, 11, 10, 12, 11}
+	twice := []float64{20, 22, 20, 24, 22}
+	r := pairedRatio(twice, base)
+	require.NotNil(t, r)
+	assert.InDelta(t, 2.0, r.Median, 1e-9)
+	assert.InDelta(t, 2.0, r.CI95[0], 0.1)
+	assert.InDelta(t, 2.0, r.CI95[1], 0.1)
+	assert.Equal(t, r, pairedRatio(twice, base), "seeded")
+	assert.Nil(t, pairedRatio([]float64{1}, []float64{1}), "one pair says nothing")
+	assert.Nil(t, pairedRatio([]float64{1, 2}, []float64{0, 0}), "a zero baseline")
+	nan := math.NaN()
+	assert.InDelta(t, 2.0, pairedRatio([]float64{20, nan, 22}, []float64{10, 5, 11}).Median, 1e-9, "a round one side lacks is left out")
+	assert.Equal(t, []int{6}, outliers([]float64{6, 6.5, 7, 6.2, 6.8, 97}))
+	assert.Nil(t, outliers([]float64{1, 2, 3}), "too few runs to say")
 }
