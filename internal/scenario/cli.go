@@ -179,11 +179,11 @@ func runCommand(ctx context.Context, args []string, self, version string, stdout
 	}
 	rr := rounds{agents: agents, names: names, named: named, repeat: *repeat,
 		opt: Options{Timeout: timeout, Update: *upd, AcceptErrors: *acceptErrors, Stop: ctx.Done()}}
-	if *baseline != "" {
-		if rr.baseline = slices.Index(names, *baseline); rr.baseline < 0 {
-			cliflag.Fail(stderr, "acpbridge scenario run", "--baseline %q names no agent (the agents: %s)", *baseline, strings.Join(names, ", "))
-			return 2
-		}
+	if rr.baseline = slices.Index(names, *baseline); *baseline == "" {
+		rr.baseline = 0
+	} else if rr.baseline < 0 {
+		cliflag.Fail(stderr, "acpbridge scenario run", "--baseline %q names no agent (the agents: %s)", *baseline, strings.Join(names, ", "))
+		return 2
 	}
 	total, failed := rr.runAll(files, cmp, *diffLimit, stdout)
 	fmt.Fprintf(stdout, "%d passed, %d failed\n", total-failed, failed)
@@ -191,23 +191,19 @@ func runCommand(ctx context.Context, args []string, self, version string, stdout
 		fmt.Fprintf(stderr, "acpbridge scenario run: stopped by a signal after %d runs; what ran is reported\n", total)
 		failed++
 	}
-	if *jsonOut != "" {
-		if err := cmp.writeJSON(*jsonOut); err != nil {
-			fmt.Fprintf(stderr, "acpbridge scenario run: writing --json %s: %v\n", *jsonOut, err)
-			return 1
+	for _, out := range []struct {
+		flag, path string
+		write      func(string) error
+	}{{"--json", *jsonOut, cmp.writeJSON}, {"--csv", *csvOut, cmp.writeCSV}, {"--report", *reportDir, cmp.writeReport}} {
+		if out.path == "" {
+			continue
 		}
-	}
-	if *csvOut != "" {
-		if err := cmp.writeCSV(*csvOut); err != nil {
-			fmt.Fprintf(stderr, "acpbridge scenario run: writing --csv %s: %v\n", *csvOut, err)
+		if err := out.write(out.path); err != nil {
+			fmt.Fprintf(stderr, "acpbridge scenario run: writing %s %s: %v\n", out.flag, out.path, err)
 			return 1
 		}
 	}
 	if *reportDir != "" {
-		if err := cmp.writeReport(*reportDir); err != nil {
-			fmt.Fprintf(stderr, "acpbridge scenario run: writing --report %s: %v\n", *reportDir, err)
-			return 1
-		}
 		fmt.Fprintf(stdout, "the report is in %s\n", filepath.Join(*reportDir, "report.md"))
 	}
 	if failed > 0 {
