@@ -7,7 +7,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -29,7 +28,7 @@ func TestScenario_runStopsOnSignal(t *testing.T) {
 	cmd := exec.Command(binary(t), "scenario", "run", "--repeat", "100000", "--json", out, "fixtures/busy_turn.txtar")
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	var stderr bytes.Buffer
+	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
 	lines := bufio.NewScanner(stdout)
@@ -38,22 +37,11 @@ func TestScenario_runStopsOnSignal(t *testing.T) {
 			seen++
 		}
 	}
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	go func() {
 		for lines.Scan() {
 		}
 	}()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err = <-done:
-	case <-time.After(hang):
-		cmd.Process.Kill()
-		t.Fatalf("scenario run did not end on SIGTERM; stderr: %s", stderr.String())
-	}
-	var exit *exec.ExitError
-	require.ErrorAs(t, err, &exit)
-	assert.Equal(t, 1, exit.ExitCode())
+	assert.Equal(t, 1, exitOnSignal(t, cmd, stderr.String))
 	assert.Contains(t, stderr.String(), "acpbridge scenario run: stopped by a signal after")
 	b, err := os.ReadFile(out)
 	require.NoError(t, err, "--json written with what ran")
@@ -88,17 +76,25 @@ func TestScenario_serveStopsOnSignal(t *testing.T) {
 	answer, err := bufio.NewReader(stdout).ReadString('\n')
 	require.NoError(t, err)
 	assert.Contains(t, answer, `"id":0`)
+	assert.Equal(t, 1, exitOnSignal(t, cmd, stderr.String))
+	assert.Contains(t, stderr.String(), "stopped by a signal")
+}
+
+// exitOnSignal sends cmd SIGTERM and returns its exit status, failing the
+// test (with its stderr) if it does not end.
+func exitOnSignal(t *testing.T, cmd *exec.Cmd, stderr func() string) int {
+	t.Helper()
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	var err error
 	select {
 	case err = <-done:
 	case <-time.After(hang):
 		cmd.Process.Kill()
-		t.Fatalf("scenario serve did not end on SIGTERM; stderr: %s", stderr.String())
+		t.Fatalf("%s did not end on SIGTERM; stderr: %s", strings.Join(cmd.Args, " "), stderr())
 	}
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit)
-	assert.Equal(t, 1, exit.ExitCode())
-	assert.Contains(t, stderr.String(), "stopped by a signal")
+	return exit.ExitCode()
 }
