@@ -282,9 +282,9 @@ def main():
     # threads are kept, else the one reopened.
     ed.log_until("the process of a session ended", threads if kept else 1)
     r = wait(ed.prompt(sids[2], "after a crash"), 120, "a prompt after a kill")
-    if kept:
-        # It cannot come back: the agent's own reason reaches the user.
-        if "error" not in r or "could not be reopened" not in r["error"]["message"]:
+    if kept and "error" in r:
+        # Its reopening failed: the agent's own reason reaches the user.
+        if "could not be reopened" not in r["error"]["message"]:
             fail(f"a prompt on a thread that cannot come back: {json.dumps(r)[:300]}")
         print(f"{agent}: a thread whose process was killed cannot come back; the user is told why: {r['error']['message'][:160]}…")
     else:
