@@ -162,7 +162,9 @@ func fillArgs(params []string, in map[string]any) (map[string]any, bool) {
 	return out, true
 }
 
-// absolute makes the input's path absolute against cwd.
+// absolute makes the input's path and cwd absolute against cwd, and gives
+// a search (an input with a pattern and no path) cwd as its path: an
+// agent's Glob or Grep without one searches its own idea of the workspace.
 func absolute(in map[string]any, cwd string) {
 	for _, k := range []string{"path", "cwd"} {
 		if p, ok := in[k].(string); ok && cwd != "" && !filepath.IsAbs(p) {
