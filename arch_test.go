@@ -119,3 +119,47 @@ func TestArchitecture_functionsAreShort(t *testing.T) {
 	t.Logf("%d functions, %.2f lines on average", funcs, avg)
 	assert.Empty(t, long, "functions over %d lines", longest)
 }
+
+// The process's runtime settings are Go's, or the user's environment's:
+// no code changes GOMAXPROCS (a tool call that raised it for a search
+// changed it under every other goroutine, and over a user's own setting).
+func TestArchitecture_runtimeSettingsLeftAlone(t *testing.T) {
+	t.Parallel()
+	fset := token.NewFileSet()
+	var calls []string
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (path == "bench" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != "." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			pkg, ok := sel.X.(*ast.Ident)
+			if ok && pkg.Name == "runtime" && sel.Sel.Name == "GOMAXPROCS" {
+				if lit, ok := call.Args[0].(*ast.BasicLit); !ok || lit.Value != "0" {
+					calls = append(calls, fset.Position(call.Pos()).String())
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Empty(t, calls, "runtime.GOMAXPROCS set (only GOMAXPROCS(0), a read, is allowed)")
+}

@@ -23,7 +23,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -130,9 +129,8 @@ func main() {
 // closed once they are caught.
 //
 // It works beside start-up rather than before it. Catching the first signal
-// makes the runtime start a thread for signals and hand each one to it, and
-// going down to one P stops the world: together 0.3–1 ms on the project's
-// machine, a third of acpbridge's start-up, which the answer to initialize
+// makes the runtime start a thread for signals and hand each one to it:
+// 0.3–1 ms on the project's machine, a third of acpbridge's start-up, which the answer to initialize
 // does not need. What a signal must end waits for the channel: sessions
 // (and so turns and children) open only after it is closed.
 func catchSignals() (context.Context, <-chan struct{}) {
@@ -142,14 +140,6 @@ func catchSignals() (context.Context, <-chan struct{}) {
 		c := make(chan os.Signal, 1)
 		signal.Notify(c, proc.EndSignals()...)
 		close(caught)
-		// One P unless GOMAXPROCS says otherwise: the agent's work is one
-		// sequence (read a reply, act, write the next request), and with
-		// one P the hand-off from the goroutine that reads stdin to the
-		// turn that waits needs no second thread. Measured in the README:
-		// it halves the CPU of a client round trip.
-		if os.Getenv("GOMAXPROCS") == "" {
-			runtime.GOMAXPROCS(1)
-		}
 		cancel(fmt.Errorf("signal: %v", <-c))
 	}()
 	return ctx, caught

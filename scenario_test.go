@@ -559,23 +559,28 @@ func TestScenario_repeatJSONAndReport(t *testing.T) {
 	require.NoError(t, err, "%s", report)
 	assert.Equal(t, 1, strings.Count(report, "[acpbridge] (warm-up run)"), "one warm-up each")
 	assert.Equal(t, 1, strings.Count(report, "[multi] (warm-up run)"))
-	a3, m1 := strings.Index(report, "[acpbridge] (run 3 of 3)"), strings.Index(report, "[multi] (run 1 of 3)")
-	a1 := strings.Index(report, "[acpbridge] (run 1 of 3)")
-	assert.True(t, a1 >= 0 && m1 > a1 && a3 > m1, "interleaved: acpbridge, multi, acpbridge, ...")
+	at := func(label string) int { return strings.Index(report, label) }
+	assert.True(t, at("[acpbridge] (run 1 of 3)") < at("[multi] (run 1 of 3)") && at("[multi] (run 1 of 3)") < at("[multi] (run 2 of 3)") &&
+		at("[multi] (run 2 of 3)") < at("[acpbridge] (run 2 of 3)") && at("[acpbridge] (run 2 of 3)") < at("[acpbridge] (run 3 of 3)") &&
+		at("[acpbridge] (run 3 of 3)") < at("[multi] (run 3 of 3)"), "interleaved, the order rotated each round: acpbridge multi, multi acpbridge, acpbridge multi")
 	assert.Contains(t, report, "6 passed, 0 failed", "the warm-up runs are not counted")
 	assert.Contains(t, report, "| runs passed | 3/3 | 3/3 |")
-	assert.Contains(t, report, "(median over 3 runs after a warm-up run, min–max in parentheses")
+	assert.Contains(t, report, "(median over 3 runs after a warm-up run, its 95% interval in brackets; ratios to acpbridge paired by round")
 
 	var got struct {
 		Environment struct {
 			OS, Arch, Go, Acpbridge string
 			CPUs                    int
 			Command                 string
+			MemoryBytes             int64     `json:"memory_bytes"`
+			LoadAverage             []float64 `json:"load_average"`
 		}
-		Agents []struct {
-			Name    string
-			Command []string
-			SHA256  string
+		Baseline   string
+		AgentOrder string `json:"agent_order"`
+		Agents     []struct {
+			Name, Version string
+			Command       []string
+			SHA256        string
 		}
 		Scenarios []struct {
 			Path    string
@@ -602,6 +607,13 @@ func TestScenario_repeatJSONAndReport(t *testing.T) {
 	assert.Positive(t, got.Environment.CPUs)
 	assert.Contains(t, got.Environment.Acpbridge, "acpbridge ")
 	assert.Equal(t, []string{other}, got.Agents[1].Command)
+	assert.Equal(t, "acpbridge", got.Baseline, "the first agent by default")
+	assert.Contains(t, got.AgentOrder, "rotated")
+	assert.True(t, strings.HasPrefix(got.Agents[0].Version, "acpbridge "), "the version it gave: %q", got.Agents[0].Version)
+	if runtime.GOOS == "linux" {
+		assert.Positive(t, got.Environment.MemoryBytes)
+		assert.Len(t, got.Environment.LoadAverage, 3)
+	}
 	assert.Len(t, got.Agents[1].SHA256, 64, "the agent's executable hashed")
 	assert.True(t, strings.HasPrefix(got.Environment.Command, "acpbridge scenario run "), "one shell-quoted line: %s", got.Environment.Command)
 	require.Len(t, got.Scenarios, 1)
@@ -611,17 +623,20 @@ func TestScenario_repeatJSONAndReport(t *testing.T) {
 	for _, ar := range sc.Results {
 		require.Len(t, ar.Runs, 3, "%s: the counted runs, no warm-up", ar.Agent)
 		for _, run := range ar.Runs {
-			for _, field := range []string{"index", "agent", "started_at", "passed", "agentLines", "initializeMs", "newSessionMs", "turns", "cpuMs", "peakRssBytes", "peakPssBytes", "processes"} {
+			for _, field := range []string{"index", "agent", "started_at", "passed", "agent_lines", "spawn_to_initialize_ms", "session_new_ms", "turns", "cpu_ms", "rss_peaks_sum_bytes", "peak_pss_bytes", "processes", "exited_after_eof"} {
 				assert.Contains(t, run, field, "%s", ar.Agent)
 			}
 			turns := run["turns"].([]any)
 			require.Len(t, turns, 2)
-			for _, field := range []string{"firstUpdateMs", "answerMs", "messages", "bytes", "modelRequests", "modelRequestBytes", "tokensServed"} {
+			for _, field := range []string{"first_update_ms", "answer_ms", "agent_messages", "agent_bytes", "model_requests", "model_request_bytes", "prompt_tokens_estimated", "completion_tokens_estimated", "tokens_served"} {
 				assert.Contains(t, turns[0], field)
 			}
-			assert.Equal(t, 1.0, turns[0].(map[string]any)["modelRequests"])
+			assert.Equal(t, 1.0, turns[0].(map[string]any)["model_requests"])
+			assert.Positive(t, turns[0].(map[string]any)["prompt_tokens_estimated"])
 		}
-		s := ar.Summary["turn 1: answer (ms)"]
+		assert.Contains(t, ar.Summary, "peak_pss_bytes")
+		assert.Contains(t, ar.Summary, "spawn_to_initialize_ms")
+		s := ar.Summary["turn1_answer_ms"]
 		assert.Equal(t, 3, s.N)
 		assert.Equal(t, "min-max", s.Spread)
 		assert.True(t, s.Low <= s.Median && s.Median <= s.High)
@@ -633,6 +648,11 @@ func TestScenario_repeatJSONAndReport(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(md), "| runs passed | 3/3 | 3/3 |")
 	assert.Contains(t, string(md), "![turn 1: answer (ms)](")
+	assert.Contains(t, string(md), "| figure | acpbridge | multi | multi ÷ acpbridge |", "the ratio column")
+	assert.Contains(t, string(md), "### What each agent sent, per turn")
+	assert.Contains(t, string(md), "| 1 | update agent_message_chunk |")
+	assert.Contains(t, string(md), "## Figures", "every row defined")
+	assert.Contains(t, string(md), "![ratios to acpbridge](")
 	svgs, _ := filepath.Glob(filepath.Join(reportDir, "*.svg"))
 	assert.GreaterOrEqual(t, len(svgs), 10, "a chart per figure")
 	for _, svg := range svgs {
@@ -647,7 +667,10 @@ func TestScenario_repeatJSONAndReport(t *testing.T) {
 			require.NoError(t, err, "%s does not parse", svg)
 		}
 		assert.Contains(t, string(b), `<svg xmlns="http://www.w3.org/2000/svg"`)
-		assert.Contains(t, string(b), ">multi</text>", "a bar per agent")
+		if !strings.HasSuffix(svg, "ratios.svg") {
+			assert.Contains(t, string(b), ">multi</text>", "a bar per agent")
+			assert.Contains(t, string(b), "compare_text.txtar · n = 3 runs per agent")
+		}
 	}
 }
 

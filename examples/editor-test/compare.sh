@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
-# compare.sh BIN [DIR]: the comparison docs/scenarios.md describes, on
-# testdata/scenarios/coding.txtar: acpbridge (plain and --fanout), the
-# multi-session test agent in Go (testdata/multiagent) and the one on the
-# TypeScript SDK (multi.mjs), each run REPEAT times (default 10) after a
-# warm-up, with the table on stdout and report.md, the charts and
-# runs.json in DIR (default: a temporary directory, named at the end).
+# compare.sh BIN OUT [SCENARIO]: the comparison docs/scenarios.md
+# describes (default testdata/scenarios/coding.txtar): acpbridge (plain
+# and --fanout), the multi-session test agent in Go (testdata/multiagent,
+# built into OUT) and the one on the TypeScript SDK (multi.mjs; npm ci
+# here installs the SDK), each run REPEAT times (default 10) after a
+# warm-up, the table on stdout and report.md, the charts, runs.json and
+# runs.csv in OUT. It writes nothing outside OUT and node_modules.
 set -euo pipefail
-bin=$1
+if [ $# -lt 2 ]; then
+  echo "usage: compare.sh BIN OUT [SCENARIO]" >&2
+  exit 2
+fi
+bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 here=$(cd "$(dirname "$0")" && pwd)
 root=$here/../..
-out=${2:-$(mktemp -d)/report}
-multi=$(mktemp -d)/multiagent
-(cd "$root" && go build -o "$multi" ./testdata/multiagent)
-"$bin" scenario run --timeout 30s --repeat "${REPEAT:-10}" --report "$out" --json "$out/runs.json" \
+mkdir -p "$2"
+out=$(cd "$2" && pwd)
+scenario=${3:-$root/testdata/scenarios/coding.txtar}
+(cd "$here" && npm ci --no-audit --no-fund --silent)
+(cd "$root" && go build -o "$out/multiagent" ./testdata/multiagent)
+"$bin" scenario run --timeout 30s --repeat "${REPEAT:-10}" --report "$out" --json "$out/runs.json" --csv "$out/runs.csv" \
   --agent "acpbridge='$bin'" --agent "fanout='$bin' --fanout" \
-  --agent "go-multi='$multi'" --agent "ts-multi=node '$here/multi.mjs'" \
-  "$root/testdata/scenarios/coding.txtar"
+  --agent "go-multi='$out/multiagent'" --agent "ts-multi=node '$here/multi.mjs'" \
+  "$scenario"

@@ -185,6 +185,7 @@ func runCommand(ctx context.Context, args []string, self, version string, stdout
 		cliflag.Fail(stderr, "acpbridge scenario run", "--baseline %q names no agent (the agents: %s)", *baseline, strings.Join(names, ", "))
 		return 2
 	}
+	cmp.Baseline, cmp.AgentOrder = names[rr.baseline], "interleaved, rotated each round: counted round k begins with agent k mod n"
 	total, failed := rr.runAll(files, cmp, *diffLimit, stdout)
 	fmt.Fprintf(stdout, "%d passed, %d failed\n", total-failed, failed)
 	if ctx.Err() != nil {
@@ -238,12 +239,17 @@ func (rr rounds) runAll(files []string, cmp *comparison, diffLimit int, stdout i
 				first = append(first, runs[i][0])
 			}
 		}
+		for i, a := range cmp.Agents {
+			if a.Version == "" && len(runs[i]) > 0 {
+				cmp.Agents[i].Version = agentInfo(runs[i][0].Received)
+			}
+		}
 		var diffs []pairDifferences
 		if len(first) == len(rr.agents) { // else stopped before every agent ran
 			diffs = compareAll(rr.names, first, diffLimit)
 		}
 		if len(rr.agents) > 1 || rr.repeat > 0 {
-			fmt.Fprintf(stdout, "  %s, side by side:\n%s%s", path, figuresTable("  ", rr.names, runs), showDifferences(diffs))
+			fmt.Fprintf(stdout, "  %s, side by side:\n%s%s", path, figuresTable("  ", rr.names, runs, rr.baseline), showDifferences(diffs))
 		}
 		cmp.Scenarios = append(cmp.Scenarios, newScenarioRecord(path, rr.names, runs, diffs, rr.baseline))
 		if isClosed(rr.opt.Stop) {
@@ -256,12 +262,17 @@ func (rr rounds) runAll(files []string, cmp *comparison, diffLimit int, stdout i
 // run runs the scenario at path on every agent: one warm-up run each
 // (files cached, binaries paged in) when repeating, then the counted runs,
 // the agents interleaved so that a slower minute of the machine falls on
-// all of them. It returns each agent's counted runs and how many failed.
+// all of them, and their order rotated each round (the k-th counted round
+// begins with agent k mod n) so that none always runs after the same one.
+// It returns each agent's counted runs and how many failed.
 func (rr rounds) run(path string, stdout io.Writer) (runs [][]Result, failed int) {
 	runs = make([][]Result, len(rr.agents))
 	warm := rr.repeat > 0
 	for round := range max(1, rr.repeat) + btoi(warm) {
-		for i, a := range rr.agents {
+		counted := round - btoi(warm)
+		for j := range rr.agents {
+			i := (j + max(0, counted)) % len(rr.agents)
+			a := rr.agents[i]
 			opt := rr.opt
 			opt.Start, opt.Flags = Exec(a.command), a.flags
 			if len(rr.agents) > 1 {
@@ -272,16 +283,16 @@ func (rr rounds) run(path string, stdout io.Writer) (runs [][]Result, failed int
 				label = " [" + rr.names[i] + "]"
 			}
 			switch {
-			case warm && round == 0:
+			case counted < 0:
 				label += " (warm-up run)"
 			case rr.repeat > 1:
-				label += fmt.Sprintf(" (run %d of %d)", round+1-btoi(warm), rr.repeat)
+				label += fmt.Sprintf(" (run %d of %d)", counted+1, rr.repeat)
 			}
 			if isClosed(rr.opt.Stop) {
 				return runs, failed
 			}
 			res, ok := runFile(path, opt, label, stdout)
-			if warm && round == 0 {
+			if counted < 0 {
 				continue // not counted
 			}
 			if !ok {

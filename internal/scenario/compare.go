@@ -304,35 +304,61 @@ func show(x any) string {
 }
 
 // pairDifferences is where each pair of agents differ, for every pair,
-// from each agent's first counted run.
+// from each agent's first counted run. SameAs names an earlier pair whose
+// differences these repeat, its names put for these ("acpbridge and
+// codex": fanout differs from codex as acpbridge does); Lines is then
+// empty.
 type pairDifferences struct {
-	A, B  string
-	Lines []string // none: they sent the same lines
+	A, B   string
+	Lines  []string // none: they sent the same lines
+	SameAs string   `json:"same_as,omitempty"`
 }
 
-// compareAll compares every pair of agents' runs.
+// compareAll compares every pair of agents' runs, folding a pair whose
+// differences repeat an earlier pair's into it.
 func compareAll(names []string, first []Result, limit int) []pairDifferences {
 	var out []pairDifferences
+	seen := map[string]string{} // a pair's differences, names as placeholders → the pair
 	for i := range first {
 		for j := i + 1; j < len(first); j++ {
 			d := differences(newRunView(names[i], first[i]), newRunView(names[j], first[j]), limit)
-			out = append(out, pairDifferences{A: names[i], B: names[j], Lines: d})
+			p := pairDifferences{A: names[i], B: names[j], Lines: d}
+			if len(d) > 0 {
+				key := placeholders(d, names[i], names[j])
+				if earlier, ok := seen[key]; ok {
+					p.SameAs, p.Lines = earlier, nil
+				} else {
+					seen[key] = names[i] + " and " + names[j]
+				}
+			}
+			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// placeholders is lines with the two agents' names replaced by the same
+// placeholders for every pair, as one string.
+func placeholders(lines []string, a, b string) string {
+	r := strings.NewReplacer(a+"'s ", "\x00A's ", "only "+a+" ", "only \x00A ", a+" failed", "\x00A failed",
+		b+"'s ", "\x00B's ", "only "+b+" ", "only \x00B ", b+" failed", "\x00B failed")
+	return r.Replace(strings.Join(lines, "\n"))
 }
 
 // showDifferences is the report of compareAll.
 func showDifferences(all []pairDifferences) string {
 	var sb strings.Builder
 	for _, p := range all {
-		if len(p.Lines) == 0 {
+		switch {
+		case p.SameAs != "":
+			fmt.Fprintf(&sb, "  %s and %s differ as %s do\n", p.A, p.B, p.SameAs)
+		case len(p.Lines) == 0:
 			fmt.Fprintf(&sb, "  %s and %s sent the same lines (chunks joined; ids and times as variables)\n", p.A, p.B)
-			continue
-		}
-		fmt.Fprintf(&sb, "  where %s and %s differ, the turns first (values: %s / %s):\n", p.A, p.B, p.A, p.B)
-		for _, d := range p.Lines {
-			sb.WriteString("    " + d + "\n")
+		default:
+			fmt.Fprintf(&sb, "  where %s and %s differ, the turns first (values: %s / %s):\n", p.A, p.B, p.A, p.B)
+			for _, d := range p.Lines {
+				sb.WriteString("    " + d + "\n")
+			}
 		}
 	}
 	return sb.String()

@@ -182,9 +182,9 @@ func TestWriteCSV(t *testing.T) {
 	text := string(b)
 	assert.True(t, strings.HasPrefix(text, "run,agent,scenario,turn,figure,unit,value\n"))
 	for _, row := range []string{
-		"1,a,s.txtar,0,spawn_to_initialize_answered_ms,ms,10\n",
-		"2,a,s.txtar,0,spawn_to_initialize_answered_ms,ms,12\n",
-		"1,b,s.txtar,0,spawn_to_initialize_answered_ms,ms,30\n",
+		"1,a,s.txtar,0,spawn_to_initialize_ms,ms,10\n",
+		"2,a,s.txtar,0,spawn_to_initialize_ms,ms,12\n",
+		"1,b,s.txtar,0,spawn_to_initialize_ms,ms,30\n",
 		"1,a,s.txtar,1,first_update_ms,ms,2\n",
 		"1,a,s.txtar,1,agent_bytes,bytes,300\n",
 		"1,a,s.txtar,1,model_requests,,3\n",
@@ -192,7 +192,7 @@ func TestWriteCSV(t *testing.T) {
 	} {
 		assert.Contains(t, text, row)
 	}
-	assert.NotContains(t, text, "session_new_answered_ms", "no run gave it")
+	assert.NotContains(t, text, "session_new_ms", "no run gave it")
 	assert.NotContains(t, text, "1,b,s.txtar,0,peak_pss", "b gave none")
 }
 

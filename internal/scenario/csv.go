@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 )
 
 // writeCSV writes one row per counted run and figure: the run's index
@@ -32,38 +31,13 @@ func (c *comparison) writeCSV(path string) error {
 					if !ok {
 						continue
 					}
-					turn, name, unit := csvFigure(fg)
-					if fg.Unit == "MiB" {
-						v *= 1 << 20
-					}
-					w.Write([]string{strconv.Itoa(n + 1), c.Agents[i].Name, sr.Path, strconv.Itoa(turn), name, unit, strconv.FormatFloat(v, 'f', -1, 64)})
+					w.Write([]string{strconv.Itoa(n + 1), c.Agents[i].Name, sr.Path, strconv.Itoa(fg.Turn), fg.Key, fg.Unit, strconv.FormatFloat(v, 'f', -1, 64)})
 				}
 			}
 		}
 	}
 	w.Flush()
 	return errorsJoin(w.Error(), f.Close())
-}
-
-// csvFigure is a figure's turn (0 for the whole run's), its name in
-// snake_case with the unit in it ("first_update_ms"), and its unit (sizes
-// in bytes).
-func csvFigure(fg figure) (turn int, name, unit string) {
-	label := fg.Name
-	if rest, ok := strings.CutPrefix(label, "turn "); ok {
-		num, after, _ := strings.Cut(rest, ": ")
-		turn, _ = strconv.Atoi(num)
-		label = after
-	}
-	label = strings.NewReplacer("→", "to", "/", " ", "-", " ").Replace(strings.ToLower(label))
-	name = strings.Join(strings.Fields(label), "_")
-	switch fg.Unit {
-	case "ms":
-		return turn, name + "_ms", "ms"
-	case "B", "MiB":
-		return turn, strings.TrimSuffix(name, "_bytes") + "_bytes", "bytes"
-	}
-	return turn, name, ""
 }
 
 func errorsJoin(a, b error) error {

@@ -20,6 +20,9 @@ type Turn struct {
 	Messages            int
 	Bytes               int64
 	Model               servedCount
+	// Sent counts the agent's messages meanwhile by kind (sentKind):
+	// "update tool_call", "request session/request_permission".
+	Sent map[string]int
 }
 
 // Stats is what an agent's processes used over a run. A figure the
@@ -37,6 +40,15 @@ type Stats struct {
 	// keeps running, counted the same way every run, not a command's
 	// short-lived shell a sampler may or may not catch (-1: never seen).
 	Processes int
+}
+
+// machineInfo is the machine a comparison ran on, as far as the platform
+// says: the kernel's release, the CPU's model, the RAM in bytes and the
+// load average over 1, 5 and 15 minutes.
+type machineInfo struct {
+	kernel, cpu string
+	memory      int64
+	load        []float64
 }
 
 // sampler watches a process tree until stopped, keeping the peaks.
@@ -59,7 +71,7 @@ type procMemory struct {
 }
 
 // sampleInterval is how often the tree is measured.
-const sampleInterval = 20 * time.Millisecond
+const sampleInterval = 5 * time.Millisecond
 
 func startSampler(pid int) *sampler {
 	s := &sampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{}), stats: Stats{PeakRSS: -1, PeakPSS: -1, Processes: -1},

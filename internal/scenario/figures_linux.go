@@ -55,17 +55,27 @@ func maxRSS(ps *os.ProcessState) int64 {
 	return -1
 }
 
-// machine is the kernel's release and the CPU's model name.
-func machine() (kernel, cpu string) {
+// machine is the kernel's release, the CPU's model name, the RAM and the
+// load average now.
+func machine() machineInfo {
+	var m machineInfo
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		kernel = string(bytes.TrimSpace(b))
+		m.kernel = string(bytes.TrimSpace(b))
 	}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, line := range bytes.Split(b, []byte("\n")) {
 			if name, val, ok := bytes.Cut(line, []byte(":")); ok && string(bytes.TrimSpace(name)) == "model name" {
-				return kernel, string(bytes.TrimSpace(val))
+				m.cpu = string(bytes.TrimSpace(val))
+				break
 			}
 		}
 	}
-	return kernel, cpu
+	m.memory, _ = kbField("/proc/meminfo", "MemTotal:")
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		for _, f := range bytes.Fields(b)[:3] {
+			v, _ := strconv.ParseFloat(string(f), 64)
+			m.load = append(m.load, v)
+		}
+	}
+	return m
 }

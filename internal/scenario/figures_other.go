@@ -11,5 +11,5 @@ func treeMemory(int) ([]procMemory, bool) { return nil, false }
 
 func maxRSS(*os.ProcessState) int64 { return -1 }
 
-// machine is the kernel and CPU model, where the platform says them simply.
-func machine() (kernel, cpu string) { return "", "" }
+// machine is what the platform says simply of the machine: nothing here.
+func machine() machineInfo { return machineInfo{} }

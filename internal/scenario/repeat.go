@@ -12,13 +12,55 @@ import (
 	"time"
 )
 
-// figure is one number a run gives: its name, its unit and how to read it
-// from a Result (ok false when the run has none, such as a turn a failed
-// run never reached).
+// figure is one number a run gives: its key (snake_case, the unit in the
+// name, as --json and --csv carry it), the turn it is of (from 1; 0 for
+// the whole run), its name for a reader, its unit ("ms", "bytes" or ""
+// for a count), and how to read it from a Result (ok false when the run
+// has none, such as a turn a failed run never reached).
 type figure struct {
+	Key  string
+	Turn int
 	Name string
 	Unit string
 	of   func(Result) (float64, bool)
+}
+
+// id is the figure's key with its turn: "turn1_answer_ms".
+func (f figure) id() string {
+	if f.Turn == 0 {
+		return f.Key
+	}
+	return fmt.Sprintf("turn%d_%s", f.Turn, f.Key)
+}
+
+// label is the figure as a reader sees it: its turn, name and the unit
+// it is shown in (memory in MiB).
+func (f figure) label() string {
+	name := f.Name
+	if f.Turn > 0 {
+		name = fmt.Sprintf("turn %d: %s", f.Turn, name)
+	}
+	if u := f.shownUnit(); u != "" {
+		name += " (" + u + ")"
+	}
+	return name
+}
+
+// shownUnit is the unit a table or chart shows the figure in: memory in
+// MiB, other sizes in bytes.
+func (f figure) shownUnit() string {
+	if f.Unit == "bytes" && f.Turn == 0 {
+		return "MiB"
+	}
+	return f.Unit
+}
+
+// shown is v in the figure's shown unit.
+func (f figure) shown(v float64) float64 {
+	if f.shownUnit() == "MiB" {
+		return v / (1 << 20)
+	}
+	return v
 }
 
 // figuresOf are the figures of a scenario whose runs had at most turns
@@ -26,35 +68,37 @@ type figure struct {
 func figuresOf(turns int) []figure {
 	dur := func(d time.Duration) (float64, bool) { return float64(d.Microseconds()) / 1000, d >= 0 }
 	fs := []figure{
-		{"spawn → initialize answered", "ms", func(r Result) (float64, bool) { return dur(r.Initialize) }},
-		{"session/new answered", "ms", func(r Result) (float64, bool) { return dur(r.NewSession) }},
+		{"spawn_to_initialize_ms", 0, "spawn → initialize answered", "ms", func(r Result) (float64, bool) { return dur(r.Initialize) }},
+		{"session_new_ms", 0, "session/new answered", "ms", func(r Result) (float64, bool) { return dur(r.NewSession) }},
 	}
 	for k := range turns {
-		turn := func(f func(Turn) (float64, bool)) func(Result) (float64, bool) {
+		turn := func(f func(Turn) float64) func(Result) (float64, bool) {
 			return func(r Result) (float64, bool) {
 				if k >= len(r.Turns) || r.Turns[k].Answer < 0 {
 					return 0, false // a failed run's unfinished turn says nothing
 				}
-				return f(r.Turns[k])
+				return f(r.Turns[k]), true
 			}
 		}
-		p := fmt.Sprintf("turn %d: ", k+1)
+		ms := func(d time.Duration) float64 { v, _ := dur(d); return v }
 		fs = append(fs,
-			figure{p + "first update", "ms", turn(func(t Turn) (float64, bool) { return dur(t.FirstUpdate) })},
-			figure{p + "answer", "ms", turn(func(t Turn) (float64, bool) { return dur(t.Answer) })},
-			figure{p + "agent messages", "", turn(func(t Turn) (float64, bool) { return float64(t.Messages), true })},
-			figure{p + "agent bytes", "B", turn(func(t Turn) (float64, bool) { return float64(t.Bytes), true })},
-			figure{p + "model requests", "", turn(func(t Turn) (float64, bool) { return float64(t.Model.Requests), true })},
-			figure{p + "model request bytes", "B", turn(func(t Turn) (float64, bool) { return float64(t.Model.Bytes), true })},
-			figure{p + "tokens served", "", turn(func(t Turn) (float64, bool) { return float64(t.Model.Tokens), true })},
+			figure{"first_update_ms", k + 1, "first update", "ms", turn(func(t Turn) float64 { return ms(t.FirstUpdate) })},
+			figure{"answer_ms", k + 1, "answer", "ms", turn(func(t Turn) float64 { return ms(t.Answer) })},
+			figure{"agent_messages", k + 1, "agent messages", "", turn(func(t Turn) float64 { return float64(t.Messages) })},
+			figure{"agent_bytes", k + 1, "agent messages' size", "bytes", turn(func(t Turn) float64 { return float64(t.Bytes) })},
+			figure{"model_requests", k + 1, "model requests", "", turn(func(t Turn) float64 { return float64(t.Model.Requests) })},
+			figure{"model_request_bytes", k + 1, "model requests' size", "bytes", turn(func(t Turn) float64 { return float64(t.Model.Bytes) })},
+			figure{"prompt_tokens_estimated", k + 1, "prompt tokens, estimated", "", turn(func(t Turn) float64 { return float64(t.Model.PromptTokens) })},
+			figure{"completion_tokens_estimated", k + 1, "completion tokens, estimated", "", turn(func(t Turn) float64 { return float64(t.Model.CompletionTokens) })},
+			figure{"tokens_served", k + 1, "tokens served (the fixture's usage)", "", turn(func(t Turn) float64 { return float64(t.Model.Tokens) })},
 		)
 	}
-	known := func(v int64) (float64, bool) { return float64(v), v >= 0 }
+	known := func(v int64) (float64, bool) { return float64(v), v > 0 }
 	return append(fs,
-		figure{"CPU", "ms", func(r Result) (float64, bool) { return float64(r.Stats.CPU.Microseconds()) / 1000, r.Stats.CPU > 0 }},
-		figure{"peak RSS", "MiB", func(r Result) (float64, bool) { v, ok := known(r.Stats.PeakRSS); return v / (1 << 20), ok && v > 0 }},
-		figure{"peak PSS", "MiB", func(r Result) (float64, bool) { v, ok := known(r.Stats.PeakPSS); return v / (1 << 20), ok && v > 0 }},
-		figure{"processes", "", func(r Result) (float64, bool) { return float64(r.Stats.Processes), r.Stats.Processes > 0 }},
+		figure{"cpu_ms", 0, "CPU, user + system", "ms", func(r Result) (float64, bool) { return float64(r.Stats.CPU.Microseconds()) / 1000, r.Stats.CPU > 0 }},
+		figure{"peak_pss_bytes", 0, "peak PSS of the tree", "bytes", func(r Result) (float64, bool) { return known(r.Stats.PeakPSS) }},
+		figure{"rss_peaks_sum_bytes", 0, "sum of per-process peak RSS (an upper bound)", "bytes", func(r Result) (float64, bool) { return known(r.Stats.PeakRSS) }},
+		figure{"processes", 0, "processes", "", func(r Result) (float64, bool) { return float64(r.Stats.Processes), r.Stats.Processes > 0 }},
 	)
 }
 
@@ -136,23 +180,34 @@ func quantile(vs []float64, q float64) float64 {
 	return vs[lo] + (vs[hi]-vs[lo])*(pos-float64(lo))
 }
 
-// show is the summary as a table cell: the median, then the spread when
-// there are several runs.
-func (s summary) show(unit string) string {
+// cell is the summary as a table cell, in f's shown unit: the median,
+// then with several runs its 95% interval in brackets.
+func (s summary) cell(f figure) string {
 	if s.N == 0 {
 		return "–"
 	}
 	v := func(x float64) string {
-		switch unit {
-		case "ms", "MiB":
+		x = f.shown(x)
+		if f.Unit == "ms" || f.shownUnit() == "MiB" {
 			return fmt.Sprintf("%.1f", x)
 		}
 		return fmt.Sprintf("%.0f", x)
 	}
-	if s.N == 1 || s.Low == s.High {
+	if s.N == 1 || s.CI95[0] == s.CI95[1] {
 		return v(s.Median)
 	}
-	return fmt.Sprintf("%s (%s–%s)", v(s.Median), v(s.Low), v(s.High))
+	return fmt.Sprintf("%s [%s–%s]", v(s.Median), v(s.CI95[0]), v(s.CI95[1]))
+}
+
+// cell is the ratio as a table cell: "1.52× [1.40–1.66]".
+func (r *ratio) cell() string {
+	if r == nil {
+		return "–"
+	}
+	if r.CI95[0] == r.CI95[1] {
+		return fmt.Sprintf("%.2f×", r.Median)
+	}
+	return fmt.Sprintf("%.2f× [%.2f–%.2f]", r.Median, r.CI95[0], r.CI95[1])
 }
 
 // passed is how many of runs passed.
@@ -179,46 +234,47 @@ func exitedAtEOF(runs []Result) int {
 }
 
 // figuresTable is the agents' figures for one scenario, side by side: a
-// row per figure, a column per agent, each cell the median over its runs
-// and, with several, the spread in parentheses; every line starts with
-// indent.
-func figuresTable(indent string, names []string, runs [][]Result) string {
+// row per figure, a column per agent (the median over its runs and, with
+// several, the median's 95% interval) and after each agent but the
+// baseline its ratio to the baseline (with several runs, paired by round,
+// and its interval); every line starts with indent.
+func figuresTable(indent string, names []string, runs [][]Result, baseline int) string {
 	var sb strings.Builder
 	n := 0
 	for _, rs := range runs {
 		n = max(n, len(rs))
 	}
-	sb.WriteString(indent + "| figure |")
-	for _, name := range names {
-		sb.WriteString(" " + name + " |")
-	}
-	sb.WriteString("\n" + indent + "|---|" + strings.Repeat("---|", len(names)) + "\n")
-	sb.WriteString(indent + "| runs passed |")
-	for _, rs := range runs {
-		fmt.Fprintf(&sb, " %d/%d |", passed(rs), len(rs))
-	}
-	sb.WriteString("\n" + indent + "| exited at stdin's end |")
-	for _, rs := range runs {
-		fmt.Fprintf(&sb, " %d/%d |", exitedAtEOF(rs), len(rs))
-	}
-	sb.WriteString("\n")
-	for _, f := range figuresOf(maxTurns(runs)) {
-		label := f.Name
-		if f.Unit != "" {
-			label += " (" + f.Unit + ")"
-		}
-		sb.WriteString(indent + "| " + label + " |")
-		for _, rs := range runs {
-			sb.WriteString(" " + summarize(f, rs).show(f.Unit) + " |")
+	ratios := n > 1 && len(runs) > 1 && baseline < len(runs)
+	row := func(first string, cells func(i int) (own, ratio string)) {
+		sb.WriteString(indent + "| " + first + " |")
+		for i := range runs {
+			own, r := cells(i)
+			sb.WriteString(" " + own + " |")
+			if ratios && i != baseline {
+				sb.WriteString(" " + r + " |")
+			}
 		}
 		sb.WriteString("\n")
 	}
+	row("figure", func(i int) (string, string) { return names[i], names[i] + " ÷ " + names[baseline] })
+	row("---", func(int) (string, string) { return "---", "---" })
+	row("runs passed", func(i int) (string, string) { return fmt.Sprintf("%d/%d", passed(runs[i]), len(runs[i])), "" })
+	row("exited at stdin's end", func(i int) (string, string) { return fmt.Sprintf("%d/%d", exitedAtEOF(runs[i]), len(runs[i])), "" })
+	for _, f := range figuresOf(maxTurns(runs)) {
+		row(f.label(), func(i int) (string, string) {
+			own := summarize(f, runs[i]).cell(f)
+			if !ratios || i == baseline {
+				return own, ""
+			}
+			return own, pairedRatio(valuesOf(f, runs[i]), valuesOf(f, runs[baseline])).cell()
+		})
+	}
 	if n > 1 {
-		spread := "the interquartile range"
-		if n < 5 {
-			spread = "min–max"
+		fmt.Fprintf(&sb, indent+"(median over %d runs after a warm-up run, its 95%% interval in brackets", n)
+		if ratios {
+			fmt.Fprintf(&sb, "; ratios to %s paired by round, with their 95%% interval", names[baseline])
 		}
-		fmt.Fprintf(&sb, indent+"(median over %d runs after a warm-up run, %s in parentheses; processes: the most at once whenever every request was answered)\n", n, spread)
+		sb.WriteString("; processes: the most at once whenever every request was answered)\n")
 	}
 	return sb.String()
 }

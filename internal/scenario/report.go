@@ -5,40 +5,62 @@
 package scenario
 
 import (
-	"cmp"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"html"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
 
 // environment is where a comparison ran.
 type environment struct {
-	OS        string    `json:"os"`
-	Arch      string    `json:"arch"`
-	Kernel    string    `json:"kernel,omitempty"`
-	CPU       string    `json:"cpu,omitempty"`
-	CPUs      int       `json:"cpus"`
-	Go        string    `json:"go"`
-	Acpbridge string    `json:"acpbridge"`
-	Started   time.Time `json:"started"`
+	OS     string `json:"os"`
+	Arch   string `json:"arch"`
+	Kernel string `json:"kernel,omitempty"`
+	CPU    string `json:"cpu,omitempty"`
+	CPUs   int    `json:"cpus"`
+	Go     string `json:"go"`
+	Node   string `json:"node,omitempty"` // node --version, where node is on the PATH
+	// MemoryBytes is the machine's RAM; LoadAverage its load over 1, 5
+	// and 15 minutes as the comparison began.
+	MemoryBytes int64     `json:"memory_bytes,omitempty"`
+	LoadAverage []float64 `json:"load_average,omitempty"`
+	Acpbridge   string    `json:"acpbridge"`
+	Started     time.Time `json:"started"`
 	// Command is the command that ran, one string quoted as a POSIX shell
 	// splits it back into its words: paste it to run the same again.
 	Command string `json:"command"`
 }
 
 func newEnvironment(version string, args []string) environment {
-	kernel, cpu := machine()
-	return environment{OS: runtime.GOOS, Arch: runtime.GOARCH, Kernel: kernel, CPU: cpu, CPUs: runtime.NumCPU(),
-		Go: runtime.Version(), Acpbridge: version, Started: time.Now().UTC(), Command: shellLine(args)}
+	m := machine()
+	return environment{OS: runtime.GOOS, Arch: runtime.GOARCH, Kernel: m.kernel, CPU: m.cpu, CPUs: runtime.NumCPU(),
+		Go: runtime.Version(), Node: nodeVersion(), MemoryBytes: m.memory, LoadAverage: m.load,
+		Acpbridge: version, Started: time.Now().UTC(), Command: shellLine(args)}
+}
+
+// nodeVersion is what `node --version` says, "" without node.
+func nodeVersion() string {
+	path, err := exec.LookPath("node")
+	if err != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // shellLine is words as one command line a POSIX shell splits back into
@@ -57,7 +79,11 @@ func shellLine(words []string) string {
 // comparison is everything a `scenario run` with several agents or runs
 // measured: what --json writes and --report shows.
 type comparison struct {
-	Seed        uint64           `json:"seed"` // of every bootstrap interval
+	Seed uint64 `json:"seed"` // of every bootstrap interval
+	// Baseline is the agent the others' ratios are to; AgentOrder how the
+	// agents took turns.
+	Baseline    string           `json:"baseline"`
+	AgentOrder  string           `json:"agent_order"`
 	Environment environment      `json:"environment"`
 	Agents      []agentRecord    `json:"agents"`
 	Scenarios   []scenarioRecord `json:"scenarios"`
@@ -71,6 +97,12 @@ type agentRecord struct {
 	// given; "" where it could not be read.
 	Path   string `json:"path,omitempty"`
 	SHA256 string `json:"sha256,omitempty"`
+	// Version is the name and version the agent gave in its answer to
+	// initialize (agentInfo); SDK the ACP library its file was built
+	// with, where that can be read (a Go binary's build information, or
+	// the package.json of the SDK beside a Node script).
+	Version string `json:"version,omitempty"`
+	SDK     string `json:"sdk,omitempty"`
 }
 
 // newAgentRecord is an agent's record, its executable found and hashed.
@@ -78,6 +110,7 @@ func newAgentRecord(name string, command []string) agentRecord {
 	a := agentRecord{Name: name, Command: command}
 	a.Path = ranFile(command)
 	a.SHA256 = fileSHA256(a.Path)
+	a.SDK = sdkOf(a.Path)
 	return a
 }
 
@@ -132,7 +165,7 @@ type agentResults struct {
 	// PassRateCI95 is the pass rate's 95% Wilson interval.
 	PassRateCI95 [2]float64         `json:"pass_rate_ci95"`
 	Runs         []runRecord        `json:"runs"`
-	Summary      map[string]summary `json:"summary"` // by figure name and unit
+	Summary      map[string]summary `json:"summary"` // by figure: "turn1_answer_ms", "peak_pss_bytes"
 }
 
 // runRecord is one run's figures; times in milliseconds, sizes in bytes,
@@ -143,34 +176,38 @@ type runRecord struct {
 	StartedAt    time.Time    `json:"started_at"`
 	Passed       bool         `json:"passed"`
 	Error        string       `json:"error,omitempty"`
-	AgentLines   int          `json:"agentLines"`
-	InitializeMs float64      `json:"initializeMs"`
-	NewSessionMs float64      `json:"newSessionMs"`
+	AgentLines   int          `json:"agent_lines"`
+	InitializeMs float64      `json:"spawn_to_initialize_ms"`
+	NewSessionMs float64      `json:"session_new_ms"`
 	Turns        []turnRecord `json:"turns"`
-	CPUMs        float64      `json:"cpuMs"`
-	PeakRSS      int64        `json:"peakRssBytes"`
-	PeakPSS      int64        `json:"peakPssBytes"`
+	CPUMs        float64      `json:"cpu_ms"`
+	RSSPeaksSum  int64        `json:"rss_peaks_sum_bytes"` // an upper bound: each process's own peak, added
+	PeakPSS      int64        `json:"peak_pss_bytes"`
 	Processes    int          `json:"processes"`
 	// ExitedAfterEOF says the agent exited by itself at its stdin's end
 	// (false: the run ended it, SIGTERM then SIGKILL).
-	ExitedAfterEOF bool `json:"exitedAfterEof"`
+	ExitedAfterEOF bool `json:"exited_after_eof"`
 	// Note says what a reader should know of the run: that no request
 	// reached the served model (the agent used a model of its own).
 	Note string `json:"note,omitempty"`
 }
 
 type turnRecord struct {
-	FirstUpdateMs float64 `json:"firstUpdateMs"`
-	AnswerMs      float64 `json:"answerMs"`
-	Messages      int     `json:"messages"`
-	Bytes         int64   `json:"bytes"`
-	ModelRequests int     `json:"modelRequests"`
-	ModelBytes    int64   `json:"modelRequestBytes"`
-	Tokens        int64   `json:"tokensServed"`
-	SideCalls     int     `json:"sideCalls"` // the agent's side calls (titles, routing), answered without an entry
+	FirstUpdateMs float64 `json:"first_update_ms"`
+	AnswerMs      float64 `json:"answer_ms"`
+	Messages      int     `json:"agent_messages"`
+	Bytes         int64   `json:"agent_bytes"`
+	ModelRequests int     `json:"model_requests"`
+	ModelBytes    int64   `json:"model_request_bytes"`
+	Tokens        int64   `json:"tokens_served"` // the fixture's usage, the same for every agent
+	// PromptTokens and CompletionTokens are estimated from what the agent
+	// sent and was answered, the same way for every agent (textBytes).
+	PromptTokens     int64 `json:"prompt_tokens_estimated"`
+	CompletionTokens int64 `json:"completion_tokens_estimated"`
+	SideCalls        int   `json:"side_calls"` // the agent's side calls (titles, routing), answered without an entry
 	// ToolCalls counts the recorded tool calls served, by how each was
 	// mapped onto the agent's tools ("write_file → Write {content, file_path}").
-	ToolCalls map[string]int `json:"toolCalls,omitempty"`
+	ToolCalls map[string]int `json:"tool_calls,omitempty"`
 }
 
 func millis(d time.Duration) float64 {
@@ -182,7 +219,7 @@ func millis(d time.Duration) float64 {
 
 func newRunRecord(r Result) runRecord {
 	rec := runRecord{Passed: r.Err == nil, AgentLines: r.Lines, InitializeMs: millis(r.Initialize), NewSessionMs: millis(r.NewSession),
-		CPUMs: millis(r.Stats.CPU), PeakRSS: r.Stats.PeakRSS, PeakPSS: r.Stats.PeakPSS, Processes: r.Stats.Processes, Turns: []turnRecord{},
+		CPUMs: millis(r.Stats.CPU), RSSPeaksSum: r.Stats.PeakRSS, PeakPSS: r.Stats.PeakPSS, Processes: r.Stats.Processes, Turns: []turnRecord{},
 		ExitedAfterEOF: r.Err == nil && !r.EndedByRun}
 	if r.Err != nil {
 		rec.Error = r.Err.Error()
@@ -191,6 +228,7 @@ func newRunRecord(r Result) runRecord {
 	for _, t := range r.Turns {
 		rec.Turns = append(rec.Turns, turnRecord{FirstUpdateMs: millis(t.FirstUpdate), AnswerMs: millis(t.Answer), Messages: t.Messages,
 			Bytes: t.Bytes, ModelRequests: t.Model.Requests, ModelBytes: t.Model.Bytes, Tokens: t.Model.Tokens,
+			PromptTokens: t.Model.PromptTokens, CompletionTokens: t.Model.CompletionTokens,
 			SideCalls: t.Model.SideCalls, ToolCalls: t.Model.Mapped})
 		requests += t.Model.Requests
 	}
@@ -219,19 +257,11 @@ func newScenarioRecord(path string, names []string, runs [][]Result, diffs []pai
 			if i != baseline && baseline < len(runs) {
 				s.RatioToBaseline = pairedRatio(valuesOf(f, rs), valuesOf(f, runs[baseline]))
 			}
-			ar.Summary[f.label()] = s
+			ar.Summary[f.id()] = s
 		}
 		sr.Results = append(sr.Results, ar)
 	}
 	return sr
-}
-
-// label is the figure's name with its unit.
-func (f figure) label() string {
-	if f.Unit == "" {
-		return f.Name
-	}
-	return f.Name + " (" + f.Unit + ")"
 }
 
 // writeJSON writes the comparison to path.
@@ -246,40 +276,150 @@ func (c *comparison) writeJSON(path string) error {
 	return writeAtomically(path, append(b, '\n'))
 }
 
-// writeReport writes dir/report.md and a chart per figure and scenario.
+// writeReport writes dir/report.md, a chart per figure and scenario, and
+// a chart of the ratios to the baseline per scenario.
 func (c *comparison) writeReport(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	var md strings.Builder
-	e := c.Environment
-	fmt.Fprintf(&md, "# Scenario comparison\n\nRun %s with `%s`.\n\n", e.Started.Format(time.RFC3339), e.Command)
-	fmt.Fprintf(&md, "| | |\n|---|---|\n| acpbridge | %s |\n| OS | %s/%s %s |\n| CPU | %s × %d |\n| Go | %s |\n", e.Acpbridge, e.OS, e.Arch, e.Kernel, cmpOr(e.CPU, "unknown"), e.CPUs, e.Go)
-	for _, a := range c.Agents {
-		fmt.Fprintf(&md, "| agent %s | `%s` (%s, sha256 %s) |\n", a.Name, shellLine(a.Command), cmp.Or(a.Path, "not found"), cmp.Or(a.SHA256, "–"))
-	}
+	c.writeSetting(&md)
 	for n, sr := range c.Scenarios {
-		names := make([]string, len(sr.Results))
-		for i, ar := range sr.Results {
-			names[i] = ar.Agent
-		}
-		fmt.Fprintf(&md, "\n## %s\n\n", sr.Path)
-		md.WriteString(figuresTable("", names, sr.runs))
-		md.WriteString("\n### Differences\n\n```\n" + showDifferences(sr.Differences) + "```\n\n### Charts\n\n")
-		for k, f := range figuresOf(maxTurns(sr.runs)) {
-			name := fmt.Sprintf("s%d-%02d-%s.svg", n+1, k+1, slug(f.Name))
-			var sums []summary
-			for _, rs := range sr.runs {
-				sums = append(sums, summarize(f, rs))
-			}
-			if err := os.WriteFile(filepath.Join(dir, name), []byte(barChart(f.label(), names, sums)), 0o644); err != nil {
-				return err
-			}
-			fmt.Fprintf(&md, "![%s](%s)\n", f.label(), name)
+		if err := c.writeScenario(&md, dir, n, sr); err != nil {
+			return err
 		}
 	}
+	md.WriteString(figureDefinitions)
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(md.String()), 0o644)
 }
+
+// writeSetting writes what a reader needs to run the comparison again:
+// the command, the machine and every agent's file and version.
+func (c *comparison) writeSetting(md *strings.Builder) {
+	e := c.Environment
+	fmt.Fprintf(md, "# Scenario comparison\n\nRun %s; to run it again, from the same directory:\n\n```sh\n%s\n```\n\n", e.Started.Format(time.RFC3339), e.Command)
+	fmt.Fprintf(md, "| | |\n|---|---|\n| acpbridge | %s |\n| OS | %s/%s %s |\n| CPU | %s × %d |\n", e.Acpbridge, e.OS, e.Arch, e.Kernel, cmpOr(e.CPU, "unknown"), e.CPUs)
+	if e.MemoryBytes > 0 {
+		fmt.Fprintf(md, "| RAM | %.1f GiB |\n", float64(e.MemoryBytes)/(1<<30))
+	}
+	if len(e.LoadAverage) == 3 {
+		fmt.Fprintf(md, "| load average at the start | %.2f, %.2f, %.2f (1, 5, 15 min) |\n", e.LoadAverage[0], e.LoadAverage[1], e.LoadAverage[2])
+	}
+	fmt.Fprintf(md, "| Go | %s |\n| Node | %s |\n| bootstrap seed | %d |\n\n", e.Go, cmpOr(e.Node, "not on the PATH"), c.Seed)
+	md.WriteString("| agent | says it is | command | file run | sha256 | ACP library |\n|---|---|---|---|---|---|\n")
+	for _, a := range c.Agents {
+		fmt.Fprintf(md, "| %s | %s | `%s` | %s | %s | %s |\n", a.Name, cmpOr(a.Version, "–"), shellLine(a.Command), cmpOr(a.Path, "not found"), cmpOr(a.SHA256, "–"), cmpOr(a.SDK, "–"))
+	}
+}
+
+// writeScenario writes one scenario's section of the report and its
+// charts.
+func (c *comparison) writeScenario(md *strings.Builder, dir string, n int, sr scenarioRecord) error {
+	names := make([]string, len(sr.Results))
+	for i, ar := range sr.Results {
+		names[i] = ar.Agent
+	}
+	baseline := max(0, slices.Index(names, c.Baseline))
+	fmt.Fprintf(md, "\n## %s\n\nsha256 %s; %d counted runs per agent after a warm-up run each, the agents interleaved and their order rotated each round.\n\n", sr.Path, sr.SHA256, sr.Repeat)
+	md.WriteString(figuresTable("", names, sr.runs, baseline))
+	md.WriteString("\n### What each agent sent, per turn\n\n" + sentTable(names, sr.runs))
+	md.WriteString("\n### Differences\n\n```\n" + showDifferences(sr.Differences) + "```\n\n### Charts\n\n")
+	var rows []ratioRow
+	for k, f := range figuresOf(maxTurns(sr.runs)) {
+		var series []barSeries
+		for i, rs := range sr.runs {
+			s := summarize(f, rs)
+			s.Median, s.CI95 = f.shown(s.Median), [2]float64{f.shown(s.CI95[0]), f.shown(s.CI95[1])}
+			runs := valuesOf(f, rs)
+			for j := range runs {
+				runs[j] = f.shown(runs[j])
+			}
+			series = append(series, barSeries{name: names[i], sum: s, runs: runs})
+			if r := pairedRatio(valuesOf(f, rs), valuesOf(f, sr.runs[baseline])); i != baseline && r != nil && f.ratioCharted() {
+				rows = append(rows, ratioRow{figure: f.label(), agent: names[i], r: r})
+			}
+		}
+		name := fmt.Sprintf("s%d-%02d-%s.svg", n+1, k+1, slug(f.id()))
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(barChart(f.label(), sr.Path, series)), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(md, "![%s](%s)\n", f.label(), name)
+	}
+	if len(rows) > 0 {
+		name := fmt.Sprintf("s%d-ratios.svg", n+1)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(ratioChart(sr.Path, names[baseline], rows)), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(md, "![ratios to %s](%s)\n", names[baseline], name)
+	}
+	return nil
+}
+
+// ratioCharted says whether the chart of ratios shows the figure: times,
+// CPU and memory, the figures a design changes.
+func (f figure) ratioCharted() bool {
+	return f.Unit == "ms" || f.Key == "peak_pss_bytes"
+}
+
+// sentTable is, per turn, how many messages of each kind (sentKind) each
+// agent sent: the median over its runs that reached the turn.
+func sentTable(names []string, runs [][]Result) string {
+	var sb strings.Builder
+	sb.WriteString("| turn | message |")
+	for _, name := range names {
+		sb.WriteString(" " + name + " |")
+	}
+	sb.WriteString("\n|---|---|" + strings.Repeat("---|", len(names)) + "\n")
+	for t := range maxTurns(runs) {
+		kinds := map[string]bool{}
+		for _, rs := range runs {
+			for _, r := range rs {
+				if t < len(r.Turns) {
+					for k := range r.Turns[t].Sent {
+						kinds[k] = true
+					}
+				}
+			}
+		}
+		for _, kind := range slices.Sorted(maps.Keys(kinds)) {
+			fmt.Fprintf(&sb, "| %d | %s |", t+1, kind)
+			for _, rs := range runs {
+				var counts []float64
+				for _, r := range rs {
+					if t < len(r.Turns) && r.Turns[t].Answer >= 0 {
+						counts = append(counts, float64(r.Turns[t].Sent[kind]))
+					}
+				}
+				cell := "–"
+				if len(counts) > 0 {
+					slices.Sort(counts)
+					cell = trimFloat(quantile(counts, 0.5))
+				}
+				sb.WriteString(" " + cell + " |")
+			}
+			sb.WriteString("\n")
+		}
+	}
+	return sb.String()
+}
+
+// figureDefinitions says what every figure of the report measures.
+const figureDefinitions = `
+## Figures
+
+- **spawn → initialize answered**: wall clock from the agent process's start to the client's reading of its answer to ` + "`initialize`" + `.
+- **session/new answered**: from the client's write of the first ` + "`session/new`" + ` to its reading of the answer.
+- **turn N: first update**: from the client's write of the turn's ` + "`session/prompt`" + ` to its reading of the first ` + "`session/update`" + ` after it; **answer**: to its reading of the prompt's answer.
+- **agent messages** and their **size**: the lines the agent wrote meanwhile (the answer included) and their bytes, newlines counted.
+- **model requests**: the HTTP requests that reached the served model meanwhile, side calls (a title, a summary: no tools offered, or a JSON schema asked for) included; **model requests' size**: their bodies' bytes.
+- **prompt tokens, estimated**: for each model request, the bytes of every string value of its JSON body (messages, system prompt, tool descriptions and schemas, tool inputs and results; not keys or syntax) divided by 4, added up; **completion tokens, estimated**: the bytes of the answers' text, thoughts and tool inputs divided by 4. The same estimator for every agent and wire.
+- **tokens served (the fixture's usage)**: the usage the fixture's entries report (an estimate where an entry has none): the same for every agent by construction, shown to tell the two apart.
+- **CPU, user + system**: of the agent process and every child it waited for, from the process's end.
+- **peak PSS of the tree**: the largest sum, over the agent process and every process below it, of the proportional set size (each page's size divided among the processes that share it), sampled every 5 ms, whenever the agent has answered every request, and as its stdin closes.
+- **sum of per-process peak RSS (an upper bound)**: each process's own peak RSS (VmHWM) added, over the processes alive whenever every request was answered: pages shared are counted once per process and peaks at different moments added, so it is never below the tree's true peak.
+- **processes**: the most processes in the tree at once whenever every request was answered.
+- Cells: the median over the counted runs and, in brackets, its 95% interval (a percentile bootstrap of the median, 2,000 resamples, seeded); a ratio is the median of the per-round ratios to the baseline agent (runs paired by round) with its 95% interval from a paired bootstrap. Runs outside three interquartile ranges are flagged in the JSON (` + "`outliers`" + `).
+`
 
 func cmpOr(s, or string) string {
 	if s == "" {
@@ -302,62 +442,4 @@ func slug(s string) string {
 		}
 	}
 	return strings.TrimSuffix(sb.String(), "-")
-}
-
-// barChart is an SVG chart of one figure: a bar per agent at its median,
-// a whisker over its spread, the value written above.
-func barChart(title string, names []string, sums []summary) string {
-	const width, height, top, bottom, left = 480, 260, 40, 40, 50
-	top_ := 0.0
-	for _, s := range sums {
-		top_ = max(top_, s.High, s.Median)
-	}
-	if top_ <= 0 {
-		top_ = 1
-	}
-	plot := float64(height - top - bottom)
-	y := func(v float64) float64 { return float64(height-bottom) - v/top_*plot }
-	slot := float64(width-left-10) / float64(max(1, len(names)))
-	var sb strings.Builder
-	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
-	fmt.Fprintf(&sb, `<text x="%d" y="20" font-size="14">%s</text>`+"\n", left, html.EscapeString(title))
-	fmt.Fprintf(&sb, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", left, height-bottom, width-10, height-bottom)
-	fmt.Fprintf(&sb, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", left, top, left, height-bottom)
-	fmt.Fprintf(&sb, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", left-4, top+4, html.EscapeString(trimFloat(top_)))
-	fmt.Fprintf(&sb, `<text x="%d" y="%d" text-anchor="end">0</text>`+"\n", left-4, height-bottom)
-	for i, s := range sums {
-		x := float64(left) + slot*float64(i) + slot*0.2
-		w := slot * 0.6
-		cx := x + w/2
-		fmt.Fprintf(&sb, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", cx, height-bottom+16, html.EscapeString(names[i]))
-		if s.N == 0 {
-			fmt.Fprintf(&sb, `<text x="%.1f" y="%d" text-anchor="middle">no value</text>`+"\n", cx, height-bottom-4)
-			continue
-		}
-		fmt.Fprintf(&sb, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#4a7fb5"/>`+"\n", x, y(s.Median), w, float64(height-bottom)-y(s.Median))
-		if s.High > s.Low {
-			fmt.Fprintf(&sb, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="black"/>`+"\n", cx, y(s.Low), cx, y(s.High))
-			for _, v := range []float64{s.Low, s.High} {
-				fmt.Fprintf(&sb, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="black"/>`+"\n", cx-6, y(v), cx+6, y(v))
-			}
-		}
-		fmt.Fprintf(&sb, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", cx, min(y(s.Median), y(s.High))-4, html.EscapeString(trimFloat(s.Median)))
-	}
-	fmt.Fprintf(&sb, `<text x="%d" y="%d" font-size="10">bar: median; whisker: %s</text>`+"\n", left, height-6, spreadName(sums))
-	sb.WriteString("</svg>\n")
-	return sb.String()
-}
-
-func spreadName(sums []summary) string {
-	for _, s := range sums {
-		if s.Spread == "IQR" {
-			return "interquartile range"
-		}
-	}
-	return "min–max"
-}
-
-func trimFloat(v float64) string {
-	s := fmt.Sprintf("%.1f", v)
-	return strings.TrimSuffix(s, ".0")
 }

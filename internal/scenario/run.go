@@ -547,12 +547,24 @@ func (r *run) answered(line []byte) {
 		Method *string         `json:"method"`
 		Params struct {
 			Options []permissionOption `json:"options"`
+			Update  struct {
+				SessionUpdate string `json:"sessionUpdate"`
+			} `json:"update"`
 		} `json:"params"`
 	}
 	if json.Unmarshal(line, &m) != nil {
 		return
 	}
 	now := time.Now()
+	if kind := sentKind(m.Method, len(m.ID) > 0, m.Params.Update.SessionUpdate); kind != "" {
+		for _, p := range r.prompts {
+			t := &r.turns[p.turn]
+			if t.Sent == nil {
+				t.Sent = map[string]int{}
+			}
+			t.Sent[kind]++
+		}
+	}
 	switch {
 	case m.Method != nil && *m.Method == "session/update":
 		for _, p := range r.prompts {
@@ -588,6 +600,22 @@ func (r *run) answered(line []byte) {
 	case *m.Method == "session/request_permission":
 		r.options[string(m.ID)] = m.Params.Options
 	}
+}
+
+// sentKind is what an agent's message is, as a turn counts them: "update
+// KIND" for a session/update, "request METHOD" for a request to the
+// client, "notification METHOD" for another notification; "" for a
+// response.
+func sentKind(method *string, hasID bool, update string) string {
+	switch {
+	case method == nil:
+		return ""
+	case *method == "session/update":
+		return "update " + update
+	case hasID:
+		return "request " + *method
+	}
+	return "notification " + *method
 }
 
 // byKind answers a permission request by the kind of option: a > line

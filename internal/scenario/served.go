@@ -79,17 +79,23 @@ type conversation struct {
 
 // servedCount is what the endpoint has served so far.
 type servedCount struct {
-	Requests  int            `json:"requests"`             // model calls asked for, side calls included
-	SideCalls int            `json:"side_calls"`           // side calls, answered without an entry
-	Bytes     int64          `json:"bytes"`                // the request bodies
-	Tokens    int64          `json:"tokens"`               // the usage the answers reported, input and output
-	Mapped    map[string]int `json:"tool_calls,omitempty"` // the recorded tool calls served, by mapping ("write_file → Write {content, file_path}")
+	Requests  int   `json:"requests"`   // model calls asked for, side calls included
+	SideCalls int   `json:"side_calls"` // side calls, answered without an entry
+	Bytes     int64 `json:"bytes"`      // the request bodies
+	Tokens    int64 `json:"tokens"`     // the usage the answers reported, input and output
+	// PromptTokens and CompletionTokens are estimated the same way for
+	// every agent and wire: a token per four bytes of the request's text
+	// (textBytes), and of the answer's text, thoughts and tool inputs.
+	PromptTokens     int64          `json:"prompt_tokens_estimated"`
+	CompletionTokens int64          `json:"completion_tokens_estimated"`
+	Mapped           map[string]int `json:"tool_calls,omitempty"` // the recorded tool calls served, by mapping ("write_file → Write {content, file_path}")
 }
 
 // since is what was served after an earlier count.
 func (c servedCount) since(before servedCount) servedCount {
 	d := servedCount{Requests: c.Requests - before.Requests, SideCalls: c.SideCalls - before.SideCalls,
-		Bytes: c.Bytes - before.Bytes, Tokens: c.Tokens - before.Tokens}
+		Bytes: c.Bytes - before.Bytes, Tokens: c.Tokens - before.Tokens,
+		PromptTokens: c.PromptTokens - before.PromptTokens, CompletionTokens: c.CompletionTokens - before.CompletionTokens}
 	for k, n := range c.Mapped {
 		if n -= before.Mapped[k]; n > 0 {
 			if d.Mapped == nil {
@@ -209,6 +215,7 @@ func (m *servedModel) handler(decode func(*http.Request, []byte) (*servedRequest
 		m.mu.Lock()
 		m.counted.Requests++
 		m.counted.Bytes += int64(len(body))
+		m.counted.PromptTokens += textBytes(body) / model.BytesPerToken
 		m.mu.Unlock()
 		var req *servedRequest
 		if err == nil {
@@ -280,6 +287,7 @@ func (m *servedModel) counts(ans *servedAnswer, u model.Usage) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.counted.Tokens += u.InputTokens + u.OutputTokens
+	m.counted.CompletionTokens += int64(ans.outBytes / model.BytesPerToken)
 	for _, k := range ans.mappings {
 		if m.counted.Mapped == nil {
 			m.counted.Mapped = map[string]int{}

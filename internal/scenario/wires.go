@@ -10,6 +10,7 @@
 package scenario
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -130,6 +131,50 @@ func (a *servedAnswer) Pause() error {
 }
 
 func (a *servedAnswer) KeepState(json.RawMessage) error { return nil }
+
+// textBytes is the bytes of a request's text, whatever its wire: the
+// string values of its JSON (messages, the system prompt, tool
+// descriptions and schemas, tool inputs and results), not its keys or
+// syntax. A token per four of them is the prompt's estimate.
+func textBytes(body []byte) int64 {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var n int64
+	// Where the reader is in each open object or array: 'k' a key comes
+	// next, 'v' a value, 'a' an array's element.
+	var open []byte
+	valueRead := func() {
+		if len(open) > 0 && open[len(open)-1] == 'v' {
+			open[len(open)-1] = 'k'
+		}
+	}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return n
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{':
+				open = append(open, 'k')
+			case '[':
+				open = append(open, 'a')
+			default:
+				open = open[:len(open)-1]
+				valueRead()
+			}
+		case string:
+			if len(open) > 0 && open[len(open)-1] == 'k' {
+				open[len(open)-1] = 'v'
+				continue
+			}
+			n += int64(len(t))
+			valueRead()
+		default:
+			valueRead()
+		}
+	}
+}
 
 // finish ends the answer with the entry's usage, or an estimate (a token
 // per four bytes) when the entry has none: agents fail a turn whose

@@ -447,7 +447,7 @@ func (w *walker) find(ctx context.Context, baseRel, pattern string) (found []str
 // base, a file) whose path matches glob.
 //
 // The walk (directory reads and .gitignore rules) runs on this goroutine,
-// in order; the files it finds are searched on every core, each read at
+// in order; the files it finds are searched on every P the process has, each read at
 // once into a worker's buffer and skipped with one bytes.Index when the
 // pattern's literal prefix is not in it; the results are written in the
 // walk's order, within the caps.
@@ -455,10 +455,6 @@ func (ws *Workspace) searchText(ctx context.Context, base string, re *regexp.Reg
 	w, baseRel, err := ws.newWalker(base)
 	if err != nil {
 		return Failure("%v", err)
-	}
-	// A search may use every core (the agent runs on one P otherwise).
-	if n := runtime.NumCPU(); runtime.GOMAXPROCS(0) < n {
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n))
 	}
 	parent := ctx
 	ctx, stop := context.WithCancel(ctx)
