@@ -364,7 +364,9 @@ func TestScenario_compareTwoAgents(t *testing.T) {
 	}
 	assert.Contains(t, report, "8 passed, 1 failed")
 	assert.Contains(t, report, "| turn 1: model requests | 3 | 3 | 3 |", "coding: the call, one after each tool")
-	assert.Contains(t, report, "| turn 1: tokens served | 1426 | 1426 | 1426 |", "the fixture's usage, served to each")
+	assert.Contains(t, report, "| turn 1: tokens served (the fixture's usage) | 1426 | 1426 | 1426 |", "the fixture's usage, served to each")
+	assert.Contains(t, report, "| turn 1: completion tokens, estimated | 29 | 29 | 29 |", "the same answers, estimated the same way")
+	assert.Regexp(t, `\| turn 1: prompt tokens, estimated \| ([0-9]+) \| [0-9]+ \| ([0-9]+) \|`, report, "what each agent sent, estimated")
 	assert.Regexp(t, `multi's line 6: only multi sent \{"id":"\$REQ_2","jsonrpc":"2.0","method":"fs/write_text_file"`, report, "where it stopped")
 	assert.Regexp(t, `multi failed after its line 6 \(testdata/scenarios/permission_by_kind.txtar:[0-9]+: the agent's line 6 differs at \.result\); the other's [0-9]+ lines after it are not compared`, report,
 		"a failed agent's block says where it stopped, not every line of the other")
@@ -542,6 +544,61 @@ func buildMultiAgent(t *testing.T, path string) string {
 	out, err := exec.Command("go", "build", "-o", path, "./testdata/multiagent").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	return path
+}
+
+// Verify --threads: N sessions of a scenario at once on one agent process
+// and connection, each passing as a run of its own; the agent's figures
+// and the whole run's model requests once per run; an agent that serves
+// one session a process (acpbridge plain) fails the second, saying so.
+func TestScenario_threads(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	dir := t.TempDir()
+	other := buildMultiAgent(t, filepath.Join(dir, "multi"))
+	jsonPath := filepath.Join(dir, "runs.json")
+	res, err := exec.Command(bin, "scenario", "run", "--agent", "multi="+other, "--agent", "fanout="+bin+" --fanout", "--threads", "3", "--repeat", "2",
+		"--json", jsonPath, "testdata/scenarios/compare_text.txtar").CombinedOutput()
+	report := string(res)
+	require.NoError(t, err, "%s", report)
+	assert.Contains(t, report, "ok   testdata/scenarios/compare_text.txtar [multi] (run 1 of 2) (3 sessions at once")
+	assert.Contains(t, report, "ok   testdata/scenarios/compare_text.txtar [fanout] (run 2 of 2) (3 sessions at once")
+	assert.Contains(t, report, "12 passed, 0 failed", "2 runs of 3 sessions, each agent")
+	assert.Contains(t, report, "(3 sessions at once a run: median over 6 sessions, the agent's figures over 2 runs")
+	assert.Regexp(t, `\| processes \| 1 \| [4-9] \|`, report, "multi: one process for three sessions; the router: one a session, and itself")
+
+	var got struct {
+		Threads   int
+		Scenarios []struct {
+			Results []struct {
+				Agent string
+				Runs  []map[string]any
+			}
+		}
+	}
+	b, err := os.ReadFile(jsonPath)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &got))
+	assert.Equal(t, 3, got.Threads)
+	for _, ar := range got.Scenarios[0].Results {
+		require.Len(t, ar.Runs, 6, "%s: a record per session", ar.Agent)
+		for i, run := range ar.Runs {
+			assert.Equal(t, float64(i%3+1), run["session"], "%s", ar.Agent)
+			if i%3 == 0 {
+				whole := run["model_whole_run"].(map[string]any)
+				assert.Equal(t, 6.0, whole["requests"], "%s: two turns of three sessions", ar.Agent)
+				assert.Positive(t, run["processes"])
+			} else {
+				assert.NotContains(t, run, "model_whole_run", "counted once a run")
+				assert.Equal(t, -1.0, run["processes"])
+			}
+		}
+	}
+
+	res, err = exec.Command(bin, "scenario", "run", "--threads", "2", "testdata/scenarios/compare_text.txtar").CombinedOutput()
+	require.Error(t, err)
+	assert.Regexp(t, `FAIL testdata/scenarios/compare_text.txtar \(session [12] of 2\)`, string(res), "one session a process: the second to ask is refused")
+	assert.Contains(t, string(res), "serves one session per process")
+	assert.Contains(t, string(res), "1 passed, 1 failed", "the first session goes on")
 }
 
 // Verify what a researcher publishes: --repeat runs a warm-up per agent

@@ -6,6 +6,8 @@
 # here installs the SDK), each run REPEAT times (default 10) after a
 # warm-up, the table on stdout and report.md, the charts, runs.json and
 # runs.csv in OUT. It writes nothing outside OUT and node_modules.
+# THREADS=N runs N sessions at once on each agent (plain acpbridge, which
+# serves one session a process, is left out then).
 set -euo pipefail
 if [ $# -lt 2 ]; then
   echo "usage: compare.sh BIN OUT [SCENARIO]" >&2
@@ -19,7 +21,10 @@ out=$(cd "$2" && pwd)
 scenario=${3:-$root/testdata/scenarios/coding.txtar}
 (cd "$here" && npm ci --no-audit --no-fund --silent)
 (cd "$root" && go build -o "$out/multiagent" ./testdata/multiagent)
-"$bin" scenario run --timeout 30s --repeat "${REPEAT:-10}" --report "$out" --json "$out/runs.json" --csv "$out/runs.csv" \
-  --agent "acpbridge='$bin'" --agent "fanout='$bin' --fanout" \
+threads=${THREADS:-1}
+agents=()
+if [ "$threads" = 1 ]; then agents+=(--agent "acpbridge='$bin'"); fi
+"$bin" scenario run --timeout 30s --threads "$threads" --repeat "${REPEAT:-10}" --report "$out" --json "$out/runs.json" --csv "$out/runs.csv" \
+  ${agents[@]+"${agents[@]}"} --agent "fanout='$bin' --fanout" \
   --agent "go-multi='$out/multiagent'" --agent "ts-multi=node '$here/multi.mjs'" \
   "$scenario"

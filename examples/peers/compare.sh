@@ -7,6 +7,8 @@
 # charts, runs.json and runs.csv in OUT. It installs the pinned agents
 # first (npm ci, here) and writes nothing outside OUT and node_modules.
 # AGENTS=fanout also runs each of the three behind acpbridge --fanout.
+# THREADS=N runs N sessions at once on each agent (plain acpbridge, which
+# serves one session a process, is left out then).
 set -euo pipefail
 if [ $# -lt 2 ]; then
   echo "usage: compare.sh BIN OUT [SCENARIO]" >&2
@@ -18,12 +20,15 @@ mkdir -p "$2"
 out=$(cd "$2" && pwd)
 scenario=${3:-$here/coding.txtar}
 (cd "$here" && npm ci --no-audit --no-fund --silent)
-agents=(--agent "acpbridge='$bin'" --agent "fanout='$bin' --fanout"
+threads=${THREADS:-1}
+agents=()
+if [ "$threads" = 1 ]; then agents+=(--agent "acpbridge='$bin'"); fi
+agents+=(--agent "fanout='$bin' --fanout"
   --agent "codex='$here/agent.sh' codex" --agent "claude='$here/agent.sh' claude" --agent "gemini='$here/agent.sh' gemini")
 if [ "${AGENTS:-}" = fanout ]; then
   agents+=(--agent "codex-fanout='$bin' --fanout -- '$here/agent.sh' codex"
     --agent "claude-fanout='$bin' --fanout -- '$here/agent.sh' claude"
     --agent "gemini-fanout='$bin' --fanout -- '$here/agent.sh' gemini")
 fi
-"$bin" scenario run --timeout 60s --repeat "${REPEAT:-10}" --report "$out" --json "$out/runs.json" --csv "$out/runs.csv" \
+"$bin" scenario run --timeout 60s --threads "$threads" --repeat "${REPEAT:-10}" --report "$out" --json "$out/runs.json" --csv "$out/runs.csv" \
   "${agents[@]}" "$scenario"

@@ -151,6 +151,7 @@ func runCommand(ctx context.Context, args []string, self, version string, stdout
 	reportDir := fs.String("report", "", "write report.md and an SVG chart per figure to `DIR`")
 	baseline := fs.String("baseline", "", "the agent `NAME` the others' figures are given as a ratio to, in --json (default: the first)")
 	csvOut := fs.String("csv", "", "write every run's figures to `FILE`, a row per run and figure (run,agent,scenario,turn,figure,unit,value)")
+	threads := fs.Int("threads", 1, "run `N` sessions of each scenario at once on one agent process and connection (for an agent that serves several)")
 	diffLimit := fs.Int("diff-limit", 20, "list at most `N` differences per pair of agents (0: all)")
 	files, ok, status := parseInterspersed(fs, args, "acpbridge scenario run", stdout, stderr)
 	if !ok {
@@ -162,6 +163,9 @@ func runCommand(ctx context.Context, args []string, self, version string, stdout
 		return 2
 	case *repeat < 0 || *diffLimit < 0:
 		cliflag.Fail(stderr, "acpbridge scenario run", "--repeat and --diff-limit take a number of 0 or more")
+		return 2
+	case *threads < 1 || *threads > 1 && *upd:
+		cliflag.Fail(stderr, "acpbridge scenario run", "--threads takes a number of 1 or more, and --update runs one thread")
 		return 2
 	}
 	named := len(agents) > 0 // each result line then says which agent ran
@@ -177,7 +181,7 @@ func runCommand(ctx context.Context, args []string, self, version string, stdout
 	for i, a := range agents {
 		cmp.Agents = append(cmp.Agents, newAgentRecord(names[i], a.command))
 	}
-	rr := rounds{agents: agents, names: names, named: named, repeat: *repeat,
+	rr := rounds{agents: agents, names: names, named: named, repeat: *repeat, threads: *threads,
 		opt: Options{Timeout: timeout, Update: *upd, AcceptErrors: *acceptErrors, Stop: ctx.Done()}}
 	if rr.baseline = slices.Index(names, *baseline); *baseline == "" {
 		rr.baseline = 0
@@ -185,6 +189,7 @@ func runCommand(ctx context.Context, args []string, self, version string, stdout
 		cliflag.Fail(stderr, "acpbridge scenario run", "--baseline %q names no agent (the agents: %s)", *baseline, strings.Join(names, ", "))
 		return 2
 	}
+	cmp.Threads = *threads
 	cmp.Baseline, cmp.AgentOrder = names[rr.baseline], "interleaved, rotated each round: counted round k begins with agent k mod n"
 	total, failed := rr.runAll(files, cmp, *diffLimit, stdout)
 	fmt.Fprintf(stdout, "%d passed, %d failed\n", total-failed, failed)
@@ -192,25 +197,34 @@ func runCommand(ctx context.Context, args []string, self, version string, stdout
 		fmt.Fprintf(stderr, "acpbridge scenario run: stopped by a signal after %d runs; what ran is reported\n", total)
 		failed++
 	}
-	for _, out := range []struct {
-		flag, path string
-		write      func(string) error
-	}{{"--json", *jsonOut, cmp.writeJSON}, {"--csv", *csvOut, cmp.writeCSV}, {"--report", *reportDir, cmp.writeReport}} {
-		if out.path == "" {
-			continue
-		}
-		if err := out.write(out.path); err != nil {
-			fmt.Fprintf(stderr, "acpbridge scenario run: writing %s %s: %v\n", out.flag, out.path, err)
-			return 1
-		}
-	}
-	if *reportDir != "" {
-		fmt.Fprintf(stdout, "the report is in %s\n", filepath.Join(*reportDir, "report.md"))
+	if !cmp.writeFiles(*jsonOut, *csvOut, *reportDir, stdout, stderr) {
+		return 1
 	}
 	if failed > 0 {
 		return 1
 	}
 	return 0
+}
+
+// writeFiles writes --json, --csv and --report where asked, and says
+// where the report is; false when one could not be written.
+func (c *comparison) writeFiles(jsonOut, csvOut, reportDir string, stdout, stderr io.Writer) bool {
+	for _, out := range []struct {
+		flag, path string
+		write      func(string) error
+	}{{"--json", jsonOut, c.writeJSON}, {"--csv", csvOut, c.writeCSV}, {"--report", reportDir, c.writeReport}} {
+		if out.path == "" {
+			continue
+		}
+		if err := out.write(out.path); err != nil {
+			fmt.Fprintf(stderr, "acpbridge scenario run: writing %s %s: %v\n", out.flag, out.path, err)
+			return false
+		}
+	}
+	if reportDir != "" {
+		fmt.Fprintf(stdout, "the report is in %s\n", filepath.Join(reportDir, "report.md"))
+	}
+	return true
 }
 
 // rounds is how `scenario run` runs each file: every agent, as many times
@@ -220,7 +234,10 @@ type rounds struct {
 	names  []string
 	named  bool // each result line says which agent ran
 	repeat int  // 0: one run, no warm-up
-	opt    Options
+	// threads is how many sessions of the scenario run at once on one
+	// agent process; each counts as a run of its own.
+	threads int
+	opt     Options
 	// baseline is the agent the others' figures are a ratio to.
 	baseline int
 }
@@ -249,7 +266,7 @@ func (rr rounds) runAll(files []string, cmp *comparison, diffLimit int, stdout i
 			diffs = compareAll(rr.names, first, diffLimit)
 		}
 		if len(rr.agents) > 1 || rr.repeat > 0 {
-			fmt.Fprintf(stdout, "  %s, side by side:\n%s%s", path, figuresTable("  ", rr.names, runs, rr.baseline), showDifferences(diffs))
+			fmt.Fprintf(stdout, "  %s, side by side:\n%s%s", path, figuresTable("  ", rr.names, runs, rr.baseline, rr.threads), showDifferences(diffs))
 		}
 		cmp.Scenarios = append(cmp.Scenarios, newScenarioRecord(path, rr.names, runs, diffs, rr.baseline))
 		if isClosed(rr.opt.Stop) {
@@ -291,17 +308,42 @@ func (rr rounds) run(path string, stdout io.Writer) (runs [][]Result, failed int
 			if isClosed(rr.opt.Stop) {
 				return runs, failed
 			}
-			res, ok := runFile(path, opt, label, stdout)
+			res, f := rr.runOnce(path, opt, label, stdout)
 			if counted < 0 {
 				continue // not counted
 			}
-			if !ok {
-				failed++
-			}
-			runs[i] = append(runs[i], res)
+			failed += f
+			runs[i] = append(runs[i], res...)
 		}
 	}
 	return runs, failed
+}
+
+// runOnce runs the scenario at path once on one agent: its one session,
+// or its threads' sessions at once. It returns each session's Result and
+// how many failed.
+func (rr rounds) runOnce(path string, opt Options, label string, stdout io.Writer) (res []Result, failed int) {
+	if rr.threads <= 1 {
+		r, ok := runFile(path, opt, label, stdout)
+		return []Result{r}, btoi(!ok)
+	}
+	sc, err := Load(path)
+	if err != nil {
+		fmt.Fprintf(stdout, "FAIL %s%s\n  %v\n", path, label, err)
+		return []Result{{Path: path, Err: err, Initialize: -1, NewSession: -1}}, 1
+	}
+	start := time.Now()
+	res = RunThreads(sc, opt, rr.threads)
+	for k, r := range res {
+		if r.Err != nil {
+			fmt.Fprintf(stdout, "FAIL %s%s (session %d of %d)\n  %v\n", path, label, k+1, len(res), r.Err)
+			failed++
+		}
+	}
+	if failed == 0 {
+		fmt.Fprintf(stdout, "ok   %s%s (%d sessions at once, %.2fs)\n", path, label, len(res), time.Since(start).Seconds())
+	}
+	return res, failed
 }
 
 // isClosed reports whether c is closed (nil: never).

@@ -94,7 +94,17 @@ func figuresOf(turns int) []figure {
 		)
 	}
 	known := func(v int64) (float64, bool) { return float64(v), v > 0 }
+	whole := func(f func(servedCount) int64) func(Result) (float64, bool) {
+		return func(r Result) (float64, bool) {
+			if r.Model == nil {
+				return 0, false
+			}
+			return float64(f(*r.Model)), true
+		}
+	}
 	return append(fs,
+		figure{"model_requests_total", 0, "model requests, the whole run", "", whole(func(c servedCount) int64 { return int64(c.Requests) })},
+		figure{"prompt_tokens_estimated_total", 0, "prompt tokens, estimated, the whole run", "", whole(func(c servedCount) int64 { return c.PromptTokens })},
 		figure{"cpu_ms", 0, "CPU, user + system", "ms", func(r Result) (float64, bool) { return float64(r.Stats.CPU.Microseconds()) / 1000, r.Stats.CPU > 0 }},
 		figure{"peak_pss_bytes", 0, "peak PSS of the tree", "bytes", func(r Result) (float64, bool) { return known(r.Stats.PeakPSS) }},
 		figure{"rss_peaks_sum_bytes", 0, "sum of per-process peak RSS (an upper bound)", "bytes", func(r Result) (float64, bool) { return known(r.Stats.PeakRSS) }},
@@ -237,8 +247,9 @@ func exitedAtEOF(runs []Result) int {
 // row per figure, a column per agent (the median over its runs and, with
 // several, the median's 95% interval) and after each agent but the
 // baseline its ratio to the baseline (with several runs, paired by round,
-// and its interval); every line starts with indent.
-func figuresTable(indent string, names []string, runs [][]Result, baseline int) string {
+// and its interval); threads is how many sessions each run had at once.
+// Every line starts with indent.
+func figuresTable(indent string, names []string, runs [][]Result, baseline, threads int) string {
 	var sb strings.Builder
 	n := 0
 	for _, rs := range runs {
@@ -270,7 +281,11 @@ func figuresTable(indent string, names []string, runs [][]Result, baseline int) 
 		})
 	}
 	if n > 1 {
-		fmt.Fprintf(&sb, indent+"(median over %d runs after a warm-up run, its 95%% interval in brackets", n)
+		if threads > 1 {
+			fmt.Fprintf(&sb, indent+"(%d sessions at once a run: median over %d sessions, the agent's figures over %d runs, after a warm-up run; its 95%% interval in brackets", threads, n, n/threads)
+		} else {
+			fmt.Fprintf(&sb, indent+"(median over %d runs after a warm-up run, its 95%% interval in brackets", n)
+		}
 		if ratios {
 			fmt.Fprintf(&sb, "; ratios to %s paired by round, with their 95%% interval", names[baseline])
 		}

@@ -82,8 +82,11 @@ type comparison struct {
 	Seed uint64 `json:"seed"` // of every bootstrap interval
 	// Baseline is the agent the others' ratios are to; AgentOrder how the
 	// agents took turns.
-	Baseline    string           `json:"baseline"`
-	AgentOrder  string           `json:"agent_order"`
+	Baseline   string `json:"baseline"`
+	AgentOrder string `json:"agent_order"`
+	// Threads is how many sessions of a scenario ran at once on one agent
+	// process (--threads); each session is a run in the figures.
+	Threads     int              `json:"threads"`
 	Environment environment      `json:"environment"`
 	Agents      []agentRecord    `json:"agents"`
 	Scenarios   []scenarioRecord `json:"scenarios"`
@@ -171,7 +174,10 @@ type agentResults struct {
 // runRecord is one run's figures; times in milliseconds, sizes in bytes,
 // -1 where the run gave none.
 type runRecord struct {
-	Index        int          `json:"index"` // among the agent's counted runs, from 1
+	Index int `json:"index"` // among the agent's counted runs, from 1
+	// Session is the session's number among the run's --threads (from
+	// 1), absent without --threads: each session is a record.
+	Session      int          `json:"session,omitempty"`
 	Agent        string       `json:"agent"`
 	StartedAt    time.Time    `json:"started_at"`
 	Passed       bool         `json:"passed"`
@@ -187,6 +193,9 @@ type runRecord struct {
 	// ExitedAfterEOF says the agent exited by itself at its stdin's end
 	// (false: the run ended it, SIGTERM then SIGKILL).
 	ExitedAfterEOF bool `json:"exited_after_eof"`
+	// Model is what the served model was asked over the whole run
+	// (with --threads, on the run's first session only: every session's).
+	Model *servedCount `json:"model_whole_run,omitempty"`
 	// Note says what a reader should know of the run: that no request
 	// reached the served model (the agent used a model of its own).
 	Note string `json:"note,omitempty"`
@@ -220,7 +229,7 @@ func millis(d time.Duration) float64 {
 func newRunRecord(r Result) runRecord {
 	rec := runRecord{Passed: r.Err == nil, AgentLines: r.Lines, InitializeMs: millis(r.Initialize), NewSessionMs: millis(r.NewSession),
 		CPUMs: millis(r.Stats.CPU), RSSPeaksSum: r.Stats.PeakRSS, PeakPSS: r.Stats.PeakPSS, Processes: r.Stats.Processes, Turns: []turnRecord{},
-		ExitedAfterEOF: r.Err == nil && !r.EndedByRun}
+		ExitedAfterEOF: r.Err == nil && !r.EndedByRun, Model: r.Model}
 	if r.Err != nil {
 		rec.Error = r.Err.Error()
 	}
@@ -249,7 +258,7 @@ func newScenarioRecord(path string, names []string, runs [][]Result, diffs []pai
 		ar.PassRateCI95 = wilson95(ar.Passed, len(rs))
 		for n, r := range rs {
 			rec := newRunRecord(r)
-			rec.Index, rec.Agent, rec.StartedAt = n+1, names[i], r.StartedAt
+			rec.Index, rec.Agent, rec.StartedAt, rec.Session = n+1, names[i], r.StartedAt, r.Session
 			ar.Runs = append(ar.Runs, rec)
 		}
 		for _, f := range figs {
@@ -320,8 +329,12 @@ func (c *comparison) writeScenario(md *strings.Builder, dir string, n int, sr sc
 		names[i] = ar.Agent
 	}
 	baseline := max(0, slices.Index(names, c.Baseline))
-	fmt.Fprintf(md, "\n## %s\n\nsha256 %s; %d counted runs per agent after a warm-up run each, the agents interleaved and their order rotated each round.\n\n", sr.Path, sr.SHA256, sr.Repeat)
-	md.WriteString(figuresTable("", names, sr.runs, baseline))
+	fmt.Fprintf(md, "\n## %s\n\nsha256 %s; %d counted runs per agent after a warm-up run each, the agents interleaved and their order rotated each round.", sr.Path, sr.SHA256, sr.Repeat)
+	if c.Threads > 1 {
+		fmt.Fprintf(md, " Each run is %d sessions of the scenario at once on one agent process and connection (`--threads %d`): a session's figures are over every session of every run, the agent's (CPU, memory, processes, the whole run's model requests) once per run, and a turn's model figures count what every session asked meanwhile.", c.Threads, c.Threads)
+	}
+	md.WriteString("\n\n")
+	md.WriteString(figuresTable("", names, sr.runs, baseline, c.Threads))
 	md.WriteString("\n### What each agent sent, per turn\n\n" + sentTable(names, sr.runs))
 	md.WriteString("\n### Differences\n\n```\n" + showDifferences(sr.Differences) + "```\n\n### Charts\n\n")
 	var rows []ratioRow
@@ -414,6 +427,7 @@ const figureDefinitions = `
 - **model requests**: the HTTP requests that reached the served model meanwhile, side calls (a title, a summary: no tools offered, or a JSON schema asked for) included; **model requests' size**: their bodies' bytes.
 - **prompt tokens, estimated**: for each model request, the bytes of every string value of its JSON body (messages, system prompt, tool descriptions and schemas, tool inputs and results; not keys or syntax) divided by 4, added up; **completion tokens, estimated**: the bytes of the answers' text, thoughts and tool inputs divided by 4. The same estimator for every agent and wire.
 - **tokens served (the fixture's usage)**: the usage the fixture's entries report (an estimate where an entry has none): the same for every agent by construction, shown to tell the two apart.
+- **model requests, the whole run** and **prompt tokens, estimated, the whole run**: the same over the whole run, the handshake and every session included: with ` + "`--threads N`" + `, the cost of N sessions at once.
 - **CPU, user + system**: of the agent process and every child it waited for, from the process's end.
 - **peak PSS of the tree**: the largest sum, over the agent process and every process below it, of the proportional set size (each page's size divided among the processes that share it), sampled every 5 ms, whenever the agent has answered every request, and as its stdin closes.
 - **sum of per-process peak RSS (an upper bound)**: each process's own peak RSS (VmHWM) added, over the processes alive whenever every request was answered: pages shared are counted once per process and peaks at different moments added, so it is never below the tree's true peak.

@@ -31,14 +31,14 @@ func TestFiguresTable_intervalsAndRatios(t *testing.T) {
 	for i := range a {
 		a[i].Stats.PeakPSS, b[i].Stats.PeakPSS = 10<<20, 5<<20
 	}
-	table := figuresTable("", []string{"a", "b"}, [][]Result{a, b}, 0)
+	table := figuresTable("", []string{"a", "b"}, [][]Result{a, b}, 0, 1)
 	assert.Contains(t, table, "| figure | a | b | b ÷ a |")
 	assert.Contains(t, table, "| spawn → initialize answered (ms) | 11.0 [10.0–12.0] | 22.0 [20.0–24.0] | 2.00× |", "every round's ratio is 2")
 	assert.Contains(t, table, "| peak PSS of the tree (MiB) | 10.0 | 5.0 | 0.50× |")
 	assert.Contains(t, table, "ratios to a paired by round")
 
 	// The baseline named second: the ratio column follows the first.
-	table = figuresTable("", []string{"a", "b"}, [][]Result{a, b}, 1)
+	table = figuresTable("", []string{"a", "b"}, [][]Result{a, b}, 1, 1)
 	assert.Contains(t, table, "| figure | a | a ÷ b | b |")
 	assert.Contains(t, table, "| 0.50× |")
 }

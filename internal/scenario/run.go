@@ -64,6 +64,8 @@ type Options struct {
 	// Stop, when closed (a signal), fails the run where it waits: the
 	// agent is ended and what ran is reported.
 	Stop <-chan struct{}
+
+	shared *shared // a thread of RunThreads: the threads' directory, model and agent
 }
 
 // Result is the outcome of one scenario.
@@ -89,6 +91,13 @@ type Result struct {
 	// closed, and the run ended it (Agent.End).
 	EndedByRun bool
 	StartedAt  time.Time // when the run began (UTC)
+	// Model is what the served model was asked over the whole run, nil
+	// without one (and for a thread of RunThreads but the first, whose
+	// Model is every thread's).
+	Model *servedCount
+	// Session is the thread's number among RunThreads' (from 1); 0 for
+	// a run of its own.
+	Session int
 }
 
 // eofGrace is how long an agent with Agent.End is given to exit at its
@@ -169,7 +178,7 @@ func Run(sc *Scenario, opt Options) Result {
 	if dir != "" {
 		defer os.RemoveAll(dir)
 	}
-	if r.model != nil {
+	if r.model != nil && opt.shared == nil {
 		defer r.model.Close()
 	}
 	if err == nil {
@@ -191,11 +200,20 @@ func Run(sc *Scenario, opt Options) Result {
 		r.agent.Wait()
 		res.Stats = r.agent.Stats()
 	}
+	if r.model != nil {
+		c := r.model.count()
+		res.Model = &c
+	}
 	return res
 }
 
-// prepare makes the run's directories and files and starts the agent.
+// prepare makes the run's directories and files and starts the agent;
+// a thread of RunThreads takes the threads' instead.
 func (r *run) prepare() (string, error) {
+	if r.opt.shared != nil {
+		r.useShared(r.opt.shared)
+		return "", r.start()
+	}
 	dir, err := os.MkdirTemp(r.opt.TempDir, "scenario-")
 	if err != nil {
 		return "", err
@@ -206,17 +224,34 @@ func (r *run) prepare() (string, error) {
 	if err := r.makeEnv(dir); err != nil {
 		return dir, err
 	}
+	if err := r.serveFixture(dir); err != nil {
+		return dir, err
+	}
+	r.expandFlags()
+	return dir, r.start()
+}
+
+// serveFixture serves the model fixture acpbridge's flags in the scenario
+// name, if any.
+func (r *run) serveFixture(dir string) error {
 	var own []string // acpbridge's flags, which name the fixture to serve
 	for _, f := range r.sc.Flags {
 		own = append(own, r.expandPaths(f, true))
 	}
 	if path := fixtureOf(own, dir); path != "" {
+		var err error
 		if r.model, err = serveModel(path, r.sc.Path, "", []string{r.env.Cwd}); err != nil {
-			return dir, &Error{r.sc.Path, 0, err.Error()}
+			return &Error{r.sc.Path, 0, err.Error()}
 		}
 		r.env.ModelURL = r.model.URL
 		r.v.set("MODEL_URL", r.model.URL)
 	}
+	return nil
+}
+
+// expandFlags sets the agent's flags: the scenario's (or Options.Flags'),
+// paths expanded.
+func (r *run) expandFlags() {
 	flags := r.sc.Flags
 	if r.opt.Flags != nil {
 		flags = r.opt.Flags(r.sc)
@@ -224,7 +259,6 @@ func (r *run) prepare() (string, error) {
 	for _, f := range flags {
 		r.flags = append(r.flags, r.expandPaths(f, true))
 	}
-	return dir, r.start()
 }
 
 // start starts the agent with the run's flags.
@@ -246,6 +280,9 @@ func (r *run) start() error {
 // from it, exit status 0) and starts the next process with the same flags
 // in the same directories.
 func (r *run) restart(st Step) error {
+	if r.opt.shared != nil {
+		return &Error{r.sc.Path, st.Line, "restart ends the agent, which --threads shares among the threads: run this scenario without --threads"}
+	}
 	if err := r.end(nil); err != nil {
 		return err
 	}

@@ -1,0 +1,400 @@
+// threads.go runs a scenario as several sessions at once on one agent
+// process and one connection (scenario run --threads N): each thread runs
+// the transcript as a run of its own, on a connection of its own that a
+// multiplexer joins into the agent's one. The threads share the workspace
+// (as an editor's threads share a project), the served model and the
+// agent's state directory.
+
+package scenario
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// shared is what the threads of one run share: the run directory, the
+// served model and the flags the agent was started with.
+type shared struct {
+	env   Env
+	model *servedModel
+	flags []string
+	mux   *mux
+}
+
+// RunThreads runs sc as n sessions at once on one agent process. Each
+// thread's Result has its session's figures; the agent's (CPU, memory,
+// processes), its start and the served model's count over the run are in
+// the first thread's only, so that a summary counts them once per run. A
+// turn's model figures count what every session asked meanwhile.
+func RunThreads(sc *Scenario, opt Options, n int) []Result {
+	base := &run{sc: sc, opt: opt, v: newVars()}
+	sh, dir, err := base.prepareShared()
+	if dir != "" {
+		defer os.RemoveAll(dir)
+	}
+	if base.model != nil {
+		defer base.model.Close()
+	}
+	if err == nil {
+		var agent *Agent
+		if agent, err = opt.Start(sh.flags, sh.env); err == nil {
+			sh.mux = newMux(agent, n)
+		} else {
+			err = &Failure{sc.Path, 0, fmt.Sprintf("starting the agent: %v", err)}
+		}
+	}
+	results := make([]Result, n)
+	if err != nil {
+		for k := range results {
+			results[k] = Result{Path: sc.Path, Err: err, Initialize: -1, NewSession: -1}
+		}
+		return results
+	}
+	var wg sync.WaitGroup
+	for k := range n {
+		wg.Go(func() {
+			o := opt
+			o.shared = sh
+			o.Start = func([]string, Env) (*Agent, error) { return sh.mux.thread(k), nil }
+			results[k] = Run(sc, o)
+		})
+	}
+	wg.Wait()
+	for k := range n {
+		results[k].Session = k + 1
+	}
+	for k := 1; k < n; k++ {
+		results[k].Model = nil     // the first thread's is every thread's
+		results[k].Initialize = -1 // answered by the multiplexer, from the first thread's
+		results[k].EndedByRun = results[0].EndedByRun
+		results[k].Stats = Stats{PeakRSS: -1, PeakPSS: -1, Processes: -1}
+	}
+	return results
+}
+
+// prepareShared makes the threads' run directory, writes the scenario's
+// files, serves its model and expands the agent's flags, as a run's
+// prepare does for itself.
+func (r *run) prepareShared() (*shared, string, error) {
+	dir, err := os.MkdirTemp(r.opt.TempDir, "scenario-")
+	if err != nil {
+		return nil, "", err
+	}
+	if dir, err = filepath.EvalSymlinks(dir); err != nil {
+		return nil, dir, err
+	}
+	if err := r.makeEnv(dir); err != nil {
+		return nil, dir, err
+	}
+	if err := r.serveFixture(dir); err != nil {
+		return nil, dir, err
+	}
+	r.expandFlags()
+	return &shared{env: r.env, model: r.model, flags: r.flags}, dir, nil
+}
+
+// useShared makes a thread's run take the shared directory, model and
+// flags instead of its own.
+func (r *run) useShared(sh *shared) {
+	r.env, r.model, r.flags = sh.env, sh.model, sh.flags
+	r.v.set("CWD", r.env.Cwd)
+	r.v.set("STATE", r.env.State)
+	r.v.set("DIR", r.env.Dir)
+	if r.env.ModelURL != "" {
+		r.v.set("MODEL_URL", r.env.ModelURL)
+	}
+}
+
+// mux joins the threads' connections into the agent's one. A thread's
+// request goes to the agent under an id of the multiplexer's, and its
+// answer back under the thread's own; the agent's messages go to the
+// thread whose session they name (held until the session's thread is
+// known: an agent may send a session's first update before its
+// session/new answer). The threads' initialize is sent once: the others
+// get its answer.
+type mux struct {
+	agent   *Agent
+	writing sync.Mutex // a line to the agent at a time
+
+	mu       sync.Mutex
+	threads  []*muxThread
+	nextID   int64
+	routes   map[int64]route     // the multiplexer's ids in flight
+	sessions map[string]int      // session id → thread
+	held     map[string][][]byte // lines for a session whose thread is not known yet
+	open     int                 // threads whose stdin is open
+	failed   bool                // a thread failed: the agent is killed if it outlives the end
+	initial  json.RawMessage     // the agent's answer to initialize, once it came
+	waiting  []route             // the threads' initialize requests waiting for it
+}
+
+// route is a thread's request: the thread and its own id.
+type route struct {
+	thread int
+	id     json.RawMessage
+	method string
+}
+
+// muxThread is one thread's side: the lines for it, queued so that a
+// thread that stopped reading never holds up the others.
+type muxThread struct {
+	k      int
+	m      *mux
+	out    *io.PipeWriter
+	queue  chan []byte
+	buf    []byte // a line written in parts, so far
+	closed bool
+}
+
+func newMux(agent *Agent, n int) *mux {
+	m := &mux{agent: agent, routes: map[int64]route{}, sessions: map[string]int{}, held: map[string][][]byte{}, open: n}
+	for k := range n {
+		m.threads = append(m.threads, &muxThread{k: k, m: m, queue: make(chan []byte, 1<<16)})
+	}
+	go m.readAgent()
+	return m
+}
+
+// thread is thread k's agent: its connection to the multiplexer, the
+// shared process's other parts (its wait, kill, stderr) behind it. Only
+// the first thread measures the process and ends it at the end.
+func (m *mux) thread(k int) *Agent {
+	t := m.threads[k]
+	pr, pw := io.Pipe()
+	t.out = pw
+	go func() {
+		for line := range t.queue {
+			pw.Write(append(line, '\n'))
+		}
+		pw.Close()
+	}()
+	a := &Agent{Stdin: t, Stdout: pr, Wait: m.agent.Wait, Kill: t.kill, Stderr: m.agent.Stderr, Settled: m.agent.Settled}
+	if k == 0 {
+		a.Stats = m.agent.Stats
+		if m.agent.End != nil {
+			a.End = m.endWhenAllClosed
+		}
+	}
+	return a
+}
+
+// endWhenAllClosed ends the agent as a run's end does, once every thread
+// has closed its stdin.
+func (m *mux) endWhenAllClosed() {
+	m.mu.Lock()
+	open := m.open
+	m.mu.Unlock()
+	if open == 0 {
+		m.agent.End()
+	}
+}
+
+// Write takes the thread's lines (several in one write, or one in parts).
+func (t *muxThread) Write(p []byte) (int, error) {
+	t.buf = append(t.buf, p...)
+	for {
+		i := bytes.IndexByte(t.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := bytes.Clone(t.buf[:i])
+		t.buf = t.buf[i+1:]
+		if err := t.m.fromThread(t.k, line); err != nil {
+			return len(p), err
+		}
+	}
+}
+
+// Close is the thread's end: the agent's stdin closes when every thread's
+// has (and when a thread failed, the agent is killed if it does not exit
+// by itself).
+func (t *muxThread) Close() error {
+	m := t.m
+	m.mu.Lock()
+	if t.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	m.open--
+	last, failed := m.open == 0, m.failed
+	m.mu.Unlock()
+	if !last {
+		return nil
+	}
+	if failed {
+		go m.killAfterGrace()
+	}
+	return m.agent.Stdin.Close()
+}
+
+// killAfterGrace kills the agent if it has not exited eofGrace after its
+// stdin closed: a thread failed, and its run waits for the exit.
+func (m *mux) killAfterGrace() {
+	exited := make(chan struct{})
+	go func() {
+		m.agent.Wait()
+		close(exited)
+	}()
+	select {
+	case <-exited:
+	case <-time.After(eofGrace):
+		m.agent.Kill()
+	}
+}
+
+// kill is a failed thread's end: the others go on.
+func (t *muxThread) kill() {
+	t.m.mu.Lock()
+	t.m.failed = true
+	t.m.mu.Unlock()
+	t.Close()
+}
+
+// muxMessage is what the multiplexer reads of a message: its id and
+// method, the session it names, and the session an answer opens.
+type muxMessage struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		SessionID string `json:"sessionId"`
+	} `json:"params"`
+	Result struct {
+		SessionID string `json:"sessionId"`
+	} `json:"result"`
+}
+
+// fromThread passes a thread's line to the agent: a request under an id of
+// the multiplexer's, a second initialize answered from the first.
+func (m *mux) fromThread(k int, line []byte) error {
+	var msg muxMessage
+	if json.Unmarshal(line, &msg) != nil || msg.Method == "" || len(msg.ID) == 0 {
+		return m.toAgent(line) // an answer to the agent, a notification, or what the agent is to refuse
+	}
+	m.mu.Lock()
+	if msg.Params.SessionID != "" {
+		m.sessions[msg.Params.SessionID] = k // a load or resume names its session
+	}
+	r := route{thread: k, id: msg.ID, method: msg.Method}
+	if msg.Method == "initialize" && k > 0 {
+		if m.initial == nil {
+			m.waiting = append(m.waiting, r)
+			m.mu.Unlock()
+			return nil
+		}
+		m.mu.Unlock()
+		m.answerInitialize(r)
+		return nil
+	}
+	id := m.nextID
+	m.nextID++
+	m.routes[id] = r
+	m.mu.Unlock()
+	return m.toAgent(withID(line, json.RawMessage(strconv.FormatInt(id, 10))))
+}
+
+// toAgent writes a line to the agent, one thread's at a time.
+func (m *mux) toAgent(line []byte) error {
+	m.writing.Lock()
+	defer m.writing.Unlock()
+	_, err := m.agent.Stdin.Write(append(line, '\n'))
+	return err
+}
+
+// answerInitialize answers a thread's initialize with the agent's answer
+// to the first.
+func (m *mux) answerInitialize(r route) {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": r.id, "result": m.initial})
+	m.threads[r.thread].queue <- b
+}
+
+// readAgent routes the agent's lines to the threads until its output
+// ends, then ends every thread's.
+func (m *mux) readAgent() {
+	br := bufio.NewReaderSize(m.agent.Stdout, 1<<20)
+	for {
+		line, err := br.ReadBytes('\n')
+		if line = bytes.TrimSpace(line); len(line) > 0 {
+			m.route(line)
+		}
+		if err != nil {
+			break
+		}
+	}
+	for _, t := range m.threads {
+		close(t.queue)
+	}
+}
+
+// route sends one of the agent's lines to its thread.
+func (m *mux) route(line []byte) {
+	var msg muxMessage
+	if json.Unmarshal(line, &msg) != nil {
+		m.threads[0].queue <- line // not JSON: the first thread's run says so
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if msg.Method == "" && len(msg.ID) > 0 {
+		m.answer(line, msg.ID, msg.Result.SessionID)
+		return
+	}
+	k, known := m.sessions[msg.Params.SessionID]
+	if !known && msg.Params.SessionID != "" {
+		m.held[msg.Params.SessionID] = append(m.held[msg.Params.SessionID], line)
+		return
+	}
+	m.threads[k].queue <- line
+}
+
+// answer sends the agent's answer to the thread that asked, under its
+// own id: first the lines held for the session it opens, and for the
+// first initialize the threads that wait for it.
+func (m *mux) answer(line []byte, id json.RawMessage, session string) {
+	n, err := strconv.ParseInt(string(id), 10, 64)
+	r, ok := m.routes[n]
+	if err != nil || !ok {
+		m.threads[0].queue <- line // an answer to no request: the first thread's run says so
+		return
+	}
+	delete(m.routes, n)
+	if session != "" {
+		m.sessions[session] = r.thread
+		for _, held := range m.held[session] {
+			m.threads[r.thread].queue <- held
+		}
+		delete(m.held, session)
+	}
+	if r.method == "initialize" && m.initial == nil {
+		var res struct{ Result json.RawMessage }
+		json.Unmarshal(line, &res)
+		m.initial = res.Result
+		for _, w := range m.waiting {
+			m.answerInitialize(w)
+		}
+		m.waiting = nil
+	}
+	m.threads[r.thread].queue <- withID(line, r.id)
+}
+
+// withID is a JSON-RPC message line with its id replaced.
+func withID(line []byte, id json.RawMessage) []byte {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(line, &fields) != nil {
+		return line
+	}
+	fields["id"] = id
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return line
+	}
+	return b
+}

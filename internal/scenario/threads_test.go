@@ -1,0 +1,112 @@
+// threads_test.go checks the multiplexer of --threads against an agent
+// that sends a session's first update before its session/new answer, and
+// an answer to no request.
+
+package scenario
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeSharedAgent answers initialize and session/new (each session's
+// update first, then the answer), and once sends an answer to an id it
+// was never asked.
+func fakeSharedAgent(t *testing.T, inits *int) *Agent {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		defer outW.Close()
+		sc := bufio.NewScanner(inR)
+		sessions := 0
+		fmt.Fprintln(outW, `{"jsonrpc":"2.0","id":999,"result":{}}`)
+		for sc.Scan() {
+			var m struct {
+				ID     json.RawMessage
+				Method string
+			}
+			require.NoError(t, json.Unmarshal(sc.Bytes(), &m))
+			switch m.Method {
+			case "initialize":
+				*inits++
+				fmt.Fprintf(outW, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":1}}`+"\n", m.ID)
+			case "session/new":
+				sessions++
+				fmt.Fprintf(outW, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s%d","update":{"sessionUpdate":"available_commands_update","availableCommands":[]}}}`+"\n", sessions)
+				fmt.Fprintf(outW, `{"jsonrpc":"2.0","id":%s,"result":{"sessionId":"s%d"}}`+"\n", m.ID, sessions)
+			}
+		}
+	}()
+	wait := func() int { <-exited; return 0 }
+	return &Agent{Stdin: inW, Stdout: outR, Wait: wait, Kill: func() { inW.Close() }, Stderr: func() string { return "" }}
+}
+
+// Verify that every thread gets its own answers under its own ids, its
+// session's update before its session/new answer, and initialize's answer
+// though only the first thread's reached the agent.
+func TestMux_routesByIDAndSession(t *testing.T) {
+	inits := 0
+	m := newMux(fakeSharedAgent(t, &inits), 3)
+	var readers []*bufio.Scanner
+	var agents []*Agent
+	for k := range 3 {
+		a := m.thread(k)
+		agents = append(agents, a)
+		readers = append(readers, bufio.NewScanner(a.Stdout))
+	}
+	for k := 2; k >= 0; k-- { // the later threads ask first
+		_, err := agents[k].Stdin.Write([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}` + "\n" +
+			`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}` + "\n"))
+		require.NoError(t, err)
+	}
+	next := func(k int) string {
+		require.True(t, readers[k].Scan(), "thread %d's next line", k)
+		return readers[k].Text()
+	}
+	assert.Contains(t, next(0), `"id":999`, "an answer to no request goes to the first thread, whose run says so")
+	sessions := map[string]bool{}
+	for k := range 3 {
+		var lines []string
+		for range 3 {
+			lines = append(lines, next(k))
+		}
+		init := slicesIndex(lines, `"protocolVersion":1`)
+		require.GreaterOrEqual(t, init, 0, "thread %d: %v", k, lines)
+		assert.Contains(t, lines[init], `"id":0`, "its own id")
+		update := slicesIndex(lines, "available_commands_update")
+		answer := slicesIndex(lines, `"result":{"sessionId"`)
+		require.True(t, update >= 0 && answer > update, "thread %d: the update, then the answer: %v", k, lines)
+		assert.Contains(t, lines[answer], `"id":1`)
+		var res struct{ Result struct{ SessionID string } }
+		require.NoError(t, json.Unmarshal([]byte(lines[answer]), &res))
+		assert.Contains(t, lines[update], `"sessionId":"`+res.Result.SessionID+`"`, "its own session's update")
+		sessions[res.Result.SessionID] = true
+	}
+	assert.Len(t, sessions, 3, "a session each")
+	for _, a := range agents {
+		require.NoError(t, a.Stdin.Close())
+	}
+	for k := range 3 {
+		assert.False(t, readers[k].Scan(), "every thread's output ends with the agent's")
+	}
+	agents[0].Wait()
+	assert.Equal(t, 1, inits, "one initialize reached the agent")
+}
+
+func slicesIndex(lines []string, sub string) int {
+	for i, l := range lines {
+		if strings.Contains(l, sub) {
+			return i
+		}
+	}
+	return -1
+}
