@@ -70,11 +70,11 @@ func RunThreads(sc *Scenario, opt Options, n int) []Result {
 	wg.Wait()
 	for k := range n {
 		results[k].Session = k + 1
+		results[k].EndedByRun = sh.mux.endedByRun()
 	}
 	for k := 1; k < n; k++ {
 		results[k].Model = nil     // the first thread's is every thread's
 		results[k].Initialize = -1 // answered by the multiplexer, from the first thread's
-		results[k].EndedByRun = results[0].EndedByRun
 		results[k].Stats = Stats{PeakRSS: -1, PeakPSS: -1, Processes: -1}
 	}
 	return results
@@ -132,6 +132,7 @@ type mux struct {
 	held     map[string][][]byte // lines for a session whose thread is not known yet
 	open     int                 // threads whose stdin is open
 	failed   bool                // a thread failed: the agent is killed if it outlives the end
+	ended    bool                // the multiplexer ended the agent (endAfterGrace)
 	initial  json.RawMessage     // the agent's answer to initialize, once it came
 	waiting  []route             // the threads' initialize requests waiting for it
 }
@@ -164,8 +165,11 @@ func newMux(agent *Agent, n int) *mux {
 }
 
 // thread is thread k's agent: its connection to the multiplexer, the
-// shared process's other parts (its wait, kill, stderr) behind it. Only
-// the first thread measures the process and ends it at the end.
+// shared process's other parts (its wait, kill, stderr) behind it. The
+// multiplexer ends the process once every thread has closed its stdin
+// (endAfterGrace); an exit it caused reads as status 0, as a run's own
+// ending of an agent that ignores its stdin's end is no failure. Only the
+// first thread measures the process.
 func (m *mux) thread(k int) *Agent {
 	t := m.threads[k]
 	pr, pw := io.Pipe()
@@ -176,25 +180,49 @@ func (m *mux) thread(k int) *Agent {
 		}
 		pw.Close()
 	}()
-	a := &Agent{Stdin: t, Stdout: pr, Wait: m.agent.Wait, Kill: t.kill, Stderr: m.agent.Stderr, Settled: m.agent.Settled}
+	wait := func() int {
+		code := m.agent.Wait()
+		if m.endedByRun() {
+			return 0
+		}
+		return code
+	}
+	a := &Agent{Stdin: t, Stdout: pr, Wait: wait, Kill: t.kill, Stderr: m.agent.Stderr, Settled: m.agent.Settled}
 	if k == 0 {
 		a.Stats = m.agent.Stats
-		if m.agent.End != nil {
-			a.End = m.endWhenAllClosed
-		}
 	}
 	return a
 }
 
-// endWhenAllClosed ends the agent as a run's end does, once every thread
-// has closed its stdin.
-func (m *mux) endWhenAllClosed() {
-	m.mu.Lock()
-	open := m.open
-	m.mu.Unlock()
-	if open == 0 {
-		m.agent.End()
+// endAfterGrace ends the agent if it has not exited eofGrace after its
+// stdin closed: SIGTERM then SIGKILL where it can (Agent.End), killed
+// where it cannot or when a thread failed.
+func (m *mux) endAfterGrace(failed bool) {
+	exited := make(chan struct{})
+	go func() {
+		m.agent.Wait()
+		close(exited)
+	}()
+	select {
+	case <-exited:
+		return
+	case <-time.After(eofGrace):
 	}
+	m.mu.Lock()
+	m.ended = true
+	m.mu.Unlock()
+	if failed || m.agent.End == nil {
+		m.agent.Kill()
+		return
+	}
+	m.agent.End()
+}
+
+// endedByRun reports whether the multiplexer ended the agent.
+func (m *mux) endedByRun() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ended
 }
 
 // Write takes the thread's lines (several in one write, or one in parts).
@@ -214,8 +242,7 @@ func (t *muxThread) Write(p []byte) (int, error) {
 }
 
 // Close is the thread's end: the agent's stdin closes when every thread's
-// has (and when a thread failed, the agent is killed if it does not exit
-// by itself).
+// has, and the agent is ended if it does not exit by itself.
 func (t *muxThread) Close() error {
 	m := t.m
 	m.mu.Lock()
@@ -230,25 +257,8 @@ func (t *muxThread) Close() error {
 	if !last {
 		return nil
 	}
-	if failed {
-		go m.killAfterGrace()
-	}
+	go m.endAfterGrace(failed)
 	return m.agent.Stdin.Close()
-}
-
-// killAfterGrace kills the agent if it has not exited eofGrace after its
-// stdin closed: a thread failed, and its run waits for the exit.
-func (m *mux) killAfterGrace() {
-	exited := make(chan struct{})
-	go func() {
-		m.agent.Wait()
-		close(exited)
-	}()
-	select {
-	case <-exited:
-	case <-time.After(eofGrace):
-		m.agent.Kill()
-	}
 }
 
 // kill is a failed thread's end: the others go on.
