@@ -8,7 +8,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,4 +122,46 @@ func TestImage_promptLimit(t *testing.T) {
 // -32600.
 func TestImage_lineLimitAbovePromptLimit(t *testing.T) {
 	assert.Greater(t, defaultMaxLineBytes, base64.StdEncoding.EncodedLen(promptImageMaxBytes)+1<<20)
+}
+
+// Verify on the built binary that the memory a session's images cost is
+// bounded by the image budget, not by the images it has had: the peak
+// after seven prompts of a 16 MiB image (21 MiB of base64 each) is about
+// the peak after four, since from the fourth on the process holds the
+// three newest a request can carry (each older one would have added
+// 21 MiB and more); and every request carries at most the budget.
+func TestImage_memoryBoundedByTheBudget(t *testing.T) {
+	t.Parallel()
+	sse, err := os.ReadFile("fixtures/openai/text.sse")
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var sizes []int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		sizes = append(sizes, n)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write(sse)
+	}))
+	t.Cleanup(srv.Close)
+	p := startProcessWith(t, nil, func(cmd *exec.Cmd, _ *testAgent) { cmd.Env = append(os.Environ(), "OPENAI_API_KEY="+testKey) },
+		"--model", "openai:gpt-test", "--base-url", srv.URL+"/v1", "--models", "gpt-test")
+	sid := p.newSession()
+	data := base64.StdEncoding.EncodeToString(make([]byte, 16<<20))
+	peaks := map[int]int{}
+	for i := 1; i <= 7; i++ {
+		p.send(imagePrompt(1+i, sid, data))
+		_, r := p.updatesUntil(1 + i)
+		require.Nil(t, r.Error, "prompt %d", i)
+		peaks[i] = vmHWM(t, p.cmd.Process.Pid)
+	}
+	t.Logf("peak RSS after 4 images: %d KiB, after 7: %d KiB", peaks[4], peaks[7])
+	assert.Less(t, peaks[7]-peaks[4], 40<<10, "three more images held would have added 64 MiB and more to the peak")
+	mu.Lock()
+	for i, n := range sizes {
+		assert.Less(t, n, int64(80<<20), "request %d carries at most the 72 MiB image budget", i+1)
+	}
+	mu.Unlock()
+	p.close()
 }

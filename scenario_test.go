@@ -690,6 +690,7 @@ func TestScenario_repeatJSONAndReport(t *testing.T) {
 			}
 			assert.Equal(t, 1.0, turns[0].(map[string]any)["model_requests"])
 			assert.Positive(t, turns[0].(map[string]any)["prompt_tokens_estimated"])
+			assert.Positive(t, turns[0].(map[string]any)["sent"].(map[string]any)["update agent_message_chunk"], "the turn's messages by kind")
 		}
 		assert.Contains(t, ar.Summary, "peak_pss_bytes")
 		assert.Contains(t, ar.Summary, "spawn_to_initialize_ms")

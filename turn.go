@@ -166,6 +166,7 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []acp.Cont
 	if stop == acp.StopRefusal {
 		s.conv.Truncate(mark)
 	}
+	s.conv.KeepImagesWithin(model.ImageBudget)
 	storeErr := a.endTurn(s, prompt, stop, usage, turnErr)
 	if turnErr != nil {
 		return "", turnErr
@@ -467,6 +468,7 @@ func (f *feeder) add(rec store.Record) {
 		if acp.StopReason(rec.StopReason) == acp.StopRefusal {
 			f.c.Truncate(f.mark)
 		}
+		f.c.KeepImagesWithin(model.ImageBudget) // as the turn's end did live
 	}
 }
 
@@ -497,7 +499,10 @@ func storedPrompt(raw []json.RawMessage) []acp.ContentBlock {
 	return blocks
 }
 
-func (f *feeder) finish() { f.closeCalls() }
+func (f *feeder) finish() {
+	f.closeCalls()
+	f.c.KeepImagesWithin(model.ImageBudget)
+}
 
 // contentText is the text of the one text block of stored tool content.
 func contentText(content json.RawMessage) string {

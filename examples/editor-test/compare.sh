@@ -7,7 +7,8 @@
 # warm-up, the table on stdout and report.md, the charts, runs.json and
 # runs.csv in OUT. It writes nothing outside OUT and node_modules.
 # THREADS=N runs N sessions at once on each agent (plain acpbridge, which
-# serves one session a process, is left out then).
+# serves one session a process, is left out then). TIMEOUT is each wait for
+# a line (default 60s, 300s with THREADS).
 set -euo pipefail
 if [ $# -lt 2 ]; then
   echo "usage: compare.sh BIN OUT [SCENARIO]" >&2
@@ -22,9 +23,11 @@ scenario=${3:-$root/testdata/scenarios/coding.txtar}
 (cd "$here" && npm ci --no-audit --no-fund --silent)
 (cd "$root" && go build -o "$out/multiagent" ./testdata/multiagent)
 threads=${THREADS:-1}
+# Sessions at once share the CPUs: each wait for a line gets longer.
+timeout=${TIMEOUT:-$([ "$threads" = 1 ] && echo 60s || echo 300s)}
 agents=()
 if [ "$threads" = 1 ]; then agents+=(--agent "acpbridge='$bin'"); fi
-"$bin" scenario run --timeout 30s --threads "$threads" --repeat "${REPEAT:-10}" --report "$out" --json "$out/runs.json" --csv "$out/runs.csv" \
+"$bin" scenario run --timeout "$timeout" --threads "$threads" --repeat "${REPEAT:-10}" --report "$out" --json "$out/runs.json" --csv "$out/runs.csv" \
   ${agents[@]+"${agents[@]}"} --agent "fanout='$bin' --fanout" \
   --agent "go-multi='$out/multiagent'" --agent "ts-multi=node '$here/multi.mjs'" \
   "$scenario"

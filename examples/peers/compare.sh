@@ -8,7 +8,8 @@
 # first (npm ci, here) and writes nothing outside OUT and node_modules.
 # AGENTS=fanout also runs each of the three behind acpbridge --fanout.
 # THREADS=N runs N sessions at once on each agent (plain acpbridge, which
-# serves one session a process, is left out then).
+# serves one session a process, is left out then). TIMEOUT is each wait for
+# a line (default 60s, 300s with THREADS).
 set -euo pipefail
 if [ $# -lt 2 ]; then
   echo "usage: compare.sh BIN OUT [SCENARIO]" >&2
@@ -21,6 +22,8 @@ out=$(cd "$2" && pwd)
 scenario=${3:-$here/coding.txtar}
 (cd "$here" && npm ci --no-audit --no-fund --silent)
 threads=${THREADS:-1}
+# Sessions at once share the CPUs: each wait for a line gets longer.
+timeout=${TIMEOUT:-$([ "$threads" = 1 ] && echo 60s || echo 300s)}
 agents=()
 if [ "$threads" = 1 ]; then agents+=(--agent "acpbridge='$bin'"); fi
 agents+=(--agent "fanout='$bin' --fanout"
@@ -30,5 +33,5 @@ if [ "${AGENTS:-}" = fanout ]; then
     --agent "claude-fanout='$bin' --fanout -- '$here/agent.sh' claude"
     --agent "gemini-fanout='$bin' --fanout -- '$here/agent.sh' gemini")
 fi
-"$bin" scenario run --timeout 60s --threads "$threads" --repeat "${REPEAT:-10}" --report "$out" --json "$out/runs.json" --csv "$out/runs.csv" \
+"$bin" scenario run --timeout "$timeout" --threads "$threads" --repeat "${REPEAT:-10}" --report "$out" --json "$out/runs.json" --csv "$out/runs.csv" \
   "${agents[@]}" "$scenario"

@@ -23,11 +23,11 @@ const BytesPerToken = 4
 // LeftOut replaces a tool result the budget leaves out.
 const LeftOut = "[This tool result was left out to fit the model's context window; run the tool again if you need it.]"
 
-// Estimate is a message's size in tokens.
 // imageTokens is what an image is estimated to take of the context (a
 // large image at high detail costs providers about that many tokens).
 const imageTokens = 1000
 
+// Estimate is a message's size in tokens.
 func Estimate(m Message) int {
 	n := len(m.Text) + 16 + len(m.Images)*imageTokens*BytesPerToken
 	for _, tc := range m.ToolCalls {
@@ -137,4 +137,15 @@ func WithinImageBudget(msgs []Message, budget int) []Message {
 		out[i] = m
 	}
 	return out
+}
+
+// KeepImagesWithin drops from the conversation the images no request will
+// carry again: from the first that does not fit within budget, counting
+// from the newest, each older one is replaced by the line a request names
+// it with (WithinImageBudget). Requests send the newest images first and
+// only ever drop older turns, so what the model is sent does not change;
+// what the process holds is bounded by the budget, not by the images the
+// session has had. The session log keeps every image.
+func (c *Conversation) KeepImagesWithin(budget int) {
+	c.Msgs = WithinImageBudget(c.Msgs, budget)
 }

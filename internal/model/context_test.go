@@ -91,3 +91,26 @@ func TestWithinImageBudget(t *testing.T) {
 	same := WithinImageBudget(msgs, 1000)
 	assert.Same(t, &msgs[0], &same[0], "within the budget: not copied")
 }
+
+// Verify that a conversation drops the images no request will carry
+// again, and that a request made from it afterwards is the one made
+// before it dropped them.
+func TestConversation_keepImagesWithin(t *testing.T) {
+	img := func(n int) Image { return Image{MimeType: "image/png", Data: strings.Repeat("A", n)} }
+	c := &Conversation{Full: true}
+	for i := range 5 {
+		c.Add(Message{Role: "user", Text: fmt.Sprint("look ", i), Images: []Image{img(40)}})
+		c.Add(Message{Role: "assistant", Text: "seen"})
+	}
+	before := WithinImageBudget(c.Msgs, 90)
+	c.KeepImagesWithin(90)
+	held := 0
+	for _, m := range c.Msgs {
+		for _, im := range m.Images {
+			held += len(im.Data)
+		}
+	}
+	assert.Equal(t, 80, held, "the two newest images, within 90 bytes")
+	assert.Equal(t, before, WithinImageBudget(c.Msgs, 90), "what the model is sent is the same")
+	assert.Contains(t, c.Msgs[0].Text, "look 0\n[image image/png, 40 bytes of base64: left out")
+}

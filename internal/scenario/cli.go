@@ -263,7 +263,7 @@ func (rr rounds) runAll(files []string, cmp *comparison, diffLimit int, stdout i
 		}
 		var diffs []pairDifferences
 		if len(first) == len(rr.agents) { // else stopped before every agent ran
-			diffs = compareAll(rr.names, first, diffLimit)
+			diffs = compareAll(rr.names, first, diffLimit, rr.opt.Timeout)
 		}
 		if len(rr.agents) > 1 || rr.repeat > 0 {
 			fmt.Fprintf(stdout, "  %s, side by side:\n%s%s", path, figuresTable("  ", rr.names, runs, rr.baseline, rr.threads), showDifferences(diffs))

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"acpbridge/internal/clip"
 )
@@ -108,8 +109,11 @@ func newRunView(name string, res Result) runView {
 // a shift of every line after it; aligned lines are compared as JSON
 // values, path by path. When a run failed, the lines after its last are
 // not compared: the list ends saying where it stopped.
-func differences(a, b runView, limit int) []string {
-	pairs := align(a.lines, b.lines)
+func differences(a, b runView, limit int, deadline time.Time) []string {
+	pairs, done := align(a.lines, b.lines, deadline)
+	if !done {
+		return []string{fmt.Sprintf("not compared: aligning %s's %d lines with %s's %d took longer than --timeout", a.name, len(a.lines), b.name, len(b.lines))}
+	}
 	stop := ""
 	for side, r := range []runView{a, b} {
 		if r.err == nil {
@@ -178,12 +182,12 @@ func firstLine(err error) string {
 type pair struct{ i, j int }
 
 // align pairs the lines of a and b of the same kind, keeping their order,
-// as many as can be (a longest common subsequence of their kinds).
-func align(a, b []any) []pair {
+// as many as can be (a longest common subsequence of their kinds); done is
+// false when the deadline (if not zero) passed first.
+func align(a, b []any, deadline time.Time) (out []pair, done bool) {
 	ka, kb := kinds(a), kinds(b)
 	n, m := len(ka), len(kb)
 	if n*m > 4_000_000 { // too long to align: line by line
-		var out []pair
 		for i := 0; i < n || i < m; i++ {
 			p := pair{i, i}
 			if i >= n {
@@ -194,13 +198,16 @@ func align(a, b []any) []pair {
 			}
 			out = append(out, p)
 		}
-		return out
+		return out, true
 	}
 	lcs := make([][]int, n+1)
 	for i := range lcs {
 		lcs[i] = make([]int, m+1)
 	}
 	for i := n - 1; i >= 0; i-- {
+		if !deadline.IsZero() && time.Now().After(deadline) {
+			return nil, false
+		}
 		for j := m - 1; j >= 0; j-- {
 			if ka[i] == kb[j] {
 				lcs[i][j] = lcs[i+1][j+1] + 1
@@ -209,7 +216,6 @@ func align(a, b []any) []pair {
 			}
 		}
 	}
-	var out []pair
 	i, j := 0, 0
 	for i < n || j < m {
 		switch {
@@ -224,7 +230,7 @@ func align(a, b []any) []pair {
 			j++
 		}
 	}
-	return out
+	return out, true
 }
 
 // kinds names each line's kind: "response ID", or its method and, for a
@@ -309,19 +315,30 @@ func show(x any) string {
 // codex": fanout differs from codex as acpbridge does); Lines is then
 // empty.
 type pairDifferences struct {
-	A, B   string
-	Lines  []string // none: they sent the same lines
+	A      string   `json:"a"`
+	B      string   `json:"b"`
+	Lines  []string `json:"lines"` // none: they sent the same lines
 	SameAs string   `json:"same_as,omitempty"`
 }
 
 // compareAll compares every pair of agents' runs, folding a pair whose
-// differences repeat an earlier pair's into it.
-func compareAll(names []string, first []Result, limit int) []pairDifferences {
+// differences repeat an earlier pair's into it; the pairs not compared
+// within timeout (0: no bound) say so.
+func compareAll(names []string, first []Result, limit int, timeout time.Duration) []pairDifferences {
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
 	var out []pairDifferences
 	seen := map[string]string{} // a pair's differences, names as placeholders → the pair
 	for i := range first {
 		for j := i + 1; j < len(first); j++ {
-			d := differences(newRunView(names[i], first[i]), newRunView(names[j], first[j]), limit)
+			var d []string
+			if !deadline.IsZero() && time.Now().After(deadline) {
+				d = []string{"not compared: the comparison took longer than --timeout"}
+			} else {
+				d = differences(newRunView(names[i], first[i]), newRunView(names[j], first[j]), limit, deadline)
+			}
 			p := pairDifferences{A: names[i], B: names[j], Lines: d}
 			if len(d) > 0 {
 				key := placeholders(d, names[i], names[j])

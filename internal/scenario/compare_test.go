@@ -76,7 +76,7 @@ func TestDifferences_alignedAndChunksJoined(t *testing.T) {
 		[]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"other-9","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hello"}}}}`),
 		[]byte(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"cancelled"}}`),
 	}
-	diffs := differences(newRunView("A", Result{Received: a, Env: env, BeforeTurns: 1}), newRunView("B", Result{Received: b, Env: env, BeforeTurns: 1}), 20)
+	diffs := differences(newRunView("A", Result{Received: a, Env: env, BeforeTurns: 1}), newRunView("B", Result{Received: b, Env: env, BeforeTurns: 1}), 20, time.Time{})
 	assert.Equal(t, []string{
 		`A's line 4: only A sent {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"$SESSION","update":{"sessionUpdate":"session_info_update","title":"t"}}}`,
 		`line 5 / 3 (the response 2) at .result.stopReason: "end_turn" / "cancelled"`,
@@ -111,7 +111,7 @@ func TestDifferences_turnsFirstAlignedAndCut(t *testing.T) {
 	}
 	ra := newRunView("A", Result{Received: a, Env: env, BeforeTurns: 2})
 	rb := newRunView("B", Result{Received: b, Env: env, BeforeTurns: 2})
-	diffs := differences(ra, rb, 0)
+	diffs := differences(ra, rb, 0, time.Time{})
 	require.Len(t, diffs, 3)
 	assert.Contains(t, diffs[0], `A's line 4: only A sent {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"$SESSION","update":{"sessionUpdate":"tool_call_update","status":"in_progress"`)
 	assert.Equal(t, []string{
@@ -119,10 +119,10 @@ func TestDifferences_turnsFirstAlignedAndCut(t *testing.T) {
 		`line 1 / 1 (the response 0) at .result.agentInfo.name: "a" / "b"`,
 	}, diffs[1:], "the turn first, the extra in_progress alone, completed with completed")
 
-	assert.Equal(t, []string{diffs[0], "(2 more differences not shown: --diff-limit 0 shows them all)"}, differences(ra, rb, 1))
+	assert.Equal(t, []string{diffs[0], "(2 more differences not shown: --diff-limit 0 shows them all)"}, differences(ra, rb, 1, time.Time{}))
 
 	failed := newRunView("B", Result{Received: b[:2], Env: env, BeforeTurns: 2, Err: errors.New("timed out waiting for < line 9\nbindings: ...")})
-	diffs = differences(ra, failed, 0)
+	diffs = differences(ra, failed, 0, time.Time{})
 	assert.Equal(t, []string{
 		`line 1 / 1 (the response 0) at .result.agentInfo.name: "a" / "b"`,
 		`B failed after its line 2 (timed out waiting for < line 9); the other's 4 lines after it are not compared`,
@@ -224,4 +224,15 @@ func TestComparisonRepeatable(t *testing.T) {
 	assert.Equal(t, 2, sr.Results[0].Runs[1].Index)
 	assert.Equal(t, "a", sr.Results[0].Runs[1].Agent)
 	assert.Equal(t, started.Add(time.Second), sr.Results[0].Runs[1].StartedAt)
+}
+
+// Verify that a comparison is bounded by --timeout: past its deadline a
+// pair is not aligned, and says so, rather than running on.
+func TestDifferences_deadline(t *testing.T) {
+	env := Env{Dir: "/d", Cwd: "/d/cwd", State: "/d/state"}
+	lines := [][]byte{[]byte(`{"jsonrpc":"2.0","id":0,"result":{}}`), []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`)}
+	a, b := newRunView("A", Result{Received: lines, Env: env}), newRunView("B", Result{Received: lines[:1], Env: env})
+	got := differences(a, b, 0, time.Now().Add(-time.Second))
+	assert.Equal(t, []string{"not compared: aligning A's 2 lines with B's 1 took longer than --timeout"}, got)
+	assert.NotEqual(t, got, differences(a, b, 0, time.Time{}), "without a deadline it compares")
 }

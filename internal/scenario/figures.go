@@ -33,8 +33,11 @@ type Stats struct {
 	// when the agent had answered every request: those it keeps, not a
 	// command's short-lived shell.
 	PeakRSS int64
-	PeakPSS int64         // bytes: the largest sum of proportional set sizes over the tree seen
-	CPU     time.Duration // user and system time of the agent and the children it waited for
+	PeakPSS int64 // bytes: the largest sum of proportional set sizes over the tree seen
+	// CPU is the user and system time of the tree: the agent's own and
+	// its waited-for children's at its end, or where more, the sum of
+	// every process's own time as last sampled.
+	CPU time.Duration
 	// Processes is the most processes in its tree at once whenever the
 	// agent had answered every request (and as its stdin closed): what it
 	// keeps running, counted the same way every run, not a command's
@@ -59,15 +62,17 @@ type sampler struct {
 
 	mu    sync.Mutex
 	stats Stats
-	peak  map[int]int64 // each process's peak RSS as last read, by pid
-	quiet map[int]bool  // the processes seen at a quiet point
+	peak  map[int]int64         // each process's peak RSS as last read, by pid
+	quiet map[int]bool          // the processes seen at a quiet point
+	cpu   map[int]time.Duration // each process's own CPU time as last read, by pid
 }
 
 // procMemory is one process's memory as a sample read it: its peak RSS so
-// far and its PSS now, in bytes.
+// far and its PSS now, in bytes; and its CPU time so far.
 type procMemory struct {
 	pid          int
 	peakRSS, pss int64
+	cpu          time.Duration // its own user and system time so far
 }
 
 // sampleInterval is how often the tree is measured.
@@ -75,7 +80,7 @@ const sampleInterval = 5 * time.Millisecond
 
 func startSampler(pid int) *sampler {
 	s := &sampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{}), stats: Stats{PeakRSS: -1, PeakPSS: -1, Processes: -1},
-		peak: map[int]int64{}, quiet: map[int]bool{}}
+		peak: map[int]int64{}, quiet: map[int]bool{}, cpu: map[int]time.Duration{}}
 	go s.loop()
 	return s
 }
@@ -112,6 +117,7 @@ func (s *sampler) measure(count bool) {
 	for _, p := range procs {
 		pss += p.pss
 		s.peak[p.pid] = p.peakRSS
+		s.cpu[p.pid] = p.cpu
 		if count {
 			s.quiet[p.pid] = true
 		}
@@ -152,7 +158,14 @@ func (s *sampler) finish(ps *os.ProcessState) Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ps != nil {
-		s.stats.CPU = ps.UserTime() + ps.SystemTime()
+		// The process's own time and its children's that it waited for;
+		// or, where more, the tree's as sampled: the children it never
+		// waited for (an agent ended at the run's end) count too.
+		var tree time.Duration
+		for _, d := range s.cpu {
+			tree += d
+		}
+		s.stats.CPU = max(ps.UserTime()+ps.SystemTime(), tree)
 		if s.stats.PeakRSS < 0 {
 			// Never sampled (it ended within the first interval): the
 			// kernel's figure, which for a child started with vfork also

@@ -8,23 +8,46 @@ import (
 	"os"
 	"strconv"
 	"syscall"
+	"time"
 
 	"acpbridge/internal/proc"
 )
 
 // treeMemory measures pid and every process below it: each one's peak RSS
-// so far (VmHWM: a sample between two peaks misses nothing) and its PSS
-// now.
+// so far (VmHWM: a sample between two peaks misses nothing), its PSS now
+// and its own CPU time so far.
 func treeMemory(pid int) ([]procMemory, bool) {
 	var out []procMemory
 	for _, p := range append([]int{pid}, proc.Descendants(pid)...) {
-		r, okR := kbField("/proc/"+strconv.Itoa(p)+"/status", "VmHWM:")
-		ps, _ := kbField("/proc/"+strconv.Itoa(p)+"/smaps_rollup", "Pss:")
+		dir := "/proc/" + strconv.Itoa(p)
+		r, okR := kbField(dir+"/status", "VmHWM:")
+		ps, _ := kbField(dir+"/smaps_rollup", "Pss:")
 		if okR {
-			out = append(out, procMemory{pid: p, peakRSS: r, pss: ps})
+			out = append(out, procMemory{pid: p, peakRSS: r, pss: ps, cpu: ownCPU(dir + "/stat")})
 		}
 	}
 	return out, len(out) > 0
+}
+
+// ownCPU is a process's own user and system time so far, from its stat
+// file (in clock ticks of 1/100 s, as /proc gives them on every Linux
+// ABI); its children's are theirs.
+func ownCPU(path string) time.Duration {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')') // the command's name may hold spaces
+	if i < 0 {
+		return 0
+	}
+	f := bytes.Fields(b[i+1:]) // from the state, the stat's third field
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(string(f[11]), 10, 64)
+	stime, _ := strconv.ParseInt(string(f[12]), 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 // kbField reads a "Name:  N kB" line of a /proc file, in bytes.

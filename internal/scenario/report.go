@@ -217,6 +217,9 @@ type turnRecord struct {
 	// ToolCalls counts the recorded tool calls served, by how each was
 	// mapped onto the agent's tools ("write_file → Write {content, file_path}").
 	ToolCalls map[string]int `json:"tool_calls,omitempty"`
+	// Sent counts the agent's messages in the turn by kind: "update
+	// tool_call", "request session/request_permission".
+	Sent map[string]int `json:"sent,omitempty"`
 }
 
 func millis(d time.Duration) float64 {
@@ -238,7 +241,7 @@ func newRunRecord(r Result) runRecord {
 		rec.Turns = append(rec.Turns, turnRecord{FirstUpdateMs: millis(t.FirstUpdate), AnswerMs: millis(t.Answer), Messages: t.Messages,
 			Bytes: t.Bytes, ModelRequests: t.Model.Requests, ModelBytes: t.Model.Bytes, Tokens: t.Model.Tokens,
 			PromptTokens: t.Model.PromptTokens, CompletionTokens: t.Model.CompletionTokens,
-			SideCalls: t.Model.SideCalls, ToolCalls: t.Model.Mapped})
+			SideCalls: t.Model.SideCalls, ToolCalls: t.Model.Mapped, Sent: t.Sent})
 		requests += t.Model.Requests
 	}
 	if r.Env.ModelURL != "" && len(r.Turns) > 0 && requests == 0 {
@@ -428,7 +431,7 @@ const figureDefinitions = `
 - **prompt tokens, estimated**: for each model request, the bytes of every string value of its JSON body (messages, system prompt, tool descriptions and schemas, tool inputs and results; not keys or syntax) divided by 4, added up; **completion tokens, estimated**: the bytes of the answers' text, thoughts and tool inputs divided by 4. The same estimator for every agent and wire.
 - **tokens served (the fixture's usage)**: the usage the fixture's entries report (an estimate where an entry has none): the same for every agent by construction, shown to tell the two apart.
 - **model requests, the whole run** and **prompt tokens, estimated, the whole run**: the same over the whole run, the handshake and every session included: with ` + "`--threads N`" + `, the cost of N sessions at once.
-- **CPU, user + system**: of the agent process and every child it waited for, from the process's end.
+- **CPU, user + system**: of the tree: the agent's own and its waited-for children's at its end, or where more, the sum of every process's own time as last sampled (so the children of an agent ended at the run's end count too).
 - **peak PSS of the tree**: the largest sum, over the agent process and every process below it, of the proportional set size (each page's size divided among the processes that share it), sampled every 5 ms, whenever the agent has answered every request, and as its stdin closes.
 - **sum of per-process peak RSS (an upper bound)**: each process's own peak RSS (VmHWM) added, over the processes alive whenever every request was answered: pages shared are counted once per process and peaks at different moments added, so it is never below the tree's true peak.
 - **processes**: the most processes in the tree at once whenever every request was answered.

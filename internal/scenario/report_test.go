@@ -100,7 +100,7 @@ func TestCompareAll_foldsRepeatedPairs(t *testing.T) {
 	}
 	res := func(text string) Result { return Result{Received: [][]byte{line(text)}} }
 	names := []string{"acpbridge", "fanout", "codex", "other"}
-	diffs := compareAll(names, []Result{res("hi"), res("hi"), res("hello"), res("bye")}, 0)
+	diffs := compareAll(names, []Result{res("hi"), res("hi"), res("hello"), res("bye")}, 0, 0)
 	byPair := map[string]pairDifferences{}
 	for _, d := range diffs {
 		byPair[d.A+"/"+d.B] = d

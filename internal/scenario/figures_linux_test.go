@@ -1,0 +1,26 @@
+// figures_linux_test.go checks what a run reads of a process from /proc.
+
+package scenario
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Verify a process's own CPU time from its stat file: user and system
+// ticks (fields 14 and 15), a command name with spaces and parentheses
+// read past; and this test's own time, read as it grows.
+func TestOwnCPU(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stat")
+	stat := "4242 (node (a) b) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 37 9 9 20 0 11 0 100 0 0\n"
+	require.NoError(t, os.WriteFile(path, []byte(stat), 0o644))
+	assert.Equal(t, 2870*time.Millisecond, ownCPU(path), "287 ticks of 10 ms; the children's 18 not counted")
+	assert.Zero(t, ownCPU(filepath.Join(t.TempDir(), "gone")))
+	for ownCPU("/proc/self/stat") == 0 { // this process's own time, read as it grows
+	}
+}
