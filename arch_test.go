@@ -88,20 +88,7 @@ func TestArchitecture_functionsAreShort(t *testing.T) {
 	fset := token.NewFileSet()
 	var funcs, lines int
 	var long []string
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (path == "bench" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != "." {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			return err
-		}
+	err := eachSource(fset, func(f *ast.File) {
 		for _, decl := range f.Decls {
 			if fd, ok := decl.(*ast.FuncDecl); ok {
 				n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1
@@ -111,7 +98,6 @@ func TestArchitecture_functionsAreShort(t *testing.T) {
 				}
 			}
 		}
-		return nil
 	})
 	require.NoError(t, err)
 	require.NotZero(t, funcs)
@@ -127,20 +113,7 @@ func TestArchitecture_runtimeSettingsLeftAlone(t *testing.T) {
 	t.Parallel()
 	fset := token.NewFileSet()
 	var calls []string
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (path == "bench" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != "." {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			return err
-		}
+	err := eachSource(fset, func(f *ast.File) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
 			if !ok {
@@ -158,8 +131,29 @@ func TestArchitecture_runtimeSettingsLeftAlone(t *testing.T) {
 			}
 			return true
 		})
-		return nil
 	})
 	require.NoError(t, err)
 	assert.Empty(t, calls, "runtime.GOMAXPROCS set (only GOMAXPROCS(0), a read, is allowed)")
+}
+
+// eachSource parses every non-test Go file of the module but bench/ and
+// testdata/, and gives each to fn.
+func eachSource(fset *token.FileSet, fn func(*ast.File)) error {
+	return filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (path == "bench" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != "." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		fn(f)
+		return nil
+	})
 }
