@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -124,14 +123,14 @@ func TestImage_lineLimitAbovePromptLimit(t *testing.T) {
 	assert.Greater(t, defaultMaxLineBytes, base64.StdEncoding.EncodedLen(promptImageMaxBytes)+1<<20)
 }
 
-// Verify on the built binary that the memory a session's images cost is
-// bounded by the image budget, not by the images it has had: the peak
-// after seven prompts of a 16 MiB image (21 MiB of base64 each) is about
-// the peak after four, since from the fourth on the process holds the
-// three newest a request can carry (each older one would have added
-// 21 MiB and more); and every request carries at most the budget.
+// Verify that what a session holds of its images is bounded by the image
+// budget, not by the images it has had: with a budget of 10,000 bytes,
+// after five prompts of a 4,000-byte image the conversation holds the two
+// newest, the most a request can carry (the old code held all five, and
+// the process's memory grew by every image: 21 MiB a prompt of a 16 MiB
+// image, at the real budget of 72 MiB); every request carries at most the
+// budget.
 func TestImage_memoryBoundedByTheBudget(t *testing.T) {
-	t.Parallel()
 	sse, err := os.ReadFile("fixtures/openai/text.sse")
 	require.NoError(t, err)
 	var mu sync.Mutex
@@ -145,23 +144,32 @@ func TestImage_memoryBoundedByTheBudget(t *testing.T) {
 		w.Write(sse)
 	}))
 	t.Cleanup(srv.Close)
-	p := startProcessWith(t, nil, func(cmd *exec.Cmd, _ *testAgent) { cmd.Env = append(os.Environ(), "OPENAI_API_KEY="+testKey) },
-		"--model", "openai:gpt-test", "--base-url", srv.URL+"/v1", "--models", "gpt-test")
-	sid := p.newSession()
-	data := base64.StdEncoding.EncodeToString(make([]byte, 16<<20))
-	peaks := map[int]int{}
-	for i := 1; i <= 7; i++ {
-		p.send(imagePrompt(1+i, sid, data))
-		_, r := p.updatesUntil(1 + i)
+	t.Setenv("OPENAI_API_KEY", testKey)
+	ta := startAgent(t, "--model", "openai:gpt-test", "--base-url", srv.URL+"/v1", "--models", "gpt-test")
+	ta.agent.cfg.imageBudget = 10_000 // before the first prompt reaches the loop
+	sid := ta.newSession()
+	data := base64.StdEncoding.EncodeToString(make([]byte, 3000))
+	for i := 1; i <= 5; i++ {
+		ta.send(imagePrompt(100+i, sid, data))
+		_, r := ta.updatesUntil(100 + i)
 		require.Nil(t, r.Error, "prompt %d", i)
-		peaks[i] = vmHWM(t, p.cmd.Process.Pid)
 	}
-	t.Logf("peak RSS after 4 images: %d KiB, after 7: %d KiB", peaks[4], peaks[7])
-	assert.Less(t, peaks[7]-peaks[4], 40<<10, "three more images held would have added 64 MiB and more to the peak")
+	var held []int // the conversation's user messages' image bytes, oldest first
+	for _, m := range ta.agent.sess.conv.Msgs {
+		if m.Role == "user" {
+			n := 0
+			for _, im := range m.Images {
+				n += len(im.Data)
+			}
+			held = append(held, n)
+		}
+	}
+	assert.Equal(t, []int{0, 0, 0, len(data), len(data)}, held, "the two newest images kept, the three older ones dropped")
+	assert.Contains(t, ta.agent.sess.conv.Msgs[0].Text, "left out of this request", "an image dropped is named where it stood")
 	mu.Lock()
+	t.Logf("request sizes: %v", sizes)
 	for i, n := range sizes {
-		assert.Less(t, n, int64(80<<20), "request %d carries at most the 72 MiB image budget", i+1)
+		assert.Less(t, n, sizes[0]+10_000, "request %d carries at most the budget's images more than the first, which had one", i+1)
 	}
 	mu.Unlock()
-	p.close()
 }

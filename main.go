@@ -222,6 +222,10 @@ type config struct {
 	spares           int           // --spares (--fanout)
 	idleTimeout      time.Duration // --idle-timeout (--fanout)
 	reopenTimeout    time.Duration // --reopen-timeout (--fanout)
+	// imageBudget is the most image data (base64 bytes) one model request
+	// carries and a session holds in memory: model.ImageBudget; not a
+	// flag (tests make it small).
+	imageBudget int
 }
 
 // utcTime writes the log's times in UTC, as the session store and the
@@ -451,6 +455,7 @@ type commandLine struct {
 // define defines the flags on fs, with their defaults from the environment.
 func (c *commandLine) define(fs *flag.FlagSet) {
 	cfg := &c.cfg
+	cfg.imageBudget = model.ImageBudget
 	fs.StringVar(&cfg.modelSpec, "model", os.Getenv("ACPBRIDGE_MODEL"), "`SPEC`: replay:PATH (a replay fixture) or openai:MODEL [ACPBRIDGE_MODEL]")
 	fs.StringVar(&cfg.stateDir, "state-dir", envOr("ACPBRIDGE_STATE_DIR", defaultStateDir()), "`DIR` where sessions persist [ACPBRIDGE_STATE_DIR]")
 	fs.StringVar(&cfg.baseURL, "base-url", envOr("OPENAI_BASE_URL", "https://api.openai.com/v1"), "`URL` of the OpenAI-compatible endpoint; the key comes from OPENAI_API_KEY [OPENAI_BASE_URL]")

@@ -844,7 +844,7 @@ func (a *agent) openSession(ctx context.Context, id string, b *box, o opening, r
 // when asked. The roots of the request replace the stored ones.
 func (a *agent) restore(ctx context.Context, s *SessionRecord, replay bool) error {
 	conv := model.NewConversation(a.model)
-	feed := newFeeder(conv)
+	feed := newFeeder(conv, a.cfg.imageBudget)
 	hist, f, err := a.store.Open(ctx, s.id, feed.add)
 	if err != nil {
 		return err

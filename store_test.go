@@ -177,7 +177,7 @@ func TestStore_feedConversation(t *testing.T) {
 		{Type: store.RecToolCall, Call: call2},
 	}
 	c := &model.Conversation{Full: true}
-	f := newFeeder(c)
+	f := newFeeder(c, model.ImageBudget)
 	for _, r := range records {
 		f.add(r)
 	}

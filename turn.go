@@ -166,7 +166,7 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []acp.Cont
 	if stop == acp.StopRefusal {
 		s.conv.Truncate(mark)
 	}
-	s.conv.KeepImagesWithin(model.ImageBudget)
+	s.conv.KeepImagesWithin(a.cfg.imageBudget)
 	storeErr := a.endTurn(s, prompt, stop, usage, turnErr)
 	if turnErr != nil {
 		return "", turnErr
@@ -226,7 +226,7 @@ func (a *agent) fitContext(s *SessionRecord, req *model.Request) error {
 	}
 	budget := a.budget(s)
 	msgs, trimmed := s.conv.Fit(budget - a.fixedTokens(req))
-	req.Msgs = model.WithinImageBudget(msgs, model.ImageBudget)
+	req.Msgs = model.WithinImageBudget(msgs, a.cfg.imageBudget)
 	if trimmed && !s.trimNoticed {
 		s.trimNoticed = true
 		return a.notice(s, fmt.Sprintf("(acpbridge: this conversation has outgrown the model's context budget of %d tokens, so the oldest tool results and then the oldest turns are left out of what the model is sent from now on. The session keeps everything.)", budget))
@@ -402,15 +402,18 @@ var errTurnCancelled = errors.New("turn cancelled")
 // turns that ended in refusal are left out, and a tool call with no
 // recorded result gets one saying so.
 type feeder struct {
-	c       *model.Conversation
-	mark    int             // where the current turn began
-	asst    *model.Message  // the assistant message being built
-	text    strings.Builder // its text: appended in parts, made a string once
-	pending map[string]bool
-	order   []string // model call ids of the current step, in order
+	c           *model.Conversation
+	imageBudget int             // the images the conversation keeps (config.imageBudget)
+	mark        int             // where the current turn began
+	asst        *model.Message  // the assistant message being built
+	text        strings.Builder // its text: appended in parts, made a string once
+	pending     map[string]bool
+	order       []string // model call ids of the current step, in order
 }
 
-func newFeeder(c *model.Conversation) *feeder { return &feeder{c: c, pending: map[string]bool{}} }
+func newFeeder(c *model.Conversation, imageBudget int) *feeder {
+	return &feeder{c: c, imageBudget: imageBudget, pending: map[string]bool{}}
+}
 
 func (f *feeder) flushAsst() {
 	if f.asst != nil {
@@ -468,7 +471,7 @@ func (f *feeder) add(rec store.Record) {
 		if acp.StopReason(rec.StopReason) == acp.StopRefusal {
 			f.c.Truncate(f.mark)
 		}
-		f.c.KeepImagesWithin(model.ImageBudget) // as the turn's end did live
+		f.c.KeepImagesWithin(f.imageBudget) // as the turn's end did live
 	}
 }
 
@@ -501,7 +504,7 @@ func storedPrompt(raw []json.RawMessage) []acp.ContentBlock {
 
 func (f *feeder) finish() {
 	f.closeCalls()
-	f.c.KeepImagesWithin(model.ImageBudget)
+	f.c.KeepImagesWithin(f.imageBudget)
 }
 
 // contentText is the text of the one text block of stored tool content.

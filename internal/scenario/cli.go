@@ -209,6 +209,9 @@ func runCommand(ctx context.Context, args []string, self, version string, stdout
 // writeFiles writes --json, --csv and --report where asked, and says
 // where the report is; false when one could not be written.
 func (c *comparison) writeFiles(jsonOut, csvOut, reportDir string, stdout, stderr io.Writer) bool {
+	if jsonOut != "" || reportDir != "" {
+		c.Environment.Node = nodeVersion() // asked only for a file that shows it
+	}
 	for _, out := range []struct {
 		flag, path string
 		write      func(string) error

@@ -44,7 +44,7 @@ type environment struct {
 func newEnvironment(version string, args []string) environment {
 	m := machine()
 	return environment{OS: runtime.GOOS, Arch: runtime.GOARCH, Kernel: m.kernel, CPU: m.cpu, CPUs: runtime.NumCPU(),
-		Go: runtime.Version(), Node: nodeVersion(), MemoryBytes: m.memory, LoadAverage: m.load,
+		Go: runtime.Version(), MemoryBytes: m.memory, LoadAverage: m.load,
 		Acpbridge: version, Started: time.Now().UTC(), Command: shellLine(args)}
 }
 

@@ -212,10 +212,11 @@ func countTokens(key string) http.HandlerFunc {
 func (m *servedModel) handler(decode func(*http.Request, []byte) (*servedRequest, error), answer func(http.ResponseWriter, *servedRequest) wireAnswer) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxServedRequest))
+		prompt := textBytes(body) / model.BytesPerToken
 		m.mu.Lock()
 		m.counted.Requests++
 		m.counted.Bytes += int64(len(body))
-		m.counted.PromptTokens += textBytes(body) / model.BytesPerToken
+		m.counted.PromptTokens += prompt
 		m.mu.Unlock()
 		var req *servedRequest
 		if err == nil {

@@ -133,7 +133,7 @@ type mux struct {
 	open     int                 // threads whose stdin is open
 	failed   bool                // a thread failed: the agent is killed if it outlives the end
 	ended    bool                // the multiplexer ended the agent (endAfterGrace)
-	initial  json.RawMessage     // the agent's answer to initialize, once it came
+	initial  []byte              // the agent's answer to initialize (a result or an error), once it came
 	waiting  []route             // the threads' initialize requests waiting for it
 }
 
@@ -145,11 +145,12 @@ type route struct {
 }
 
 // muxThread is one thread's side: the lines for it, queued so that a
-// thread that stopped reading never holds up the others.
+// thread that stopped reading never holds up the others (once it has
+// failed, its lines are dropped).
 type muxThread struct {
 	k      int
 	m      *mux
-	out    *io.PipeWriter
+	in     *io.PipeReader // the thread's reading end, closed when it fails
 	queue  chan []byte
 	buf    []byte // a line written in parts, so far
 	closed bool
@@ -173,10 +174,10 @@ func newMux(agent *Agent, n int) *mux {
 func (m *mux) thread(k int) *Agent {
 	t := m.threads[k]
 	pr, pw := io.Pipe()
-	t.out = pw
+	t.in = pr
 	go func() {
 		for line := range t.queue {
-			pw.Write(append(line, '\n'))
+			pw.Write(append(line, '\n')) // fails at once once the thread's end is closed
 		}
 		pw.Close()
 	}()
@@ -261,11 +262,13 @@ func (t *muxThread) Close() error {
 	return m.agent.Stdin.Close()
 }
 
-// kill is a failed thread's end: the others go on.
+// kill is a failed thread's end: the others go on, and what the agent
+// still sends the thread is dropped.
 func (t *muxThread) kill() {
 	t.m.mu.Lock()
 	t.m.failed = true
 	t.m.mu.Unlock()
+	t.in.Close()
 	t.Close()
 }
 
@@ -290,8 +293,8 @@ func (m *mux) fromThread(k int, line []byte) error {
 		return m.toAgent(line) // an answer to the agent, a notification, or what the agent is to refuse
 	}
 	m.mu.Lock()
-	if msg.Params.SessionID != "" {
-		m.sessions[msg.Params.SessionID] = k // a load or resume names its session
+	if msg.Method == "session/load" || msg.Method == "session/resume" {
+		m.sessions[msg.Params.SessionID] = k // it names the session it opens
 	}
 	r := route{thread: k, id: msg.ID, method: msg.Method}
 	if msg.Method == "initialize" && k > 0 {
@@ -320,10 +323,9 @@ func (m *mux) toAgent(line []byte) error {
 }
 
 // answerInitialize answers a thread's initialize with the agent's answer
-// to the first.
+// to the first, result or error.
 func (m *mux) answerInitialize(r route) {
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": r.id, "result": m.initial})
-	m.threads[r.thread].queue <- b
+	m.threads[r.thread].queue <- withID(m.initial, r.id)
 }
 
 // readAgent routes the agent's lines to the threads until its output
@@ -339,10 +341,21 @@ func (m *mux) readAgent() {
 			break
 		}
 	}
+	m.mu.Lock()
+	for _, lines := range m.held { // sessions no thread opened: the first thread's run says so
+		for _, line := range lines {
+			m.threads[0].queue <- line
+		}
+	}
+	m.mu.Unlock()
 	for _, t := range m.threads {
 		close(t.queue)
 	}
 }
+
+// maxHeld is how many lines of a session no thread has opened are held
+// before they go to the first thread, whose run then fails naming them.
+const maxHeld = 1 << 12
 
 // route sends one of the agent's lines to its thread.
 func (m *mux) route(line []byte) {
@@ -357,9 +370,10 @@ func (m *mux) route(line []byte) {
 		m.answer(line, msg.ID, msg.Result.SessionID)
 		return
 	}
-	k, known := m.sessions[msg.Params.SessionID]
-	if !known && msg.Params.SessionID != "" {
-		m.held[msg.Params.SessionID] = append(m.held[msg.Params.SessionID], line)
+	sid := msg.Params.SessionID
+	k, known := m.sessions[sid]
+	if !known && sid != "" && len(m.held[sid]) < maxHeld {
+		m.held[sid] = append(m.held[sid], line)
 		return
 	}
 	m.threads[k].queue <- line
@@ -384,9 +398,7 @@ func (m *mux) answer(line []byte, id json.RawMessage, session string) {
 		delete(m.held, session)
 	}
 	if r.method == "initialize" && m.initial == nil {
-		var res struct{ Result json.RawMessage }
-		json.Unmarshal(line, &res)
-		m.initial = res.Result
+		m.initial = line
 		for _, w := range m.waiting {
 			m.answerInitialize(w)
 		}

@@ -110,3 +110,69 @@ func slicesIndex(lines []string, sub string) int {
 	}
 	return -1
 }
+
+// scriptedAgent is an agent whose answer to each line is what reply
+// writes; it exits when its stdin closes.
+func scriptedAgent(reply func(out io.Writer, method string, id json.RawMessage)) *Agent {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		defer outW.Close()
+		sc := bufio.NewScanner(inR)
+		for sc.Scan() {
+			var m struct {
+				ID     json.RawMessage
+				Method string
+			}
+			json.Unmarshal(sc.Bytes(), &m)
+			reply(outW, m.Method, m.ID)
+		}
+	}()
+	return &Agent{Stdin: inW, Stdout: outR, Wait: func() int { <-exited; return 0 }, Kill: func() { inW.Close() }, Stderr: func() string { return "" }}
+}
+
+// Verify what a misbehaving agent gets from the multiplexer: an error to
+// initialize reaches every thread (none waits for an answer that never
+// comes); updates for a session no thread opened reach the first thread
+// at the end, for its run to fail on; a thread that failed and stopped
+// reading holds up no other.
+func TestMux_misbehavingAgent(t *testing.T) {
+	m := newMux(scriptedAgent(func(out io.Writer, method string, id json.RawMessage) {
+		switch method {
+		case "initialize":
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"no"}}`+"\n", id)
+		case "session/new":
+			for range 3000 { // more than a pipe holds, for the thread that stopped reading
+				fmt.Fprintln(out, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ghost","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"}}}}`)
+			}
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"sessionId":"s"}}`+"\n", id)
+		}
+	}), 3)
+	a0, a1, a2 := m.thread(0), m.thread(1), m.thread(2)
+	r0, r1 := bufio.NewScanner(a0.Stdout), bufio.NewScanner(a1.Stdout)
+	a2.Kill() // failed before reading a line: it must not hold up the others
+	for _, a := range []*Agent{a1, a0} {
+		_, err := a.Stdin.Write([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}` + "\n"))
+		require.NoError(t, err)
+	}
+	for _, r := range []*bufio.Scanner{r0, r1} {
+		require.True(t, r.Scan())
+		assert.JSONEq(t, `{"jsonrpc":"2.0","id":0,"error":{"code":-32603,"message":"no"}}`, r.Text(), "the error, under the thread's own id")
+	}
+	_, err := a1.Stdin.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}` + "\n"))
+	require.NoError(t, err)
+	require.True(t, r1.Scan())
+	assert.Contains(t, r1.Text(), `"sessionId":"s"`, "its answer, not the updates of a session it did not open")
+	a1.Stdin.Close()
+	a0.Stdin.Close()
+	ghost := 0
+	for r0.Scan() {
+		if strings.Contains(r0.Text(), `"ghost"`) {
+			ghost++
+		}
+	}
+	assert.Equal(t, 3000, ghost, "the first thread gets them, and its run fails naming them")
+	assert.False(t, r1.Scan())
+}

@@ -8,26 +8,27 @@ import (
 	"debug/buildinfo"
 	"encoding/json"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 )
 
-// sdkOf is the ACP library the file at path was built with: a Go
+// sdkOf is the ACP library the file was built with: a Go
 // binary's ACP module from its build information, or for a script the
 // ACP package in the node_modules nearest it; "" when neither is found.
-func sdkOf(path string) string {
-	if path == "" {
+func sdkOf(file string) string {
+	if file == "" {
 		return ""
 	}
-	if info, err := buildinfo.ReadFile(path); err == nil {
+	if info, err := buildinfo.ReadFile(file); err == nil {
 		for _, d := range info.Deps {
-			if strings.Contains(d.Path, "acp") || strings.Contains(d.Path, "agent-client-protocol") {
+			if base := path.Base(d.Path); strings.HasPrefix(base, "acp") || strings.Contains(d.Path, "agent-client-protocol") {
 				return d.Path + " " + d.Version
 			}
 		}
 		return ""
 	}
-	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+	for dir := filepath.Dir(file); ; dir = filepath.Dir(dir) {
 		for _, pkg := range []string{"@agentclientprotocol/sdk", "@zed-industries/agent-client-protocol"} {
 			if v := packageVersion(filepath.Join(dir, "node_modules", pkg, "package.json")); v != "" {
 				return pkg + " " + v
