@@ -16,38 +16,23 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// fakeSharedAgent answers initialize and session/new (each session's
-// update first, then the answer), and once sends an answer to an id it
-// was never asked.
-func fakeSharedAgent(t *testing.T, inits *int) *Agent {
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		defer outW.Close()
-		sc := bufio.NewScanner(inR)
-		sessions := 0
-		fmt.Fprintln(outW, `{"jsonrpc":"2.0","id":999,"result":{}}`)
-		for sc.Scan() {
-			var m struct {
-				ID     json.RawMessage
-				Method string
-			}
-			require.NoError(t, json.Unmarshal(sc.Bytes(), &m))
-			switch m.Method {
-			case "initialize":
-				*inits++
-				fmt.Fprintf(outW, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":1}}`+"\n", m.ID)
-			case "session/new":
-				sessions++
-				fmt.Fprintf(outW, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s%d","update":{"sessionUpdate":"available_commands_update","availableCommands":[]}}}`+"\n", sessions)
-				fmt.Fprintf(outW, `{"jsonrpc":"2.0","id":%s,"result":{"sessionId":"s%d"}}`+"\n", m.ID, sessions)
-			}
+// fakeSharedAgent answers initialize (after an answer to an id it was
+// never asked) and session/new (each session's update first, then the
+// answer), counting the initialize requests that reach it.
+func fakeSharedAgent(inits *int) *Agent {
+	sessions := 0
+	return scriptedAgent(func(out io.Writer, method string, id json.RawMessage) {
+		switch method {
+		case "initialize":
+			*inits++
+			fmt.Fprintln(out, `{"jsonrpc":"2.0","id":999,"result":{}}`)
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":1}}`+"\n", id)
+		case "session/new":
+			sessions++
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s%d","update":{"sessionUpdate":"available_commands_update","availableCommands":[]}}}`+"\n", sessions)
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"sessionId":"s%d"}}`+"\n", id, sessions)
 		}
-	}()
-	wait := func() int { <-exited; return 0 }
-	return &Agent{Stdin: inW, Stdout: outR, Wait: wait, Kill: func() { inW.Close() }, Stderr: func() string { return "" }}
+	})
 }
 
 // Verify that every thread gets its own answers under its own ids, its
@@ -55,7 +40,7 @@ func fakeSharedAgent(t *testing.T, inits *int) *Agent {
 // though only the first thread's reached the agent.
 func TestMux_routesByIDAndSession(t *testing.T) {
 	inits := 0
-	m := newMux(fakeSharedAgent(t, &inits), 3)
+	m := newMux(fakeSharedAgent(&inits), 3)
 	var readers []*bufio.Scanner
 	var agents []*Agent
 	for k := range 3 {
