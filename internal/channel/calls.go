@@ -112,10 +112,10 @@ func (c *Wire) CloseCalls() {
 	}
 }
 
-// deliver hands a response to the request of ours it answers. The agent
-// never answers a response; what it cannot use fails the request it
-// answers.
-func (c *Wire) deliver(m Message) {
+// deliver hands a response to the request of ours it answers, and reports
+// whether one waited for it. The agent never answers a response; what it
+// cannot use fails the request it answers.
+func (c *Wire) deliver(m Message) bool {
 	result, hasResult := m.Get("result")
 	rawErr, hasErr := m.Get("error")
 	r := reply{result: result}
@@ -134,17 +134,20 @@ func (c *Wire) deliver(m Message) {
 		// "1" for our 1: ids are JSON values, so it answers nothing; but
 		// the request would wait for ever. It fails, saying why.
 		ch <- reply{err: fmt.Errorf("the client answered with the id %s, a string, where the request's id was the number %s; a JSON-RPC response carries the request's id as it was sent", id, id[1:len(id)-1])}
-		return
+		return true
 	}
-	if ch := c.takeCall(id); ch != nil {
-		ch <- r
-		// Let the waiting goroutine run here and now: this goroutine is about
-		// to block in read(2), and the runtime would otherwise have to wake
-		// another thread to take the waiter from this one's run queue.
-		runtime.Gosched()
+	ch := c.takeCall(id)
+	if ch == nil {
+		// It is late (its request was given up) or answers nothing we sent:
+		// there is nobody to tell, and no reply is due to a response.
+		return false
 	}
-	// Otherwise it is late (its request was given up) or answers nothing we
-	// sent: there is nobody to tell, and no reply is due to a response.
+	ch <- r
+	// Let the waiting goroutine run here and now: this goroutine is about
+	// to block in read(2), and the runtime would otherwise have to wake
+	// another thread to take the waiter from this one's run queue.
+	runtime.Gosched()
+	return true
 }
 
 // takeCall returns the channel of the request of ours that id answers, and

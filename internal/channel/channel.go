@@ -130,15 +130,23 @@ func NewWire(r io.Reader, w io.Writer, maxLine int, trace *Tracer) *Wire {
 // this one: a response (no method; a result or an error) goes to the
 // request it answers; a request whose id ACP does not allow (null, or a
 // number that is not an integer) or whose method is not a string is
-// answered with an error here. Every other well-formed request or
-// notification is told to arrive, in the order lines are read, before
-// jrpc2 sees it (see the Order section of the root's session.go).
+// answered with an error here, and so is an object that is neither a
+// request nor a response. Every other well-formed request or notification
+// is told to arrive, in the order lines are read, before jrpc2 sees it (see
+// the Order section of the root's session.go).
 func (c *Wire) take(m Message) bool {
 	if _, hasMethod := m.Get("method"); hasMethod {
 		return c.request(m)
 	}
-	// No method: a response, whatever else is wrong with it.
-	c.deliver(m)
+	_, hasResult := m.Get("result")
+	_, hasErr := m.Get("error")
+	if !c.deliver(m) && !hasResult && !hasErr {
+		// Neither a request nor a response (JSON-RPC's own example is
+		// {"foo": "boo"}): answered -32600 with a null id, as JSON-RPC has
+		// it. Not with the id it may carry: that id is the client's, and
+		// the answer would read as one to a request of the client's own.
+		c.reject("null", jrpc2.InvalidRequest, "invalid request: a message needs a method (a request or a notification) or a result or an error (a response)")
+	}
 	return true
 }
 

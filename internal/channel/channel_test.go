@@ -147,3 +147,40 @@ func TestWire_quotedIDFailsTheRequest(t *testing.T) {
 		t.Fatal("the request waits for ever")
 	}
 }
+
+// Verify that an object that is neither a request nor a response is
+// answered -32600 with a null id (even when it carries an id: that id is
+// the client's), and that one whose id answers a waiting request of ours
+// fails that request instead of being answered.
+func TestWire_neitherRequestNorResponse(t *testing.T) {
+	w, in, out := wireOn(t)
+	returned := make(chan error, 1)
+	go func() {
+		_, err := w.Call(context.Background(), "session/request_permission", struct{}{})
+		returned <- err
+	}()
+	<-out // the request, id 1
+	in.Write([]byte(`{"foo":"boo"}` + "\n" + `{"jsonrpc":"2.0","id":7}` + "\n" + `{"jsonrpc":"2.0","id":1}` + "\n"))
+	for range 2 {
+		select {
+		case l := <-out:
+			assert.Contains(t, string(l), `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"invalid request: a message needs a method`)
+		case <-time.After(10 * time.Second): // a hang, not a timing
+			t.Fatal("no answer to a message that is neither a request nor a response")
+		}
+	}
+	select {
+	case err := <-returned:
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "neither a result nor an error")
+	case <-time.After(10 * time.Second): // a hang, not a timing
+		t.Fatal("the request waits for ever")
+	}
+	in.Write([]byte("[]\n")) // a marker: its answer is the next line
+	select {
+	case l := <-out:
+		assert.Contains(t, string(l), "batches are not part of ACP", "the wire answered the client's answer to its request")
+	case <-time.After(10 * time.Second): // a hang, not a timing
+		t.Fatal("no answer to the marker")
+	}
+}
