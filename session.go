@@ -1486,7 +1486,7 @@ func (a *agent) replayRecord(sessionID string, rec store.Record) error {
 		}
 		return a.out.Notify(acp.MethodSessionUpdate, acp.AppendChunkUpdate(nil, sessionID, kind, rec.MessageID, rec.Text))
 	case store.RecToolCall:
-		return a.out.NotifyJSON(sessionID, acp.ToolCallStart(rec.ToolCallID, rec.Title, acp.ToolKind(rec.Kind), rec.Locations, rawInput(rec.Call)))
+		return a.out.NotifyJSON(sessionID, acp.ToolCallStart(rec.ToolCallID, callName(rec.Call), rec.Title, acp.ToolKind(rec.Kind), rec.Locations, rawInput(rec.Call)))
 	case store.RecPlan:
 		return a.out.NotifyJSON(sessionID, acp.Plan(rec.Plan))
 	case store.RecToolResult:
@@ -1503,6 +1503,13 @@ func replayedContent(rec store.Record) json.RawMessage {
 		return acp.MustJSON([]acp.ToolContent{acp.TextOut(rec.Result)})
 	}
 	return rec.Content
+}
+
+func callName(c *store.Call) string {
+	if c == nil {
+		return ""
+	}
+	return c.Name
 }
 
 func rawInput(c *store.Call) json.RawMessage {

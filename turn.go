@@ -577,7 +577,7 @@ func (a *agent) announce(s *SessionRecord, c model.ToolCall, p *tools.Call, id s
 	if len(p.Locations) > 0 {
 		locs = acp.LocationsJSON(p.Locations)
 	}
-	start := acp.ToolCallStart(id, p.Title, p.Kind, locs, c.Input)
+	start := acp.ToolCallStart(id, c.Name, p.Title, p.Kind, locs, c.Input)
 	if err := a.toolUpdate(s, &start); err != nil {
 		return err
 	}

@@ -317,6 +317,7 @@ type ToolCallUpdate struct {
 	SessionUpdate UpdateKind      `json:"sessionUpdate,omitempty"`
 	ToolCallID    string          `json:"toolCallId"`
 	Title         string          `json:"title,omitempty"`
+	Name          string          `json:"name,omitempty"` // the tool's programmatic name
 	Kind          ToolKind        `json:"kind,omitempty"`
 	Status        ToolStatus      `json:"status,omitempty"`
 	Locations     json.RawMessage `json:"locations,omitempty"`
@@ -422,9 +423,9 @@ func AppendToolContents(b []byte, cs []ToolContent) []byte {
 
 // The constructors of session/update payloads: each sets its tag.
 
-// ToolCallStart announces a tool call: tool_call, pending.
-func ToolCallStart(id, title string, kind ToolKind, locations, rawInput json.RawMessage) ToolCallUpdate {
-	return ToolCallUpdate{SessionUpdate: UpdateToolCall, ToolCallID: id, Title: title, Kind: kind,
+// ToolCallStart announces a call of the tool name: tool_call, pending.
+func ToolCallStart(id, name, title string, kind ToolKind, locations, rawInput json.RawMessage) ToolCallUpdate {
+	return ToolCallUpdate{SessionUpdate: UpdateToolCall, ToolCallID: id, Title: title, Name: name, Kind: kind,
 		Status: StatusPending, Locations: locations, RawInput: rawInput}
 }
 
@@ -511,7 +512,7 @@ func AppendToolCallUpdate(b []byte, sessionID string, u *ToolCallUpdate) []byte 
 	b = jsonenc.AppendString(b, string(u.SessionUpdate))
 	b = append(b, `,"toolCallId":`...)
 	b = jsonenc.AppendString(b, u.ToolCallID)
-	for _, f := range [...]struct{ name, value string }{{"title", u.Title}, {"kind", string(u.Kind)}, {"status", string(u.Status)}} {
+	for _, f := range [...]struct{ name, value string }{{"title", u.Title}, {"name", u.Name}, {"kind", string(u.Kind)}, {"status", string(u.Status)}} {
 		if f.value != "" {
 			b = append(b, ',', '"')
 			b = append(b, f.name...)
@@ -577,7 +578,7 @@ type PermissionOption struct {
 func NewPermissionRequest(sessionID, id, tool, title string, kind ToolKind, input json.RawMessage) PermissionRequest {
 	return PermissionRequest{
 		SessionID: sessionID,
-		ToolCall:  ToolCallUpdate{ToolCallID: id, Title: title, Kind: kind, Status: StatusPending, RawInput: input},
+		ToolCall:  ToolCallUpdate{ToolCallID: id, Title: title, Name: tool, Kind: kind, Status: StatusPending, RawInput: input},
 		Options: []PermissionOption{
 			{Kind: AllowOnce, Name: "Allow", OptionID: AllowOnce},
 			{Kind: AllowAlways, Name: "Always allow " + tool, OptionID: AllowAlways},

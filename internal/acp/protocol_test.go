@@ -22,7 +22,7 @@ func TestAppendUpdates_matchEncodingJSON(t *testing.T) {
 		"sessionUpdate": "agent_message_chunk", "messageId": "m1", "content": map[string]any{"type": "text", "text": text}}}), &want))
 	assert.Equal(t, want, got)
 
-	u := ToolCallStart("c1", "Read <x>", KindRead, json.RawMessage(`[{"path":"/a"}]`), json.RawMessage(`{"path":"a"}`))
+	u := ToolCallStart("c1", "read_file", "Read <x>", KindRead, json.RawMessage(`[{"path":"/a"}]`), json.RawMessage(`{"path":"a"}`))
 	require.NoError(t, json.Unmarshal(AppendToolCallUpdate(nil, "s1", &u), &got))
 	require.NoError(t, json.Unmarshal(MustJSON(SessionNotification{SessionID: "s1", Update: u}), &want))
 	assert.Equal(t, want, got)
