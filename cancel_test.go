@@ -70,3 +70,21 @@ func TestCancelRequest_queued(t *testing.T) {
 		assert.NotContains(t, string(l), `"id":99`, "an unknown id is not answered")
 	}
 }
+
+// Verify that a session/resume of the live session (a reattach) queued
+// behind a running turn is withdrawn by a $/cancel_request in the same
+// write: -32800, not a result after the turn.
+func TestCancelRequest_queuedReattach(t *testing.T) {
+	t.Parallel()
+	ta := startAgent(t, "--model", "replay:"+slowFixture(t))
+	sid := ta.newSession()
+	ta.send(prompt(2, sid, "slow"))
+	ta.await(`{"method":"session/update","params":{"update":{"content":{"text":"Slow"}}}}`)
+	ta.sendTogether(fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"session/resume","params":{"sessionId":%q,"cwd":"$CWD","mcpServers":[]}}`, sid), cancelRequest(3))
+	ta.send(cancelRequest(2))
+	_, r := ta.updatesUntil(2)
+	assert.JSONEq(t, `{"stopReason":"cancelled"}`, string(r.Result))
+	r = decodeResponse(t, ta.await(`{"id":3}`))
+	require.NotNil(t, r.Error, "the withdrawn reattach")
+	assert.Equal(t, -32800, r.Error.Code)
+}

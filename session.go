@@ -780,7 +780,9 @@ func (a *agent) admitOpen(replay bool) func(string, *acp.LoadSessionParams) admi
 		if live := a.ahead; !replay && live.id == id && !live.closing && !live.ending {
 			a.mu.Unlock()
 			cancel(nil)
-			return queue(func() (any, error) { return a.reattach(id, live.box) })
+			// It touches nothing a running turn holds: withdrawn while
+			// queued it answers -32800; running it is over at once.
+			return queueCancellable(func() (any, error) { return a.reattach(id, live.box) }, func(bool) {})
 		}
 		err = a.claimLocked(method, id, b, cancel)
 		a.mu.Unlock()
