@@ -399,9 +399,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*agent, config, string
 		return nil, *cfg, "", 2
 	}
 	cfg.agentCommand = command
-	if cfg.spares < 0 {
-		cfg.spares = fanout.DefaultSpares(command)
-	}
+	cfg.spares = c.spares.Or(fanout.DefaultSpares(command))
 	if c.showVersion {
 		fmt.Fprintln(stdout, versionLine())
 		return nil, *cfg, "", 0
@@ -449,6 +447,7 @@ type commandLine struct {
 	logLevel    string
 	models      string // comma-separated
 	passEnv     string // comma-separated
+	spares      cliflag.OptionalCount
 	showVersion bool
 }
 
@@ -471,7 +470,7 @@ func (c *commandLine) define(fs *flag.FlagSet) {
 	fs.IntVar(&cfg.maxChildren, "max-children", 64, "with --fanout: most child processes, spares included")
 	fs.DurationVar(&cfg.idleTimeout, "idle-timeout", 10*time.Minute, "with --fanout: a thread idle this long gives its process back, reopened on its next request (0: never)")
 	fs.DurationVar(&cfg.reopenTimeout, "reopen-timeout", fanout.DefaultReopenTimeout, "with --fanout: how long reopening a thread in a new process may take before its requests fail")
-	fs.IntVar(&cfg.spares, "spares", -1, "with --fanout: children kept started for the next threads (default 2, or 1 with -- CMD)")
+	fs.Var(&c.spares, "spares", "with --fanout: `N` children kept started for the next threads (default 2, or 1 with -- CMD)")
 	fs.StringVar(&c.passEnv, "pass-env", os.Getenv("ACPBRIDGE_PASS_ENV"), "comma-separated `NAMES` of secret environment variables (OPENAI_API_KEY) that commands and stdio MCP servers get anyway [ACPBRIDGE_PASS_ENV]")
 	fs.BoolVar(&cfg.fanout, "fanout", false, "serve many sessions on one connection, each in a child acpbridge process of its own (for Zed's threads)")
 }

@@ -27,6 +27,8 @@ func TestMain_flags(t *testing.T) {
 	}{
 		{[]string{"--version"}, 0, "acpbridge " + version, ""},
 		{[]string{"--help"}, 0, "\n  --state-dir DIR\n", ""},
+		{[]string{"--help"}, 0, "  --spares N\n    \twith --fanout: N children kept started for the next threads (default 2, or 1 with -- CMD)\n", ""},
+		{[]string{"--spares", "-1"}, 2, "", `"-1" is not a count`},
 		{[]string{"--help"}, 0, "acpbridge scenario serve", ""},
 		{[]string{"help"}, 0, "Usage: acpbridge [flags]", ""},
 		{[]string{"-h"}, 0, "Usage: acpbridge [flags]", ""},

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -65,4 +66,36 @@ func DoubleDash(msg string) string {
 // Fail prints a usage error: what was wrong, and where help is.
 func Fail(stderr io.Writer, cmd, format string, args ...any) {
 	fmt.Fprintf(stderr, "%s: %s; see %s --help\n", cmd, fmt.Sprintf(format, args...), cmd)
+}
+
+// OptionalCount is a flag of a count (0 or more) whose default is decided
+// after parsing, from other flags: its help says what the default is, and
+// no "(default ...)" is added to it.
+type OptionalCount struct {
+	n     int
+	given bool
+}
+
+func (c *OptionalCount) String() string {
+	if c == nil || !c.given {
+		return ""
+	}
+	return strconv.Itoa(c.n)
+}
+
+func (c *OptionalCount) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return fmt.Errorf("%q is not a count (0 or more)", s)
+	}
+	c.n, c.given = n, true
+	return nil
+}
+
+// Or is the count given on the command line, else def.
+func (c *OptionalCount) Or(def int) int {
+	if c.given {
+		return c.n
+	}
+	return def
 }
