@@ -128,7 +128,9 @@ func (r *router) startProcess(c *child, cmd *exec.Cmd, errTail *tail) (*process,
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	started := r.Guard.Starting()
 	err = cmd.Start()
+	started(cmd)
 	closeAll(inR, outW, errW) // the child's ends
 	if err != nil {
 		closeAll(inW, outR, errR)

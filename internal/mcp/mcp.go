@@ -283,7 +283,9 @@ type groupTransport struct {
 }
 
 func (t *groupTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	conn, err := t.CommandTransport.Connect(ctx)
+	started := t.h.procs.Starting()
+	conn, err := t.CommandTransport.Connect(ctx) // it starts the command
+	started(t.Command)
 	if p := t.Command.Process; p != nil {
 		t.srv.pgid = p.Pid
 		if err := t.h.procs.Started(t.Command); err != nil {

@@ -125,6 +125,25 @@ func cmdLine(name string, args []string) (string, bool) {
 // Unix, `cmd /C LINE` on Windows.
 func Shell(line string) (name string, args []string) { return shell(line) }
 
+// Starting is called just before a child of this process starts (cmd.Start,
+// or a library's Connect that starts it); the function it returns, once
+// cmd has started or failed to. On Linux the orphans re-parented to this
+// process are reaped as they exit, and this is how the reaper tells this
+// process's own children, which their exec.Cmd waits for, from them.
+func (g *Guard) Starting() (started func(cmd *exec.Cmd)) {
+	if g == nil {
+		return func(*exec.Cmd) {}
+	}
+	done := g.osGuard.starting()
+	return func(cmd *exec.Cmd) {
+		pid := 0
+		if cmd.Process != nil {
+			pid = cmd.Process.Pid
+		}
+		done(pid)
+	}
+}
+
 // Started hands a started child's group to the keeper, so that it is
 // killed should acpbridge be killed before it ends. The error, returned
 // once, says that the keeper could not be started or told: the child's
@@ -240,7 +259,10 @@ func (g *Guard) startKeeper() error {
 	if err != nil {
 		return err
 	}
-	if err := cmd.Start(); err != nil {
+	started := g.Starting()
+	err = cmd.Start()
+	started(cmd)
+	if err != nil {
 		return err
 	}
 	kept := make(chan struct{})

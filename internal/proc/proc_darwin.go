@@ -15,7 +15,11 @@ import (
 
 type osGuard struct{}
 
-func (osGuard) init() error { return nil }
+func (*osGuard) init() error { return nil }
+
+// starting: macOS re-parents orphans to launchd, so there are none here to
+// reap.
+func (*osGuard) starting() func(pid int) { return func(int) {} }
 
 // HideMemory does nothing on macOS: a process of the same user can read
 // another's starting environment (sysctl KERN_PROCARGS2) and nothing a

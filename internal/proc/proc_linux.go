@@ -1,21 +1,113 @@
-// proc_linux.go: the subreaper, parent-death signals and /proc.
+// proc_linux.go: the subreaper and its reaper, parent-death signals and
+// /proc.
 
 package proc
 
 import (
 	"bytes"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
-type osGuard struct{}
+// osGuard is the subreaper's state. Orphans re-parented to this process
+// (what a command left in the background: `cmd &`, a dev server) are
+// reaped as they exit, on SIGCHLD, so that no zombie holds a pid for the
+// life of the session. A child this process started itself is its
+// exec.Cmd's to wait for (its exit status, its rusage): the reaper knows
+// them by pid and start time, and never reaps one.
+type osGuard struct {
+	passes sync.RWMutex // read-held across a start, held by a reaping pass
+	mu     sync.Mutex
+	ours   map[int]string // the children started here, by pid: their start time
+	once   sync.Once      // the reaper starts with the first child
+}
 
 // init makes orphaned descendants this process's children.
-func (osGuard) init() error { return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }
+func (*osGuard) init() error { return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }
+
+// starting is called before a child of this process starts; the function
+// it returns, once it has started (pid) or failed to (0). No reaping pass
+// runs in between, so a child that exits at once is never taken for an
+// orphan.
+func (o *osGuard) starting() func(pid int) {
+	o.once.Do(o.startReaper)
+	o.passes.RLock()
+	return func(pid int) {
+		if pid > 0 {
+			_, start, _ := procStat(pid)
+			o.mu.Lock()
+			o.ours[pid] = start
+			o.mu.Unlock()
+		}
+		o.passes.RUnlock()
+	}
+}
+
+func (o *osGuard) startReaper() {
+	o.ours = map[int]string{}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGCHLD)
+	go func() {
+		for range sigs {
+			o.reapOrphans()
+		}
+	}()
+}
+
+// reapOrphans reaps every exited child that this process did not start,
+// and forgets the children of its own that have been waited for.
+func (o *osGuard) reapOrphans() {
+	o.passes.Lock()
+	defer o.passes.Unlock()
+	children := map[int]bool{}
+	for _, pid := range childLister()(os.Getpid()) {
+		children[pid] = true
+		state, start, ok := procStat(pid)
+		if !ok || state != 'Z' {
+			continue
+		}
+		o.mu.Lock()
+		own, known := o.ours[pid]
+		o.mu.Unlock()
+		if known && own == start {
+			continue // its exec.Cmd waits for it
+		}
+		var ws unix.WaitStatus
+		unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+	}
+	o.mu.Lock()
+	for pid := range o.ours {
+		if !children[pid] {
+			delete(o.ours, pid)
+		}
+	}
+	o.mu.Unlock()
+}
+
+// procStat reads p's state and start time from /proc/p/stat (fields 3 and
+// 22, counted from the one after the last ')': the command name may hold
+// any byte).
+func procStat(p int) (state byte, start string, ok bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p), "stat"))
+	if err != nil {
+		return 0, "", false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, "", false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 20 || len(f[0]) != 1 {
+		return 0, "", false
+	}
+	return f[0][0], string(f[19]), true
+}
 
 // HideMemory makes this process non-dumpable: its memory and its
 // /proc/PID/environ (the environment it started with, the key included)

@@ -102,6 +102,10 @@ func killOnCloseJob() (windows.Handle, error) {
 
 // init creates a job that kills its processes when its last handle closes,
 // and puts this process (and so every child it starts) in it.
+// starting: a Job Object ends what a command leaves behind, and Windows
+// keeps no zombies.
+func (*osGuard) starting() func(pid int) { return func(int) {} }
+
 func (g *osGuard) init() error {
 	job, err := killOnCloseJob()
 	if err != nil {

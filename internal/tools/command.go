@@ -151,7 +151,10 @@ func (e *Env) runLocal(ctx context.Context, command, dir string, timeout time.Du
 	out := &tailBuffer{limit: terminalOutputLimit}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = time.Second // a background grandchild must not hold the turn
-	if err := cmd.Start(); err != nil {
+	started := e.Procs.Starting()
+	err := cmd.Start()
+	started(cmd)
+	if err != nil {
 		return Failure("cannot run %q: %v", command, err)
 	}
 	if err := e.Procs.Started(cmd); err != nil {
