@@ -315,11 +315,11 @@ func TestMCP_http(t *testing.T) {
 }
 
 // Verify on the built binary that an MCP server flooding
-// notifications/tools/list_changed costs a decode each and nothing more:
-// memory stays flat (each used to cost a goroutine in the SDK: about 90 MiB
-// for 50,000, and on one P seconds before stdin's end was seen), the tools
-// are listed again once the flood is read, and stdin's end still ends the
-// process.
+// notifications/tools/list_changed is read through: the tools are listed
+// again once the flood is read, and stdin's end still ends the process
+// (on one P it used to wait seconds). What the flood costs in memory is
+// held by what the code keeps, not by the process's RSS (which a loaded
+// machine moves): TestCoalescingConn_floodHoldsNothing, internal/mcp.
 func TestMCP_listChangedFloodBounded(t *testing.T) {
 	t.Parallel()
 	exe, err := os.Executable()
@@ -327,9 +327,6 @@ func TestMCP_listChangedFloodBounded(t *testing.T) {
 	p := startProcess(t, nil, "--model", "replay:"+writeFixture(t, `{"chunks":[{"text":"ok"}]}`))
 	p.newSessionWith(fmt.Sprintf(`{"name":"flood","command":%q,"args":[],"env":[{"name":"ACPBRIDGE_TEST_MCP","value":"flood"}]}`, exe))
 	p.stderr.waitFor(t, `msg="MCP server's tools changed" server=flood tools=2`)
-	peak := vmHWM(t, p.cmd.Process.Pid)
-	t.Logf("peak RSS after %d notifications/tools/list_changed: %d KiB", floodNotifications, peak)
-	assert.Less(t, peak, 48<<10, "memory followed the flood")
 	p.close() // asserts exit status 0
 }
 

@@ -555,6 +555,7 @@ func (a *agent) runTool(ctx context.Context, s *SessionRecord, c model.ToolCall)
 	}
 	tools.Cap(&out)
 	tools.Redact(&out, a.key, "["+proc.KeyVar+"]")
+	tools.Preview(&out) // what the editor is shown; the model gets out.Result
 	err = a.finishTool(s, c, id, out)
 	if out.After != nil {
 		out.After()

@@ -83,3 +83,34 @@ func Marshal(v any) ([]byte, error) {
 func AppendTrusted(b []byte, v any) ([]byte, error) {
 	return segjson.Append(b, v, segjson.SortMapKeys|segjson.TrustRawMessage)
 }
+
+// CharLen is the size of the character at s[i] (its bytes in s) and of
+// what AppendString writes for it.
+func CharLen(s string, i int) (size, written int) {
+	c := s[i]
+	if c < utf8.RuneSelf {
+		switch {
+		case c >= 0x20 && c != '"' && c != '\\':
+			return 1, 1
+		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+			return 1, 2
+		}
+		return 1, 6
+	}
+	r, size := utf8.DecodeRuneInString(s[i:])
+	if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
+		return size, 6
+	}
+	return size, size
+}
+
+// StringLen is len(AppendString(nil, s)) without writing it.
+func StringLen(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		size, w := CharLen(s, i)
+		i += size
+		n += w
+	}
+	return n
+}

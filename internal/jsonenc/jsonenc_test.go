@@ -20,3 +20,12 @@ func FuzzAppendString(f *testing.F) {
 		assert.Equal(t, string(want), string(AppendString(nil, s)), "%q", s)
 	})
 }
+
+// StringLen is the length AppendString writes, for every kind of character.
+func TestStringLen(t *testing.T) {
+	for _, s := range []string{"", "plain", "a\"b\\c\n\r\t\b\f\x01\x1f", "é—😀", "\u2028\u2029", "bad \xff\xfe utf-8 \xe2\x80"} {
+		if got, want := StringLen(s), len(AppendString(nil, s)); got != want {
+			t.Errorf("StringLen(%q) = %d, want %d", s, got, want)
+		}
+	}
+}

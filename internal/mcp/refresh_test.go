@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -70,4 +71,41 @@ func TestNamedLimit(t *testing.T) {
 	err := namedLimit(errors.New("reading: inbound JSON-RPC frame exceeded the configured maximum line length"))
 	assert.Contains(t, err.Error(), "at most 16 MiB")
 	assert.Equal(t, "other", namedLimit(errors.New("other")).Error())
+}
+
+// floodConn yields n notifications/tools/list_changed, then one response.
+type floodConn struct {
+	mcp.Connection
+	n int
+}
+
+func (c *floodConn) Read(context.Context) (jsonrpc.Message, error) {
+	if c.n > 0 {
+		c.n--
+		return &jsonrpc.Request{Method: "notifications/tools/list_changed"}, nil
+	}
+	return &jsonrpc.Response{ID: mustID(7)}, nil
+}
+
+func mustID(n int64) jsonrpc.ID {
+	id, err := jsonrpc.MakeID(float64(n))
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
+// Verify what the process holds for a flood of 50,000
+// notifications/tools/list_changed: none reaches the SDK (which spends a
+// goroutine on each notification it dispatches), each asks for a refresh,
+// and the connection's next message is read through them.
+func TestCoalescingConn_floodHoldsNothing(t *testing.T) {
+	changed := 0
+	conn := coalescingConn{&floodConn{n: 50_000}, func() { changed++ }}
+	msg, err := conn.Read(context.Background())
+	require.NoError(t, err)
+	res, ok := msg.(*jsonrpc.Response)
+	require.True(t, ok, "the first message the SDK sees is the response, not a notification: %T", msg)
+	assert.Equal(t, mustID(7), res.ID)
+	assert.Equal(t, 50_000, changed, "every notification asked for a refresh")
 }
