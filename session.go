@@ -350,12 +350,23 @@ func (a *agent) runLoop() {
 // runStep runs a step's function and turns a panic into its error.
 func (a *agent) runStep(reqID string, run func() (any, error)) (res any, err error) {
 	defer func() {
-		if p := recover(); p != nil {
-			a.log.Error("step panicked", "request", reqID, "panic", p, "stack", string(debug.Stack()))
-			res, err = nil, acp.Errorf(acp.CodeInternal, "internal error: %v (a bug in acpbridge; the process keeps serving)", p)
+		if e := a.panicked("request "+reqID, recover()); e != nil {
+			res, err = nil, e
 		}
 	}()
 	return run()
+}
+
+// panicked is the one panic guard: p, recovered in what (a step, an
+// admission, a handler), logged with its stack and made the request's
+// internal error, so that a bug ends one request, not the process. Nil
+// when nothing panicked.
+func (a *agent) panicked(what string, p any) error {
+	if p == nil {
+		return nil
+	}
+	a.log.Error("panic", "in", what, "panic", p, "stack", string(debug.Stack()))
+	return acp.Errorf(acp.CodeInternal, "internal error in %s: %v (a bug in acpbridge; the process keeps serving)", what, p)
 }
 
 // notAStep is the jrpc2 handler of a method arrival queues, which jrpc2
@@ -438,9 +449,8 @@ func (a *agent) arrive(method, id string, params json.RawMessage) (answer []byte
 // ok is false for a method not decided at arrival.
 func (a *agent) safeAdmit(method, id string, params json.RawMessage) (adm admission, ok bool) {
 	defer func() {
-		if p := recover(); p != nil {
-			a.log.Error("admission panicked", "method", method, "panic", p, "stack", string(debug.Stack()))
-			adm, ok = refuse(acp.Errorf(acp.CodeInternal, "internal error in %s: %v (a bug in acpbridge; the process keeps serving)", method, p)), true
+		if err := a.panicked(method, recover()); err != nil {
+			adm, ok = refuse(err), true
 		}
 	}()
 	switch method {
@@ -491,9 +501,8 @@ func encodeResponse(id string, result any, err error) []byte {
 func (a *agent) guard(h jrpc2.Handler) jrpc2.Handler {
 	return func(ctx context.Context, req *jrpc2.Request) (res any, err error) {
 		defer func() {
-			if p := recover(); p != nil {
-				a.log.Error("handler panicked", "method", req.Method(), "panic", p, "stack", string(debug.Stack()))
-				res, err = nil, acp.Errorf(acp.CodeInternal, "internal error in %s: %v (a bug in acpbridge; the process keeps serving)", req.Method(), p)
+			if e := a.panicked(req.Method(), recover()); e != nil {
+				res, err = nil, e
 			}
 		}()
 		res, err = h(ctx, req)
@@ -1270,17 +1279,9 @@ func (a *agent) change(id string, set setting) ([]acp.ConfigOption, error) {
 // Every other request is answered at arrival or cannot be withdrawn (a
 // close acts at arrival); an answered or unknown id changes nothing.
 func (a *agent) cancelRequest(params json.RawMessage) {
-	var p struct {
-		RequestID json.RawMessage `json:"requestId"`
+	if id := acp.CancelledRequest(params); id != nil {
+		a.steps.cancelRequest(string(id))
 	}
-	if json.Unmarshal(params, &p) != nil || len(p.RequestID) == 0 {
-		return
-	}
-	var id bytes.Buffer
-	if json.Compact(&id, p.RequestID) != nil {
-		return
-	}
-	a.steps.cancelRequest(id.String())
 }
 
 // cancelRequestHandler answers a $/cancel_request sent as a request: it is

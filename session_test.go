@@ -6,12 +6,15 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"acpbridge/internal/acp"
 )
 
 const initLine = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`
@@ -138,4 +141,21 @@ func TestSession_replayPositionPerFixture(t *testing.T) {
 
 	second := writeFixture(t, `{"expect":"three","chunks":[{"text":"Entry one of another fixture."}]}`)
 	assert.Contains(t, strings.Join(load(second, "three"), "\n"), "Entry one of another fixture.")
+}
+
+// Verify the one panic guard: a step that panics becomes that request's
+// -32603 naming where, the panic is logged with its stack, and the process
+// serves on; nothing is made of no panic.
+func TestPanicGuard(t *testing.T) {
+	var logged strings.Builder
+	a := &agent{log: slog.New(slog.NewTextHandler(&logged, nil))}
+	_, err := a.runStep("7", func() (any, error) { panic("boom") })
+	require.Error(t, err)
+	assert.Equal(t, -32603, int(acp.AsError(err).Code))
+	assert.Contains(t, err.Error(), "internal error in request 7: boom")
+	assert.Contains(t, logged.String(), "stack=")
+	res, err := a.runStep("8", func() (any, error) { return "fine", nil })
+	assert.Equal(t, "fine", res)
+	assert.NoError(t, err)
+	assert.Nil(t, a.panicked("nothing", nil))
 }

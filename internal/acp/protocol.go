@@ -6,6 +6,7 @@
 package acp
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 
@@ -532,6 +533,19 @@ func AppendToolCallUpdate(b []byte, sessionID string, u *ToolCallUpdate) []byte 
 		}
 	}
 	return append(b, "}}"...)
+}
+
+// CancelledRequest is the id a $/cancel_request's params name, as compact
+// JSON (the form a request's id is kept in), or nil when they name none.
+func CancelledRequest(params json.RawMessage) []byte {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	var id bytes.Buffer
+	if json.Unmarshal(params, &p) != nil || len(p.RequestID) == 0 || json.Compact(&id, p.RequestID) != nil {
+		return nil
+	}
+	return id.Bytes()
 }
 
 // Marshal encodes v as compact JSON without escaping <, > and &.

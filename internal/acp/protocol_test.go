@@ -51,3 +51,12 @@ func TestHandEncoders_asEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// The id a $/cancel_request names, compact as request ids are kept.
+func TestCancelledRequest(t *testing.T) {
+	assert.Equal(t, `7`, string(CancelledRequest(json.RawMessage(`{"requestId": 7}`))))
+	assert.Equal(t, `"a b"`, string(CancelledRequest(json.RawMessage(`{"requestId" : "a b" }`))))
+	assert.Nil(t, CancelledRequest(json.RawMessage(`{}`)))
+	assert.Nil(t, CancelledRequest(json.RawMessage(`[1]`)))
+	assert.Nil(t, CancelledRequest(nil))
+}

@@ -196,21 +196,18 @@ func (r *router) release(c *child) {
 // there, under the child's id for it; an answered or unknown id changes
 // nothing.
 func (r *router) cancelRequest(params json.RawMessage) {
-	var p struct {
-		RequestID json.RawMessage `json:"requestId"`
-	}
-	var want bytes.Buffer
-	if json.Unmarshal(params, &p) != nil || json.Compact(&want, p.RequestID) != nil {
+	want := acp.CancelledRequest(params)
+	if want == nil {
 		return
 	}
 	for _, t := range r.threads {
-		if r.unhold(t, want.Bytes()) {
+		if r.unhold(t, want) {
 			return
 		}
 	}
 	for c := range r.children {
 		for id, req := range c.pending {
-			if req.clientID != nil && bytes.Equal(req.clientID, want.Bytes()) {
+			if req.clientID != nil && bytes.Equal(req.clientID, want) {
 				r.send(c, &request{method: acp.MethodCancelRequest}, fmt.Appendf(nil, `{"requestId":%d}`, id))
 				return
 			}
