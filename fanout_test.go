@@ -551,7 +551,7 @@ func TestFanout_deadChildWithdrawsItsRequests(t *testing.T) {
 	p := startFanout(t, `{"chunks":[{"toolCall":{"id":"w","name":"write_file","input":{"path":"a.txt","content":"A"}}}]}`)
 	r := decodeResponse(t, p.call(initLine))
 	require.Nil(t, r.Error)
-	assert.Contains(t, string(r.Result), `"sessionCapabilities":{"close":{},"list":{},"resume":{},"delete":{},"additionalDirectories":{}}`)
+	assert.Contains(t, string(r.Result), `"sessionCapabilities":{"close":{},"list":{},"resume":{},"delete":{},"additionalDirectories":{},"systemPrompt":{"mode":{"override":{}}}}`)
 	a := p.openSession(10)
 	p.send(prompt(20, a, "write"))
 	ask := decodeLoose2(t, p.await(`{"method":"session/request_permission"}`))

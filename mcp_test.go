@@ -78,7 +78,7 @@ func runTestMCPServer() {
 
 // floodNotifications is how many notifications/tools/list_changed the
 // flooding server sends after its first tools/list.
-const floodNotifications = 50_000
+const floodNotifications = 10_000
 
 // runFloodMCPServer is a hostile stdio MCP server: after the first
 // tools/list it sends floodNotifications notifications/tools/list_changed

@@ -103,10 +103,19 @@ type SessionRecord struct {
 	created time.Time
 	updated time.Time
 
-	budget      int      // a context budget lower than --max-context-tokens, learnt from the provider, or 0
-	cost        *float64 // what the session has cost (USD), where the provider reports it
-	trimNoticed bool     // the user was told that older context is left out
-	enc         []byte   // scratch for encoding the turn's tool updates
+	instructions *model.Instructions // the client's system prompt, or nil
+
+	budget int      // a context budget lower than --max-context-tokens, learnt from the provider, or 0
+	cost   *float64 // what the session has cost (USD), where the provider reports it
+	told   told     // what the user was told of what the model is not sent
+	enc    []byte   // scratch for encoding the turn's tool updates
+}
+
+// told is what the user was told, in this process, of what the model is
+// not sent.
+type told struct {
+	trim   model.Trim // the last trim reported
+	images bool       // older images are left out of requests
 }
 
 // box is a session's settings: the running turn reads them at each
@@ -673,11 +682,12 @@ func checkRoots(cwd *string, extra []string) ([]string, error) {
 	return roots, nil
 }
 
-// opening is what session/new, load and resume give, checked: the roots
-// and the MCP servers.
+// opening is what session/new, load and resume give, checked: the roots,
+// the MCP servers and the client's system prompt (nil: none given).
 type opening struct {
-	roots []string
-	specs []mcp.ServerSpec
+	roots        []string
+	specs        []mcp.ServerSpec
+	instructions *model.Instructions
 }
 
 func openingOf(p *acp.NewSessionParams) (opening, error) {
@@ -686,7 +696,52 @@ func openingOf(p *acp.NewSessionParams) (opening, error) {
 		return opening{}, err
 	}
 	specs, err := mcp.ParseServers(p.McpServers)
-	return opening{roots, specs}, err
+	if err != nil {
+		return opening{}, err
+	}
+	in, err := instructionsOf(p.SystemPrompt)
+	return opening{roots, specs, in}, err
+}
+
+// instructionsOf checks a client's system prompt: a mode acpbridge offers
+// (append, override) and text blocks, at least one. Anything else is
+// refused, as ACP asks, rather than applied some other way.
+func instructionsOf(sp *acp.SystemPrompt) (*model.Instructions, error) {
+	if sp == nil {
+		return nil, nil
+	}
+	if sp.Mode != acp.SystemPromptAppend && sp.Mode != acp.SystemPromptOverride {
+		return nil, acp.InvalidParams("systemPrompt.mode", "%q is not a mode acpbridge offers: use append or override", sp.Mode)
+	}
+	if len(sp.Content) == 0 {
+		return nil, acp.InvalidParams("systemPrompt.content", "required: at least one text block")
+	}
+	var parts []string
+	for i, raw := range sp.Content {
+		var b struct {
+			Type string  `json:"type"`
+			Text *string `json:"text"`
+		}
+		if json.Unmarshal(raw, &b) != nil || b.Type != "text" || b.Text == nil {
+			return nil, acp.InvalidParams(fmt.Sprintf("systemPrompt.content[%d]", i), "a system prompt takes text blocks only ({\"type\":\"text\",\"text\":...})")
+		}
+		parts = append(parts, *b.Text)
+	}
+	return &model.Instructions{Text: strings.Join(parts, "\n\n"), Override: sp.Mode == acp.SystemPromptOverride}, nil
+}
+
+// instruct gives s the client's system prompt in and persists it, so that
+// a load or resume without one applies it again.
+func (a *agent) instruct(s *SessionRecord, in *model.Instructions) error {
+	if in == nil {
+		return nil
+	}
+	s.instructions = in
+	mode := acp.SystemPromptAppend
+	if in.Override {
+		mode = acp.SystemPromptOverride
+	}
+	return s.file.Append(store.Record{Type: store.RecInstructions, PromptMode: mode, Text: in.Text})
 }
 
 // admitNew makes a new session the one ahead; its step creates it.
@@ -731,6 +786,9 @@ func (a *agent) newSession(ctx context.Context, id string, b *box, o opening) (a
 		return nil, err
 	}
 	s.file = f
+	if err := a.instruct(s, o.instructions); err != nil {
+		a.log.Error("the session's system prompt was not persisted", "session", s.id, "err", err)
+	}
 	a.live(ctx, s, o.specs)
 	a.mu.Lock()
 	if a.ahead.box == b {
@@ -791,7 +849,7 @@ func (a *agent) admitOpen(replay bool) func(string, *acp.LoadSessionParams) admi
 			cancel(nil)
 			// It touches nothing a running turn holds: withdrawn while
 			// queued it answers -32800; running it is over at once.
-			return queueCancellable(func() (any, error) { return a.reattach(id, live.box) }, func(bool) {})
+			return queueCancellable(func() (any, error) { return a.reattach(id, live.box, o.instructions) }, func(bool) {})
 		}
 		err = a.claimLocked(method, id, b, cancel)
 		a.mu.Unlock()
@@ -806,11 +864,16 @@ func (a *agent) admitOpen(replay bool) func(string, *acp.LoadSessionParams) admi
 }
 
 // reattach is the step of a session/resume of the session live here
-// (whose box is b): no second session and no history, its state as it is.
-func (a *agent) reattach(id string, b *box) (any, error) {
-	if s := a.sess; s == nil || s.box != b {
+// (whose box is b): no second session and no history, its state as it is,
+// but for a system prompt the resume gives.
+func (a *agent) reattach(id string, b *box, in *model.Instructions) (any, error) {
+	s := a.sess
+	if s == nil || s.box != b {
 		return nil, acp.Errorf(acp.CodeResourceNotFound, "session %s is no longer live in this process; open it with session/load or session/resume", id).
 			WithData(map[string]string{"sessionId": id})
+	}
+	if err := a.instruct(s, in); err != nil {
+		return nil, err
 	}
 	a.log.Info("session reattached", "session", id)
 	mode, model := b.settings()
@@ -823,6 +886,9 @@ func (a *agent) openSession(ctx context.Context, id string, b *box, o opening, r
 	a.awaitModels()
 	s := &SessionRecord{id: id, box: b, ws: tools.Open(o.roots)}
 	err := a.restore(ctx, s, replay)
+	if err == nil {
+		err = a.instruct(s, o.instructions)
+	}
 	if err == nil {
 		a.live(ctx, s, o.specs)
 	}
@@ -890,6 +956,9 @@ func (a *agent) restore(ctx context.Context, s *SessionRecord, replay bool) erro
 // and rules, except a setting changed since the load arrived.
 func (a *agent) resumeSettings(s *SessionRecord, hist *store.History) {
 	s.created, s.title, s.updated = hist.Created, hist.Title, hist.Updated
+	if r := hist.Instructions; r != nil {
+		s.instructions = &model.Instructions{Text: r.Text, Override: r.PromptMode == acp.SystemPromptOverride}
+	}
 	if a.model != nil {
 		if err := a.model.Resume(hist.ModelState); err != nil {
 			a.log.Warn("the model cannot continue where the session stopped", "session", s.id, "err", err)

@@ -24,7 +24,7 @@ func TestInitialize_capabilities(t *testing.T) {
 	t.Parallel()
 	want := `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,` +
 		`"promptCapabilities":{"image":true,"audio":false,"embeddedContext":true},"mcpCapabilities":{"http":true,"sse":true},` +
-		`"sessionCapabilities":{"close":{},"list":{},"resume":{},"delete":{},"additionalDirectories":{}}},` +
+		`"sessionCapabilities":{"close":{},"list":{},"resume":{},"delete":{},"additionalDirectories":{},"systemPrompt":{"mode":{"override":{}}}}},` +
 		`"authMethods":[],"agentInfo":{"name":"acpbridge","title":"acpbridge","version":"` + version + `"}}`
 	ta := startAgent(t)
 	r := decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true}}}}`))

@@ -110,6 +110,12 @@ func (st *modelStream) KeepState(state json.RawMessage) error {
 // Pause flushes what streamed: the model is about to wait.
 func (st *modelStream) Pause() error { return st.a.pause(st.s) }
 
+// Retrying tells the user (a client that takes notices) that the model
+// call failed and is made again.
+func (st *modelStream) Retrying(why string) {
+	st.a.tell(st.s, "warning", "The model call failed; trying again", why)
+}
+
 // pause writes what the client and the session log have buffered: the agent
 // is about to wait.
 func (a *agent) pause(s *SessionRecord) error {
@@ -154,6 +160,9 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []acp.Cont
 	mark := s.conv.Mark()
 	s.conv.Add(model.Message{Role: "user", Text: promptText(prompt), Images: promptImages(prompt)})
 	for _, n := range s.mcp.TakeNotices() {
+		if a.tell(s, "warning", "An MCP server is unavailable", n) {
+			continue
+		}
 		if err := a.notice(s, n); err != nil {
 			return "", err
 		}
@@ -218,20 +227,63 @@ func (a *agent) touch(s *SessionRecord, prompt []acp.ContentBlock) (newTitle str
 }
 
 // fitContext sets what req sends of the conversation within the session's
-// context budget, and tells the user once when older context starts being
-// left out.
+// context budget and its image budget, and tells the user what is left
+// out (compacted).
 func (a *agent) fitContext(s *SessionRecord, req *model.Request) error {
 	if !s.conv.Full {
 		return nil // the model reads no history (replay): nothing to fit
 	}
 	budget := a.budget(s)
-	msgs, trimmed := s.conv.Fit(budget - a.fixedTokens(req))
+	msgs, trim := s.conv.Fit(budget - a.fixedTokens(req))
 	req.Msgs = model.WithinImageBudget(msgs, a.cfg.imageBudget)
-	if trimmed && !s.trimNoticed {
-		s.trimNoticed = true
-		return a.notice(s, fmt.Sprintf("(acpbridge: this conversation has outgrown the model's context budget of %d tokens, so the oldest tool results and then the oldest turns are left out of what the model is sent from now on. The session keeps everything.)", budget))
+	if left := model.ImageCount(msgs) - model.ImageCount(req.Msgs); left > 0 && !s.told.images {
+		s.told.images = true
+		a.tell(s, "info", "Older images are not sent to the model again",
+			fmt.Sprintf("%d earlier images are left out of this model request, which carries at most %d MiB of images; the model saw them when they were sent, and the session keeps them.", left, a.cfg.imageBudget>>20))
 	}
-	return nil
+	return a.compacted(s, trim, budget)
+}
+
+// compacted tells the user what trim left out, when it left out more than
+// before: a client that opted into compaction gets a compaction_update
+// (completed, or failed when the current turn alone is over the budget)
+// for each step; else, once, a notice where the client takes them, or
+// else a message in the conversation.
+func (a *agent) compacted(s *SessionRecord, trim model.Trim, budget int) error {
+	last := s.told.trim
+	if !trim.Trimmed() || (trim.Turns <= last.Turns && trim.Results <= last.Results && trim.Over == last.Over) {
+		return nil
+	}
+	s.told.trim = trim
+	summary := fmt.Sprintf("To fit the context budget of %d tokens, the model is sent the conversation without its %d oldest turns, and with %d older tool results replaced by a note. The session keeps everything: a load shows it whole.", budget, trim.Turns, trim.Results)
+	if a.clientCaps().Compaction() {
+		status, errText := "completed", ""
+		if trim.Over {
+			status, errText = "failed", fmt.Sprintf("the current turn alone is over the context budget of %d tokens; it is sent whole, and the model may refuse it", budget)
+		}
+		return a.update(s.id, acp.Compaction(a.newID("compaction"), status, summary, errText))
+	}
+	if last.Trimmed() {
+		return nil // told once
+	}
+	if a.tell(s, "warning", "Older context is left out of what the model is sent", summary) {
+		return nil
+	}
+	return a.notice(s, fmt.Sprintf("(acpbridge: this conversation has outgrown the model's context budget of %d tokens, so the oldest tool results and then the oldest turns are left out of what the model is sent from now on. The session keeps everything.)", budget))
+}
+
+// tell gives the user a notice (severity info, warning or error), when the
+// client opted into them (clientCapabilities.session.notices): live
+// information, not history, never sent otherwise. It reports whether it
+// was sent; a client that has gone is the turn's to find out.
+func (a *agent) tell(s *SessionRecord, severity, title, description string) bool {
+	if !a.clientCaps().Notices() {
+		return false
+	}
+	if err := a.update(s.id, acp.Notice(severity, title, description)); err != nil {
+		a.log.Debug("a notice did not reach the client", "session", s.id, "err", err)
+	}
+	return true
 }
 
 // budget is the context budget in force: --max-context-tokens, or the
@@ -305,7 +357,7 @@ func (a *agent) loop(ctx context.Context, s *SessionRecord) (acp.StopReason, *mo
 // nil when the call could not be made (the error says why).
 func (a *agent) modelCall(ctx context.Context, s *SessionRecord, total *model.Usage) (*modelStream, acp.StopReason, error) {
 	mode, name := s.box.settings()
-	req := &model.Request{Model: name, Conv: s.conv, Cwd: s.ws.Cwd, Roots: s.ws.Roots, Mode: mode, Tools: a.tools(s)}
+	req := &model.Request{Model: name, Conv: s.conv, Cwd: s.ws.Cwd, Roots: s.ws.Roots, Mode: mode, Tools: a.tools(s), Instructions: s.instructions}
 	if err := a.fitContext(s, req); err != nil {
 		return nil, "", err
 	}

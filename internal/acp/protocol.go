@@ -82,6 +82,8 @@ const (
 	UpdateSessionInfo  UpdateKind = "session_info_update"
 	UpdateCurrentMode  UpdateKind = "current_mode_update"
 	UpdateConfigOption UpdateKind = "config_option_update"
+	UpdateNotice       UpdateKind = "notice"            // only to a client that opted in
+	UpdateCompaction   UpdateKind = "compaction_update" // only to a client that opted in
 )
 
 // ToolKind is what a tool call does, for the client's icon.
@@ -123,6 +125,27 @@ type ClientCapabilities struct {
 	Meta     struct {
 		TerminalOutput bool `json:"terminal_output"` // Zed: it renders terminals inline
 	} `json:"_meta"`
+	// Session's members are kept raw: {} opts in, and anything else
+	// (absent, null, a value of the wrong type) means unsupported rather
+	// than failing initialize.
+	Session struct {
+		Notices    json.RawMessage `json:"notices"`
+		Compaction json.RawMessage `json:"compaction"`
+	} `json:"session"`
+}
+
+// Notices reports whether the client opted into notice updates
+// (clientCapabilities.session.notices): an agent must not send one
+// otherwise.
+func (c ClientCapabilities) Notices() bool { return isObject(c.Session.Notices) }
+
+// Compaction reports whether the client opted into compaction updates
+// (clientCapabilities.session.compaction).
+func (c ClientCapabilities) Compaction() bool { return isObject(c.Session.Compaction) }
+
+func isObject(raw json.RawMessage) bool {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	return len(raw) > 0 && raw[0] == '{'
 }
 
 type InitializeResult struct {
@@ -161,6 +184,19 @@ type SessionCapabilities struct {
 	Resume                marker `json:"resume,omitempty"`
 	Delete                marker `json:"delete,omitempty"`
 	AdditionalDirectories marker `json:"additionalDirectories,omitempty"`
+	// SystemPrompt offers a client system prompt on new, load and resume
+	// (ACP's, still marked unstable in the newest schema file in reach).
+	SystemPrompt *SystemPromptCapabilities `json:"systemPrompt,omitempty"`
+}
+
+// SystemPromptCapabilities: append always; override where Mode says so.
+type SystemPromptCapabilities struct {
+	Mode SystemPromptModes `json:"mode"`
+}
+
+// SystemPromptModes are the modes offered besides append.
+type SystemPromptModes struct {
+	Override marker `json:"override,omitempty"`
 }
 
 type Implementation struct {
@@ -176,7 +212,21 @@ type NewSessionParams struct {
 	Cwd                   *string         `json:"cwd"`
 	McpServers            json.RawMessage `json:"mcpServers"`
 	AdditionalDirectories []string        `json:"additionalDirectories"`
+	SystemPrompt          *SystemPrompt   `json:"systemPrompt"`
 }
+
+// SystemPrompt is a client's system prompt for a session: its mode
+// (SystemPromptAppend or SystemPromptOverride) and its content blocks
+// (text only).
+type SystemPrompt struct {
+	Mode    string            `json:"mode"`
+	Content []json.RawMessage `json:"content"`
+}
+
+const (
+	SystemPromptAppend   = "append"   // after acpbridge's own instructions
+	SystemPromptOverride = "override" // instead of them
+)
 
 // LoadSessionParams are session/load's and session/resume's params.
 type LoadSessionParams struct {
@@ -452,6 +502,37 @@ func ConfigOptionsChanged(opts []ConfigOption) ConfigOptionUpdate {
 	return ConfigOptionUpdate{SessionUpdate: UpdateConfigOption, ConfigOptions: opts}
 }
 
+// NoticeUpdate is a notice: live information for the user, not history.
+type NoticeUpdate struct {
+	SessionUpdate UpdateKind `json:"sessionUpdate"` // "notice"
+	Severity      string     `json:"severity"`      // info, warning or error
+	Title         string     `json:"title"`
+	Description   string     `json:"description,omitempty"`
+}
+
+func Notice(severity, title, description string) NoticeUpdate {
+	return NoticeUpdate{SessionUpdate: UpdateNotice, Severity: severity, Title: title, Description: description}
+}
+
+// CompactionUpdate is a compaction_update: a context compaction, by its
+// id, with its status and a summary of what it left out.
+type CompactionUpdate struct {
+	SessionUpdate UpdateKind      `json:"sessionUpdate"` // "compaction_update"
+	CompactionID  string          `json:"compactionId"`
+	Status        string          `json:"status"` // in_progress, completed, failed or cancelled
+	Summary       json.RawMessage `json:"summary,omitempty"`
+	Error         string          `json:"error,omitempty"`
+}
+
+// Compaction is a compaction_update whose summary is one text block.
+func Compaction(id, status, summary, errText string) CompactionUpdate {
+	u := CompactionUpdate{SessionUpdate: UpdateCompaction, CompactionID: id, Status: status, Error: errText}
+	if summary != "" {
+		u.Summary = MustJSON([]textContent{textBlock(summary)})
+	}
+	return u
+}
+
 // UsageUpdate is the usage_update session update: how full the context
 // is after a model call, and what the session has cost where the
 // provider says.
@@ -663,6 +744,7 @@ func AgentInitializeResult(version string) InitializeResult {
 				Resume:                Supported,
 				Delete:                Supported,
 				AdditionalDirectories: Supported,
+				SystemPrompt:          &SystemPromptCapabilities{Mode: SystemPromptModes{Override: Supported}},
 			},
 		},
 		AuthMethods: []struct{}{},

@@ -36,16 +36,26 @@ func Estimate(m Message) int {
 	return n / BytesPerToken
 }
 
+// Trim is what Fit left out of what the model is sent.
+type Trim struct {
+	Results int  // older tool results replaced by a note (LeftOut)
+	Turns   int  // older turns left out whole
+	Over    bool // the current turn alone is over the budget: it is sent whole all the same
+}
+
+// Trimmed reports whether anything was left out.
+func (t Trim) Trimmed() bool { return t.Results > 0 || t.Turns > 0 || t.Over }
+
 // Fit returns the messages to send within budget tokens (the system prompt
-// and the tools not counted), and whether anything was left out. The
-// conversation itself is not changed.
-func (c *Conversation) Fit(budget int) ([]Message, bool) {
+// and the tools not counted), and what was left out. The conversation
+// itself is not changed.
+func (c *Conversation) Fit(budget int) ([]Message, Trim) {
 	total := 0
 	for _, m := range c.Msgs {
 		total += Estimate(m)
 	}
 	if total <= budget {
-		return c.Msgs, false
+		return c.Msgs, Trim{}
 	}
 	// The current turn begins at the newest user message.
 	current := 0
@@ -57,19 +67,24 @@ func (c *Conversation) Fit(budget int) ([]Message, bool) {
 	}
 	msgs := append([]Message(nil), c.Msgs...)
 	note := Message{Text: LeftOut}
+	var t Trim
 	for i := 0; i < current && total > budget; i++ {
 		if m := msgs[i]; m.Role == "tool" && len(m.Text) > len(LeftOut) {
 			total -= Estimate(m) - Estimate(note)
 			msgs[i].Text = LeftOut
+			t.Results++
 		}
 	}
-	return msgs[oldTurnsOut(msgs, current, total, budget):], true
+	start, total := oldTurnsOut(msgs, current, total, budget, &t)
+	t.Over = total > budget
+	return msgs[start:], t
 }
 
 // oldTurnsOut returns where msgs begin once whole turns before current,
 // oldest first (from one user message to the next), are left out until
-// the estimate (total) is within budget.
-func oldTurnsOut(msgs []Message, current, total, budget int) int {
+// the estimate (total) is within budget, and the estimate then; it counts
+// the turns in t.
+func oldTurnsOut(msgs []Message, current, total, budget int, t *Trim) (int, int) {
 	start := 0
 	for start < current && total > budget {
 		end := start + 1
@@ -80,8 +95,9 @@ func oldTurnsOut(msgs []Message, current, total, budget int) int {
 			total -= Estimate(m)
 		}
 		start = end
+		t.Turns++
 	}
-	return start
+	return start, total
 }
 
 // ContextTooLong reports whether a model error says the request was over
@@ -137,6 +153,15 @@ func WithinImageBudget(msgs []Message, budget int) []Message {
 		out[i] = m
 	}
 	return out
+}
+
+// ImageCount is how many images msgs carry.
+func ImageCount(msgs []Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Images)
+	}
+	return n
 }
 
 // KeepImagesWithin drops from the conversation the images no request will

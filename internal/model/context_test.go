@@ -31,20 +31,28 @@ func TestConversation_fit(t *testing.T) {
 		}
 		return n
 	}
-	msgs, trimmed := c.Fit(50_000)
-	assert.True(t, trimmed)
+	msgs, trim := c.Fit(50_000)
+	assert.True(t, trim.Trimmed())
+	assert.Greater(t, trim.Results, 0)
+	assert.Zero(t, trim.Turns)
+	assert.False(t, trim.Over)
 	assert.LessOrEqual(t, size(msgs), 50_000)
 	assert.Equal(t, before, len(msgs), "replacing tool results was enough: no turn left out")
 	assert.Equal(t, LeftOut, msgs[2].Text, "the oldest tool result goes first")
 	assert.Equal(t, "now", msgs[len(msgs)-1].Text)
 
-	msgs, _ = c.Fit(1_000)
+	msgs, trim = c.Fit(1_000)
+	assert.Greater(t, trim.Turns, 0, "turns counted")
+	assert.False(t, trim.Over)
 	assert.LessOrEqual(t, size(msgs), 1_000)
 	assert.Equal(t, "user", msgs[0].Role, "whole turns are left out")
 	assert.Less(t, len(msgs), before/10, "old turns left out")
 	assert.Equal(t, "now", msgs[len(msgs)-1].Text, "the current turn kept")
-	msgs, _ = c.Fit(10)
+	msgs, trim = c.Fit(10)
 	assert.Equal(t, []Message{{Role: "user", Text: "now"}}, msgs, "the current turn is kept even over the budget")
+	assert.False(t, trim.Over, "it fits")
+	_, trim = c.Fit(1)
+	assert.True(t, trim.Over, "over the budget alone, and said to be")
 	assert.Len(t, c.Msgs, before, "the conversation keeps everything")
 	assert.Equal(t, 2000, len(c.Msgs[2].Text))
 }

@@ -46,10 +46,19 @@ type Request struct {
 	Cwd   string
 	Roots []string
 	Mode  acp.Mode
+	// Instructions is the client's system prompt for the session, or nil:
+	// appended to acpbridge's own, or in their place (Override).
+	Instructions *Instructions
 	// Matched says the caller matched the call to the replay's entry
 	// itself (the served model matches a tool result by the call it
 	// answers): the entry's expect is not checked again.
 	Matched bool
+}
+
+// Instructions is a client's system prompt.
+type Instructions struct {
+	Text     string
+	Override bool // it replaces acpbridge's own instructions (the workspace is still said)
 }
 
 // Message is one entry of the conversation the model is sent.
@@ -209,6 +218,9 @@ type Sink interface {
 	AddUsage(u Usage)
 	// Pause writes out what streamed: the model is about to wait.
 	Pause() error
+	// Retrying says the call failed before any output (why) and is made
+	// again after a pause.
+	Retrying(why string)
 	// KeepState persists, with the session, what the model needs to
 	// continue it in another process (opaque JSON, handed back to
 	// Model.Resume when the session is opened again).

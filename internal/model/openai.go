@@ -304,6 +304,10 @@ func SystemPrompt(req *Request) string {
 	if len(req.Roots) > 1 {
 		fmt.Fprintf(&sb, "You may also use these directories: %s.\n", strings.Join(req.Roots[1:], ", "))
 	}
+	if in := req.Instructions; in != nil && in.Override {
+		sb.WriteString(in.Text)
+		return sb.String()
+	}
 	sb.WriteString("Use the tools to read, write and edit files and to run commands; relative paths are relative to the working directory, and nothing outside these directories can be touched.\n")
 	sb.WriteString(toolGuide)
 	switch req.Mode {
@@ -317,6 +321,10 @@ func SystemPrompt(req *Request) string {
 		sb.WriteString("Edits and commands run without asking.\n")
 	}
 	sb.WriteString("Answer in Markdown, briefly.")
+	if in := req.Instructions; in != nil {
+		sb.WriteString("\n\n")
+		sb.WriteString(in.Text)
+	}
 	return sb.String()
 }
 
@@ -375,7 +383,7 @@ func (m *OpenAI) Complete(ctx context.Context, req *Request, out Sink) (acp.Stop
 		return "", err
 	}
 	endpoint := m.shown + "/chat/completions"
-	resp, err := m.send(ctx, body, endpoint, hasImages(req))
+	resp, err := m.send(ctx, body, endpoint, hasImages(req), out)
 	if err != nil {
 		return "", err
 	}
@@ -399,7 +407,7 @@ func hasImages(req *Request) bool {
 // send posts the request body until the endpoint answers 200, retrying
 // what may pass (an unreachable server, 429, a 5xx) a few times. images
 // says the request sends one, for what a 400 about it says to do.
-func (m *OpenAI) send(ctx context.Context, body []byte, endpoint string, images bool) (*http.Response, error) {
+func (m *OpenAI) send(ctx context.Context, body []byte, endpoint string, images bool, out Sink) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
 		resp, err := m.post(ctx, body)
 		if ctx.Err() != nil {
@@ -408,6 +416,7 @@ func (m *OpenAI) send(ctx context.Context, body []byte, endpoint string, images 
 		if err != nil {
 			if attempt < openaiRetries {
 				m.log.Warn("model request failed; retrying", "endpoint", endpoint, "attempt", attempt+1, "err", err)
+				out.Retrying(fmt.Sprintf("%s could not be reached (%v)", endpoint, err))
 				if err := m.wait(ctx, attempt, ""); err != nil {
 					return nil, err
 				}
@@ -423,6 +432,7 @@ func (m *OpenAI) send(ctx context.Context, body []byte, endpoint string, images 
 		retryable := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
 		if retryable && attempt < openaiRetries {
 			m.log.Warn("model request failed; retrying", "endpoint", endpoint, "status", resp.Status, "attempt", attempt+1)
+			out.Retrying(fmt.Sprintf("%s answered %s", endpoint, resp.Status))
 			if err := m.wait(ctx, attempt, resp.Header.Get("Retry-After")); err != nil {
 				return nil, err
 			}

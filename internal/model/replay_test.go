@@ -33,6 +33,8 @@ func (e *events) ToolCall(tc ToolCall) {
 	e.calls = append(e.calls, tc)
 	e.got = append(e.got, fmt.Sprintf("call %s %s %s", tc.ID, tc.Name, tc.Input))
 }
+func (e *events) Retrying(string) {}
+
 func (e *events) AddUsage(u Usage) {
 	e.got = append(e.got, fmt.Sprintf("usage {InputTokens:%d OutputTokens:%d}", u.InputTokens, u.OutputTokens))
 }

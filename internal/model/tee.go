@@ -48,6 +48,7 @@ func (t *Tee) AddUsage(u Usage) {
 }
 
 func (t *Tee) Pause() error                          { return t.Out.Pause() }
+func (t *Tee) Retrying(why string)                   { t.Out.Retrying(why) }
 func (t *Tee) KeepState(state json.RawMessage) error { return t.Out.KeepState(state) }
 
 // Finish is the entry, with the call's usage when it reported one.

@@ -17,6 +17,7 @@ func (s *sinkLog) TextChunk(t string) error        { s.got = append(s.got, "text
 func (s *sinkLog) ThoughtChunk(t string) error     { s.got = append(s.got, "thought "+t); return nil }
 func (s *sinkLog) ToolCall(tc ToolCall)            { s.got = append(s.got, "call "+string(tc.Input)) }
 func (s *sinkLog) AddUsage(u Usage)                { s.got = append(s.got, "usage") }
+func (s *sinkLog) Retrying(string)                 {}
 func (s *sinkLog) Pause() error                    { s.got = append(s.got, "pause"); return nil }
 func (s *sinkLog) KeepState(json.RawMessage) error { return nil }
 

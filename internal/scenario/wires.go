@@ -124,6 +124,7 @@ func (a *servedAnswer) ToolCall(tc model.ToolCall) {
 }
 
 func (a *servedAnswer) AddUsage(u model.Usage) { a.used = &u }
+func (a *servedAnswer) Retrying(string)        {}
 
 func (a *servedAnswer) Pause() error {
 	a.wire.flush()

@@ -41,18 +41,19 @@ import (
 
 // Record types of the log.
 const (
-	recSession    = "session"     // the first line
-	RecConfig     = "config"      // mode or model changed
-	RecRule       = "rule"        // an "always" permission answer
-	RecUser       = "user"        // a prompt
-	RecAgent      = "agent"       // (part of) an agent message
-	RecThought    = "thought"     // (part of) a thought
-	RecToolCall   = "tool_call"   // a tool call the model made, as announced
-	RecToolResult = "tool_result" // its final status, content and result
-	RecTurnEnd    = "turn_end"    // a turn ended
-	RecModelState = "modelState"  // what the model needs to continue the session elsewhere (opaque)
-	RecPlan       = "plan"        // the plan's entries, as update_plan set them
-	RecUsage      = "usage"       // the context's fill after a model call (Used, Size, Cost)
+	recSession      = "session"       // the first line
+	RecConfig       = "config"        // mode or model changed
+	RecRule         = "rule"          // an "always" permission answer
+	RecUser         = "user"          // a prompt
+	RecAgent        = "agent"         // (part of) an agent message
+	RecThought      = "thought"       // (part of) a thought
+	RecToolCall     = "tool_call"     // a tool call the model made, as announced
+	RecToolResult   = "tool_result"   // its final status, content and result
+	RecTurnEnd      = "turn_end"      // a turn ended
+	RecModelState   = "modelState"    // what the model needs to continue the session elsewhere (opaque)
+	RecPlan         = "plan"          // the plan's entries, as update_plan set them
+	RecUsage        = "usage"         // the context's fill after a model call (Used, Size, Cost)
+	RecInstructions = "system_prompt" // the client's system prompt (PromptMode, Text)
 )
 
 const storeVersion = 1
@@ -101,6 +102,8 @@ type Record struct {
 	ModelState  json.RawMessage `json:"state,omitempty"` // the model's own, not read here
 
 	Plan json.RawMessage `json:"plan,omitempty"` // the plan's entries
+
+	PromptMode string `json:"promptMode,omitempty"` // system_prompt: append or override
 
 	Used int64    `json:"used,omitempty"` // usage: tokens in the context
 	Size int64    `json:"size,omitempty"` // usage: the context budget
@@ -288,6 +291,7 @@ type History struct {
 	Usage              *Record         // the last usage record, or nil
 	Good               int64           // the length of the log's valid part
 	ModelState         json.RawMessage // the last the model asked to keep, or nil
+	Instructions       *Record         // the last system_prompt record, or nil
 }
 
 // Open locks a stored session, checks its log, rebuilds its state and
@@ -479,6 +483,8 @@ func (h *History) apply(rec Record) {
 		h.ModelState = rec.ModelState
 	case RecUsage:
 		h.Usage = &rec
+	case RecInstructions:
+		h.Instructions = &rec
 	}
 }
 
