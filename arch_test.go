@@ -31,17 +31,18 @@ var layers = map[string][]string{
 	"acp":     {"jsonenc"}, // ACP wire types, method names, codes, encoders
 	"clip":    nil,         // the one truncation helper
 	"cliflag": nil,         // flag errors and help as every command prints them
+	"events":  nil,         // log records with an event name, for tests to watch
 	"proc":    nil,         // child processes: groups, the keeper, the job, the sweep
 	"store":   {"jsonenc"}, // session logs, locks, list, delete; knows no protocol
 	// The channel and the models know the protocol, nothing above it.
 	"channel": {"acp", "clip", "jsonenc"},
 	"model":   {"acp", "clip", "jsonenc"},
 	// The tools know the protocol and processes; MCP tools are tools.
-	"tools": {"acp", "clip", "jsonenc", "proc"},
-	"mcp":   {"acp", "clip", "proc", "tools"},
+	"tools": {"acp", "clip", "events", "jsonenc", "proc"},
+	"mcp":   {"acp", "clip", "events", "proc", "tools"},
 	// --fanout routes lines between channels; scenarios stand alone but
 	// for the replay fixture, which they serve as a model endpoint.
-	"fanout":   {"acp", "channel", "clip", "jsonenc", "proc"},
+	"fanout":   {"acp", "channel", "clip", "events", "jsonenc", "proc"},
 	"scenario": {"acp", "cliflag", "clip", "jsonenc", "model", "proc"},
 }
 

@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,6 +34,7 @@ import (
 	"acpbridge/internal/acp"
 	"acpbridge/internal/channel"
 	"acpbridge/internal/clip"
+	"acpbridge/internal/events"
 	"acpbridge/internal/scenario"
 )
 
@@ -53,6 +55,7 @@ type testAgent struct {
 	cwd     string
 	state   string
 	stderr  *syncBuffer
+	events  *syncBuffer // the events of its processes (internal/events), JSON lines
 	closed  bool
 	fixture string          // the replay fixture's path, or ""
 	agent   *agent          // the in-process agent, or nil for a process
@@ -68,11 +71,45 @@ type testAgent struct {
 	patience time.Duration
 }
 
+// awaitEvent waits for the event name (internal/events) with these
+// attributes, in this order (key, value, ...; the string values as the
+// code logs them).
+func (ta *testAgent) awaitEvent(name string, kv ...string) {
+	ta.t.Helper()
+	ta.awaitEvents(1, name, kv...)
+}
+
+// awaitEvents waits for n such events.
+func (ta *testAgent) awaitEvents(n int, name string, kv ...string) {
+	ta.t.Helper()
+	ta.events.waitForCount(ta.t, eventText(name, kv...), n)
+}
+
+// hasEvent reports whether the event has been seen.
+func (ta *testAgent) hasEvent(name string, kv ...string) bool {
+	return strings.Contains(ta.events.String(), eventText(name, kv...))
+}
+
+func eventText(name string, kv ...string) string {
+	s := `"event":"` + name + `"`
+	for i := 0; i+1 < len(kv); i += 2 {
+		s += `,"` + kv[i] + `":"` + kv[i+1] + `"`
+	}
+	return s
+}
+
 // syncBuffer collects the agent's stderr and lets a test wait for a line.
 type syncBuffer struct {
 	mu      sync.Mutex
 	b       bytes.Buffer
 	changed chan struct{} // closed and replaced at every write
+}
+
+// reset forgets what was written.
+func (s *syncBuffer) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b = bytes.Buffer{}
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
@@ -164,6 +201,7 @@ func startAgentLike(t testing.TB, like *testAgent, args ...string) *testAgent {
 	require.NotNil(t, a, "setup failed with status %d: %s", code, ta.stderr.String())
 	a.newID = counterIDs()
 	a.now = stepClock()
+	a.log = slog.New(events.Wrap(a.log.Handler(), ta.events))
 	ta.agent = a
 	ta.trace = trace
 	ta.attachAgent()
@@ -184,7 +222,7 @@ func (ta *testAgent) attachAgent() {
 
 func newTestAgent(t testing.TB) *testAgent {
 	ta := &testAgent{t: t, lines: make(chan []byte, 1024), exit: make(chan int, 1),
-		cwd: t.TempDir(), state: t.TempDir(), stderr: &syncBuffer{}}
+		cwd: t.TempDir(), state: t.TempDir(), stderr: &syncBuffer{}, events: &syncBuffer{}}
 	ta.cwd, _ = filepath.EvalSymlinks(ta.cwd)
 	ta.check = newSchemaChecker(t)
 	return ta
@@ -621,6 +659,10 @@ func startProcessWith(t testing.TB, like *testAgent, prep func(*exec.Cmd, *testA
 	}
 	cmd.Args = append(cmd.Args, ta.withState(args)...)
 	cmd.Stderr = ta.stderr
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	cmd.Env = append(cmd.Env, events.Var+"="+eventsPipe(t, ta.events))
 	p := &procAgent{testAgent: ta, cmd: cmd}
 	started := make(chan error, 1)
 	ta.attach(func(stdin io.Reader, stdout io.WriteCloser) {

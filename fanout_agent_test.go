@@ -209,7 +209,7 @@ func TestFanoutAgent_reopenedWithLoad(t *testing.T) {
 	require.Nil(t, r.Error)
 	old := agentPid(t, sid)
 	require.NoError(t, syscall.Kill(old, syscall.SIGKILL))
-	p.stderr.waitFor(t, "the process of a session ended") // the router has seen it go
+	p.awaitEvent("child_ended") // the router has seen it go
 	ups, r := p.turnUpdates(3, sid, "second words")
 	require.Nil(t, r.Error, "the next prompt of the thread")
 	assert.Equal(t, "end_turn", stopReason(t, r))
@@ -233,7 +233,7 @@ func TestFanoutAgent_reopenWaitsForInitialize(t *testing.T) {
 	sid := p.openSession(1)
 	old := agentPid(t, sid)
 	require.NoError(t, syscall.Kill(old, syscall.SIGKILL))
-	p.stderr.waitFor(t, "the process of a session ended")
+	p.awaitEvent("child_ended")
 	ups, r := p.turnUpdates(2, sid, "after the crash")
 	require.Nil(t, r.Error, "the prompt after the reopening; stderr:\n%s", p.stderr.String())
 	assert.Contains(t, strings.Join(ups, "\n"), "two, three.")

@@ -149,7 +149,7 @@ func TestFanoutHostile_spoofedSession(t *testing.T) {
 	for _, line := range p.got {
 		assert.NotContains(t, string(line), "poofed", "a line another thread's agent wrote for %s", b)
 	}
-	p.stderr.waitFor(t, "a child named a session it does not serve")
+	p.awaitEvent("child_spoofed")
 	p.close()
 }
 
@@ -167,7 +167,7 @@ func TestFanoutHostile_garbageLines(t *testing.T) {
 	for _, line := range p.got {
 		assert.True(t, json.Valid(line), "a line the client got: %s", line)
 	}
-	p.stderr.waitForCount(t, "not a JSON-RPC message; it is dropped", 2)
+	p.awaitEvents(2, "child_line_dropped")
 	p.close()
 }
 
@@ -259,7 +259,7 @@ func TestFanoutHostile_closeNeverAnswered(t *testing.T) {
 	_, r := p.turnUpdates(20, a, "hello")
 	require.Nil(t, r.Error)
 	pidA := agentPid(t, a)
-	p.stderr.waitFor(t, `msg="evicting a thread's process" session=`+a)
+	p.awaitEvent("evicting", "session", a)
 	p.sendTogether(newSessionLine(11), newSessionLine(12))
 	_, rs, _ := p.collect(11, 12)
 	require.Nil(t, rs[11].Error)
@@ -285,10 +285,10 @@ func TestFanoutHostile_promptDuringEviction(t *testing.T) {
 	a := p.openSession(10)
 	_, r := p.turnUpdates(20, a, "hello")
 	require.Nil(t, r.Error)
-	p.stderr.waitFor(t, `msg="evicting a thread's process" session=`+a)
+	p.awaitEvent("evicting", "session", a)
 	_, r = p.turnUpdates(21, a, "while it closes")
 	require.Nil(t, r.Error, "the prompt that met the eviction")
-	p.stderr.waitForCount(t, `msg="evicting a thread's process" session=`+a, 2)
+	p.awaitEvents(2, "evicting", "session", a)
 	_, r = p.turnUpdates(22, a, "once more")
 	require.Nil(t, r.Error, "the thread after its second eviction")
 	p.close()
@@ -303,11 +303,11 @@ func TestFanoutHostile_reopenAtTheCap(t *testing.T) {
 	p.call(initLine)
 	a, b := p.openSession(10), p.openSession(11)
 	require.NoError(t, syscall.Kill(agentPid(t, a), syscall.SIGKILL))
-	p.stderr.waitFor(t, "the process of a session ended")
+	p.awaitEvent("child_ended")
 	p.openSession(12) // the cap is full again
 	_, r := p.turnUpdates(20, a, "back")
 	require.Nil(t, r.Error, "the lost thread at the cap")
-	p.stderr.waitFor(t, `msg="evicting a thread's process" session=`+b)
+	p.awaitEvent("evicting", "session", b)
 	_, r = p.turnUpdates(21, b, "and b")
 	require.Nil(t, r.Error, "the thread evicted for it")
 	assert.LessOrEqual(t, len(agentChildren(t, p.cmd.Process.Pid)), 2, "processes under a cap of 2")
@@ -325,7 +325,7 @@ func TestFanoutHostile_reopenHangs(t *testing.T) {
 	for _, sid := range []string{a, b} {
 		require.NoError(t, syscall.Kill(agentPid(t, sid), syscall.SIGKILL))
 	}
-	p.stderr.waitForCount(t, "the process of a session ended", 2)
+	p.awaitEvents(2, "child_ended")
 	setMode := fmt.Sprintf(`{"jsonrpc":"2.0","id":24,"method":"session/set_mode","params":{"sessionId":%q,"modeId":"ask"}}`, a)
 	p.sendTogether(prompt(20, a, "hello"), setMode, fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, a),
 		prompt(23, a, "again"), cancelRequest(23))
@@ -356,7 +356,7 @@ func TestFanoutHostile_closeWhileReopeningStarts(t *testing.T) {
 	p.call(initLine)
 	a := p.openSession(10)
 	require.NoError(t, syscall.Kill(agentPid(t, a), syscall.SIGKILL))
-	p.stderr.waitFor(t, "the process of a session ended")
+	p.awaitEvent("child_ended")
 	p.sendTogether(prompt(20, a, "hello"), fmt.Sprintf(`{"jsonrpc":"2.0","id":21,"method":"session/close","params":{"sessionId":%q}}`, a))
 	_, rs, _ := p.collect(20, 21)
 	require.NotNil(t, rs[20].Error, "the prompt that waited on the reopening")
@@ -376,7 +376,7 @@ func TestFanoutHostile_reopenRefused(t *testing.T) {
 	p.call(initLine)
 	a := p.openSession(10)
 	require.NoError(t, syscall.Kill(agentPid(t, a), syscall.SIGKILL))
-	p.stderr.waitFor(t, "the process of a session ended")
+	p.awaitEvent("child_ended")
 	p.send(prompt(20, a, "hello"))
 	_, rs, _ := p.collect(20)
 	require.NotNil(t, rs[20].Error)
@@ -394,7 +394,7 @@ func TestFanoutHostile_reusedIDAfterEviction(t *testing.T) {
 	a := p.openSession(10)
 	_, r := p.turnUpdates(20, a, "hello")
 	require.Nil(t, r.Error)
-	p.stderr.waitFor(t, `msg="evicting a thread's process" session=`+a)
+	p.awaitEvent("evicting", "session", a)
 	rs := decodeResponse(t, p.call(newSessionLine(11)))
 	require.NotNil(t, rs.Error, "a new thread under the evicted thread's id")
 	assert.Contains(t, rs.Error.Message, "already live on this connection")
@@ -414,7 +414,7 @@ func TestFanoutHostile_threadRules(t *testing.T) {
 	p.call(initLine)
 	a, b := p.openSession(10), p.openSession(11)
 	require.NoError(t, syscall.Kill(holder(t, p.state, a), syscall.SIGKILL))
-	p.stderr.waitFor(t, "the process of a session ended")
+	p.awaitEvent("child_ended")
 	p.send(load(20, a))
 	_, rs, _ := p.collect(20)
 	require.Nil(t, rs[20].Error, "the load of the thread whose process died")
@@ -434,7 +434,7 @@ func TestFanoutHostile_threadRules(t *testing.T) {
 	assert.Contains(t, string(rs[24].Result), `"currentModeId"`, "its state")
 	assert.Empty(t, ups, "no history replayed")
 
-	p.stderr.waitFor(t, `msg="evicting a thread's process" session=`+b)
+	p.awaitEvent("evicting", "session", b)
 	assertGone(t, holder(t, p.state, b), "the evicted thread's process")
 	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":23,"method":"session/delete","params":{"sessionId":%q}}`, b))
 	_, rs, _ = p.collect(23)
@@ -513,7 +513,7 @@ func TestFanoutHostile_loadingProcessDies(t *testing.T) {
 	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":20,"method":"session/load","params":{"sessionId":%q,"cwd":"/tmp","mcpServers":[]}}`, a))
 	var loading []int
 	require.Eventually(t, func() bool { loading = agentChildren(t, p.cmd.Process.Pid); return len(loading) == 1 }, hang, 10*time.Millisecond)
-	p.stderr.waitFor(t, `msg="reopening a session"`)
+	p.awaitEvent("reopening")
 	require.NoError(t, syscall.Kill(loading[0], syscall.SIGKILL))
 	_, rs, _ := p.collect(20)
 	require.NotNil(t, rs[20].Error, "the load its process died in")

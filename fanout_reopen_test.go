@@ -34,11 +34,11 @@ func TestFanoutReopen_evictedOnceListed(t *testing.T) {
 	a, b := p.openSession(10), p.openSession(11)
 	_, r := p.turnUpdates(20, a, "first")
 	require.Nil(t, r.Error)
-	p.stderr.waitFor(t, `msg="evicting a thread's process" session=`+a)
+	p.awaitEvent("evicting", "session", a)
 	_, r = p.turnUpdates(21, a, "back")
 	require.Nil(t, r.Error, "the evicted thread, reopened")
 	// b, idle longer than a, would have been evicted with it.
-	assert.NotContains(t, p.stderr.String(), `msg="evicting a thread's process" session=`+b, "the thread never prompted is kept")
+	assert.False(t, p.hasEvent("evicting", "session", b), "the thread never prompted is kept")
 	assert.Contains(t, agentChildren(t, p.cmd.Process.Pid), agentPid(t, b), "its process still runs")
 	p.close()
 }
@@ -53,17 +53,19 @@ func TestFanoutReopen_knownAgentKept(t *testing.T) {
 	a := p.openSession(10)
 	_, r := p.turnUpdates(20, a, "first")
 	require.Nil(t, r.Error)
-	p.stderr.waitFor(t, `threads are not evicted`)
+	p.awaitEvent("eviction_off")
 	assert.Contains(t, p.stderr.String(), "gemini-cli 0.61.0 cannot reopen a session in a new process")
+	// Past the idle timeout, the check has seen the thread idle and kept it.
+	p.awaitEvent("idle_kept", "session", a)
+	assert.False(t, p.hasEvent("evicting"), "a thread of an agent that cannot reopen is never evicted")
 	_, r = p.turnUpdates(21, a, "still the same process")
 	require.Nil(t, r.Error)
-	assert.NotContains(t, p.stderr.String(), "evicting a thread's process")
 	p.close()
 
 	later := startRoutedWith(t, []string{"--idle-timeout", "200ms", "--log-level", "debug"}, "-name", "gemini-cli", "-version", "0.62.0")
 	later.call(initLine)
 	a = later.openSession(10)
-	later.stderr.waitFor(t, `msg="evicting a thread's process" session=`+a)
+	later.awaitEvent("evicting", "session", a)
 	later.close()
 }
 
@@ -75,18 +77,18 @@ func TestFanoutReopen_refusedTellsWhyAndKeeps(t *testing.T) {
 	p := startRoutedWith(t, []string{"--idle-timeout", "200ms", "--log-level", "debug"}, "-load-refuse")
 	p.call(initLine)
 	a, b := p.openSession(10), p.openSession(11)
-	p.stderr.waitFor(t, `msg="evicting a thread's process" session=`+a)
-	p.stderr.waitFor(t, `msg="evicting a thread's process" session=`+b)
+	p.awaitEvent("evicting", "session", a)
+	p.awaitEvent("evicting", "session", b)
 	_, r := p.turnUpdates(20, a, "back?")
 	require.NotNil(t, r.Error, "a thread the agent will not reopen")
 	assert.Contains(t, r.Error.Message, "oneagent keeps no session "+a+" here (refused on purpose)")
-	p.stderr.waitFor(t, "threads are no longer evicted")
+	p.awaitEvent("eviction_stopped")
 	c := p.openSession(12)
 	_, r = p.turnUpdates(21, c, "a new thread")
 	require.Nil(t, r.Error)
 	_, r = p.turnUpdates(22, c, "and it stays")
 	require.Nil(t, r.Error)
-	assert.NotContains(t, p.stderr.String(), `msg="evicting a thread's process" session=`+c)
+	assert.False(t, p.hasEvent("evicting", "session", c))
 	p.close()
 }
 
@@ -130,7 +132,7 @@ func TestFanoutReopen_spareKilledAsTaken(t *testing.T) {
 	a := p.openSession(10)
 	_, r := p.turnUpdates(20, a, "first")
 	require.Nil(t, r.Error)
-	p.stderr.waitFor(t, `msg="evicting a thread's process" session=`+a)
+	p.awaitEvent("evicting", "session", a)
 	var spare []int
 	require.Eventually(t, func() bool { spare = agentChildren(t, p.cmd.Process.Pid); return len(spare) == 1 }, hang, 10*time.Millisecond)
 	require.NoError(t, syscall.Kill(spare[0], syscall.SIGKILL))

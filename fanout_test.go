@@ -198,7 +198,7 @@ func TestFanout_closeAndLoad(t *testing.T) {
 	require.Nil(t, rs[16].Error, "deleting the open thread closes it, then deletes it")
 	// Its child was sent session/close: the third close in its log (the
 	// client's close, the load's, the delete's).
-	p.stderr.waitForCount(t, `msg="session closed" session=`+sid, 3)
+	p.awaitEvents(3, "session_closed", "session", sid)
 	assertGone(t, pid, "the deleted thread's process")
 	p.send(prompt(18, sid, "gone"))
 	_, rs, _ = p.collect(18)
@@ -693,8 +693,8 @@ func TestFanout_busyNotEvicted(t *testing.T) {
 	idle := p.openSession(11)
 	p.send(prompt(20, busy, "long"))
 	p.await(`{"params":{"update":{"content":{"text":"Streaming"}}}}`)
-	p.stderr.waitFor(t, `msg="evicting a thread's process" session=`+idle) // the idle one, past the timeout
-	assert.NotContains(t, p.stderr.String(), `msg="evicting a thread's process" session=`+busy)
+	p.awaitEvent("evicting", "session", idle) // the idle one, past the timeout
+	assert.False(t, p.hasEvent("evicting", "session", busy))
 	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, busy))
 	_, rs, _ := p.collect(20)
 	assert.Equal(t, "cancelled", stopReason(t, rs[20]), "the busy thread's own process answered")
@@ -738,7 +738,7 @@ func TestFanout_recoveredHistory(t *testing.T) {
 	_, r := p.turnUpdates(2, sid, "the first question")
 	require.Nil(t, r.Error)
 	require.NoError(t, syscall.Kill(holder(t, p.state, sid), syscall.SIGKILL))
-	p.stderr.waitFor(t, "the process of a session ended")
+	p.awaitEvent("child_ended")
 	_, r = p.turnUpdates(3, sid, "the second question")
 	require.Nil(t, r.Error)
 	assert.Equal(t, "end_turn", stopReason(t, r))
@@ -761,8 +761,8 @@ func TestFanout_askingNotEvicted(t *testing.T) {
 	p.send(prompt(20, asking, "write"))
 	var req struct{ ID json.RawMessage }
 	require.NoError(t, json.Unmarshal(p.await(`{"method":"session/request_permission"}`), &req))
-	p.stderr.waitFor(t, `msg="evicting a thread's process" session=`+idle) // the idle one, past the timeout
-	assert.NotContains(t, p.stderr.String(), `msg="evicting a thread's process" session=`+asking)
+	p.awaitEvent("evicting", "session", idle) // the idle one, past the timeout
+	assert.False(t, p.hasEvent("evicting", "session", asking))
 	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"allow_once"}}}`, req.ID))
 	_, rs, _ := p.collect(20)
 	assert.Equal(t, "end_turn", stopReason(t, rs[20]), "its own process answered")

@@ -53,6 +53,7 @@ func TestLeaks_sessionCycles(t *testing.T) {
 		ta.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/close","params":{"sessionId":%q}}`, id+1, sid))
 		id += 2
 		ta.got = ta.got[:0]
+		ta.events.reset() // the test's own record of events
 	}
 	for range 20 {
 		cycle()
@@ -83,6 +84,7 @@ func TestLeaks_turns(t *testing.T) {
 		require.Nil(t, r.Error)
 		turn++
 		ta.got = ta.got[:0]
+		ta.events.reset() // the test's own record of events
 	}
 	for range 50 {
 		run()

@@ -34,6 +34,7 @@ import (
 
 	"acpbridge/internal/channel"
 	"acpbridge/internal/cliflag"
+	"acpbridge/internal/events"
 	"acpbridge/internal/fanout"
 	"acpbridge/internal/model"
 	"acpbridge/internal/proc"
@@ -249,7 +250,7 @@ func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, in
 		fmt.Fprintf(stderr, "acpbridge: --log-level %q: use debug, info, warn or error\n", logLevel)
 		return nil, nil, 2
 	}
-	a.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: utcTime}))
+	a.log = slog.New(events.Open(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: utcTime})))
 	a.stderr = stderr
 	a.childEnv = proc.ChildEnv(cfg.passEnv)
 	a.key = os.Getenv(proc.KeyVar)

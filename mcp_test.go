@@ -264,7 +264,7 @@ func TestMCP_dies(t *testing.T) {
 	ups, r := ta.turnUpdates(2, sid, "kill it")
 	require.Nil(t, r.Error)
 	assert.Contains(t, strings.Join(updateKinds(ups), ","), "tool_call_update failed")
-	ta.stderr.waitFor(t, "MCP server stopped")
+	ta.awaitEvent("mcp_stopped")
 	ups, r = ta.turnUpdates(3, sid, "try again")
 	require.Nil(t, r.Error)
 	assert.Contains(t, ups[0], "MCP server `helper` stopped")
@@ -326,7 +326,7 @@ func TestMCP_listChangedFloodBounded(t *testing.T) {
 	require.NoError(t, err)
 	p := startProcess(t, nil, "--model", "replay:"+writeFixture(t, `{"chunks":[{"text":"ok"}]}`))
 	p.newSessionWith(fmt.Sprintf(`{"name":"flood","command":%q,"args":[],"env":[{"name":"ACPBRIDGE_TEST_MCP","value":"flood"}]}`, exe))
-	p.stderr.waitFor(t, `msg="MCP server's tools changed" server=flood tools=2`)
+	p.events.waitFor(t, `"event":"mcp_tools_changed","server":"flood","tools":2`)
 	p.close() // asserts exit status 0
 }
 

@@ -55,6 +55,7 @@ import (
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/channel"
+	"acpbridge/internal/events"
 	"acpbridge/internal/mcp"
 	"acpbridge/internal/model"
 	"acpbridge/internal/proc"
@@ -1005,7 +1006,7 @@ func (a *agent) closeLocked(id string, b *box) func() (any, error) {
 	a.closing[id]++
 	if a.ahead.opening != nil {
 		a.ahead.opening(errClosed)
-		a.log.Info("session/close ends the opening of the session", "session", id)
+		a.log.Info("session/close ends the opening of the session", events.Of("opening_ended"), "session", id)
 	}
 	if a.ahead.turn != nil {
 		a.ahead.turn.cancel()
@@ -1013,7 +1014,7 @@ func (a *agent) closeLocked(id string, b *box) func() (any, error) {
 	return func() (any, error) {
 		if s := a.sess; s != nil && s.box == b {
 			a.release()
-			a.log.Info("session closed", "session", id)
+			a.log.Info("session closed", events.Of("session_closed"), "session", id)
 		}
 		a.forget(b)
 		a.mu.Lock()

@@ -204,7 +204,7 @@ func TestSignal_kill9EndsCommandChildren(t *testing.T) {
 			require.True(t, alive(pids[0]))
 			// The keeper learns of a command right after its start; that
 			// instant is logged (a kill -9 within it is the one window).
-			p.stderr.waitFor(t, `msg="command started"`)
+			p.awaitEvent("command_started")
 			require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
 			p.drainKilled()
 			assertGone(t, pids[0], "a background job of a command, after kill -9 of acpbridge")
@@ -234,7 +234,7 @@ func TestSignal_keeperReplaced(t *testing.T) {
 
 	p.send(prompt(4, sid, "second"))
 	pids := readPids(t, filepath.Join(p.cwd, "pids"), 1)
-	p.stderr.waitForCount(t, `msg="command started"`, 2)
+	p.awaitEvents(2, "command_started")
 	require.NotEqual(t, keeper, keeperOf(t, p.cmd.Process.Pid), "a new keeper")
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
 	p.drainKilled()

@@ -90,7 +90,7 @@ func TestStore_closeDuringLoad(t *testing.T) {
 	assert.Contains(t, r.Error.Message, "sess_1")
 
 	ta.send(`{"jsonrpc":"2.0","id":5,"method":"session/close","params":{"sessionId":"sess_1"}}`)
-	ta.stderr.waitFor(t, "session/close ends the opening")
+	ta.awaitEvent("opening_ended")
 	w.Write(log)
 	w.Close()
 	// The two answers may come in either order.
@@ -276,7 +276,7 @@ func TestStore_closeDuringLongLoad(t *testing.T) {
 			}
 			if end == "close" {
 				ta.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":4,"method":"session/close","params":{"sessionId":%q}}`, sid))
-				ta.stderr.waitFor(t, "session/close ends the opening")
+				ta.awaitEvent("opening_ended")
 			} else {
 				ta.stdin.Close()
 			}

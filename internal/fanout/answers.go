@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/events"
 	"acpbridge/internal/jsonenc"
 )
 
@@ -143,7 +144,7 @@ func (r *router) onChildExited(c *child) {
 		cancel() // the client is told to drop them
 	}
 	if !wasEnding && !r.closing && (c.session != "" || len(c.pending) > 0) {
-		r.Log.Error("the process of a session ended", "session", c.session, "pid", c.pid, "status", c.cmd.ProcessState.String())
+		r.Log.Error("the process of a session ended", events.Of("child_ended"), "session", c.session, "pid", c.pid, "status", c.cmd.ProcessState.String())
 	}
 	if t := c.thread; t != nil && t.child == c && t.state != threadClosed {
 		switch t.state {

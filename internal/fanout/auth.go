@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/events"
 )
 
 // onInitialize serves the client's initialize. acpbridge children are this
@@ -111,7 +112,7 @@ func (r *router) learnAgent(result json.RawMessage) json.RawMessage {
 	json.Unmarshal(res["agentInfo"], &info)
 	if q, ok := cannotReopen[info.Name]; ok && !versionAfter(info.Version, q.through) {
 		r.noEvict = fmt.Sprintf("%s %s cannot reopen a session in a new process: %s", info.Name, info.Version, q.why)
-		r.Log.Info("threads are not evicted", "why", r.noEvict)
+		r.Log.Info("threads are not evicted", events.Of("eviction_off"), "why", r.noEvict)
 	}
 	if _, ok := sc["close"]; ok {
 		return result

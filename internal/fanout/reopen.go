@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/events"
 )
 
 // reopen starts t's reopening once its old process has ended: a child from
@@ -67,7 +68,7 @@ func (r *router) sendReopen(t *thread, c *child, method string) {
 		c.swallow = method == acp.MethodSessionLoad // the client shows the conversation already
 		params = withSessionID(params, t.id)
 	}
-	r.Log.Debug("reopening a session", "session", t.id, "with", method, "pid", c.pid)
+	r.Log.Debug("reopening a session", events.Of("reopening"), "session", t.id, "with", method, "pid", c.pid)
 	r.send(c, req, params)
 	t.timer = r.after(r.ReopenTimeout, func() { r.onReopenTimeout(t, c) })
 }
@@ -106,7 +107,7 @@ func (r *router) onReopened(c *child, req *request, m childMessage) {
 		why := fmt.Errorf("the agent answered %s: %s", req.method, errorMessage(m.err))
 		if req.clientID == nil && r.noEvict == "" { // the router's own reopening of a thread it had open
 			r.noEvict = fmt.Sprintf("it could not reopen session %s in a new process (%v)", t.id, why)
-			r.Log.Warn("threads are no longer evicted", "why", r.noEvict)
+			r.Log.Warn("threads are no longer evicted", events.Of("eviction_stopped"), "why", r.noEvict)
 		}
 		r.reopenFailed(t, why)
 		return

@@ -17,6 +17,7 @@ import (
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/channel"
+	"acpbridge/internal/events"
 	"acpbridge/internal/jsonenc"
 )
 
@@ -218,11 +219,11 @@ func (r *router) cancelRequest(params json.RawMessage) {
 // onChildMessage handles one of c's lines, in the order c wrote them.
 func (r *router) onChildMessage(c *child, m childMessage) {
 	if !m.ok {
-		r.Log.Warn("a child wrote a line that is not a JSON-RPC message; it is dropped", "pid", c.pid, "session", c.session, "bytes", len(m.line))
+		r.Log.Warn("a child wrote a line that is not a JSON-RPC message; it is dropped", events.Of("child_line_dropped"), "pid", c.pid, "session", c.session, "bytes", len(m.line))
 		return
 	}
 	if m.method != "" && !r.trusted(c, m.session) {
-		r.Log.Warn("a child named a session it does not serve; its message is dropped", "pid", c.pid, "serves", c.session, "named", m.session, "method", m.method)
+		r.Log.Warn("a child named a session it does not serve; its message is dropped", events.Of("child_spoofed"), "pid", c.pid, "serves", c.session, "named", m.session, "method", m.method)
 		return
 	}
 	switch {

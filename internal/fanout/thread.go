@@ -6,11 +6,13 @@
 package fanout
 
 import (
+	"cmp"
 	"encoding/json"
 	"slices"
 	"time"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/events"
 )
 
 // threadState is where a thread is (the table in doc.go).
@@ -48,6 +50,9 @@ type thread struct {
 	// keeps none before its first prompt), so a thread of such an agent is
 	// evicted only once listed.
 	listed bool
+	// keptIdle says the log has said that it is kept past the idle
+	// timeout, as its agent cannot reopen it.
+	keptIdle bool
 }
 
 // openNew gives a session/new a child of its own; the thread exists once
@@ -297,7 +302,7 @@ func (r *router) evict(t *thread, why string) bool {
 	}
 	c := t.child
 	t.state, t.why = threadEvicting, why
-	r.Log.Debug("evicting a thread's process", "session", t.id, "why", why, "pid", c.pid, "idle", time.Since(c.active).Round(time.Millisecond))
+	r.Log.Debug("evicting a thread's process", events.Of("evicting"), "session", t.id, "why", why, "pid", c.pid, "idle", time.Since(c.active).Round(time.Millisecond))
 	r.endChild(c, true)
 	return true
 }
@@ -312,8 +317,9 @@ func (r *router) armIdle() {
 // onIdleCheck evicts the threads idle for --idle-timeout.
 func (r *router) onIdleCheck() {
 	for _, t := range r.threads {
-		if t.state == threadOpen && time.Since(t.child.active) >= r.IdleTimeout {
-			r.evict(t, "idle")
+		if t.state == threadOpen && time.Since(t.child.active) >= r.IdleTimeout && !r.evict(t, "idle") && !t.keptIdle {
+			t.keptIdle = true // said once: the check runs every so often
+			r.Log.Debug("an idle thread is kept", events.Of("idle_kept"), "session", t.id, "why", cmp.Or(r.noEvict, "not evictable now"))
 		}
 	}
 	r.armIdle()

@@ -19,6 +19,7 @@ import (
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/clip"
+	"acpbridge/internal/events"
 	"acpbridge/internal/proc"
 )
 
@@ -160,7 +161,7 @@ func (e *Env) runLocal(ctx context.Context, command, dir string, timeout time.Du
 	if err := e.Procs.Started(cmd); err != nil {
 		e.Log.Warn("a command's children may outlive acpbridge if it is killed", "err", err)
 	}
-	e.Log.Debug("command started", "pid", cmd.Process.Pid)
+	e.Log.Debug("command started", events.Of("command_started"), "pid", cmd.Process.Pid)
 	timedOut, err := e.awaitLocal(ctx, cmd, timeout, tag)
 	st, err := localStatus(cmd, err)
 	if err != nil {
