@@ -1,6 +1,7 @@
-// turn.go holds the agent loop: one session/prompt turn calls the model,
-// streams its text and thoughts to the client, runs the tools it asks for,
-// feeds their results back, and repeats until the model stops.
+// turn.go runs one session/prompt turn, a step of the agent loop
+// (session.go): it calls the model, streams its text and thoughts to the
+// client, runs the tools it asks for, feeds their results back, and
+// repeats until the model stops.
 //
 // The rules:
 //   - Streamed chunks are written without a flush; the stream flushes when
@@ -9,7 +10,7 @@
 //     so a long stream costs no per-chunk I/O and holds no growing buffer.
 //   - A cancelled turn answers cancelled, never an error; everything it wrote
 //     precedes the response because it all runs on the agent loop, one
-//     goroutine, which hands the response to the handler only at its end.
+//     goroutine, which writes the response itself at the step's end.
 
 package main
 
