@@ -5,6 +5,7 @@
 package main
 
 import (
+	"acpbridge/internal/acp"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -108,8 +109,8 @@ func TestImage_modelRejects(t *testing.T) {
 func TestImage_promptLimit(t *testing.T) {
 	t.Parallel()
 	data := base64.StdEncoding.EncodeToString(make([]byte, 18<<20))
-	block := json.RawMessage(`{"type":"image","mimeType":"image/png","data":"` + data + `"}`)
-	_, err := parsePrompt([]json.RawMessage{json.RawMessage(`{"type":"text","text":"three"}`), block, block, block})
+	block := acp.Window(`{"type":"image","mimeType":"image/png","data":"` + data + `"}`)
+	_, err := parsePrompt([]acp.Window{acp.Window(`{"type":"text","text":"three"}`), block, block, block})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "prompt[3]")
 	assert.Contains(t, err.Error(), "more than 50 MiB")

@@ -12,6 +12,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/model"
@@ -47,7 +48,9 @@ func (a *agent) admitPrompt(id string, p *acp.PromptParams) admission {
 	}
 	t := newTurn()
 	a.ahead.turn = t
-	return queueCancellable(func() (any, error) { return a.prompt(id, b, t, blocks, p.Prompt) }, func(running bool) {
+	in := &promptInput{blocks: blocks, raw: acp.Raw(p.Prompt), big: rawBytes(p.Prompt) > bigRequest}
+	p.Prompt = nil
+	return queueCancellable(func() (any, error) { return a.prompt(id, b, t, in) }, func(running bool) {
 		t.cancel()
 		if !running {
 			a.mu.Lock()
@@ -59,8 +62,24 @@ func (a *agent) admitPrompt(id string, p *acp.PromptParams) admission {
 	})
 }
 
+// promptInput is an admitted prompt: the client's blocks as they came (for
+// the log) and decoded. The turn takes each copy and lets it go.
+type promptInput struct {
+	blocks []acp.ContentBlock
+	raw    []json.RawMessage
+	big    bool // over bigRequest bytes
+}
+
+func rawBytes(raw []acp.Window) int {
+	n := 0
+	for _, r := range raw {
+		n += len(r)
+	}
+	return n
+}
+
 // prompt is session/prompt's step: it runs the turn t in the live session.
-func (a *agent) prompt(id string, b *box, t *turn, blocks []acp.ContentBlock, raw []json.RawMessage) (any, error) {
+func (a *agent) prompt(id string, b *box, t *turn, in *promptInput) (any, error) {
 	defer func() {
 		t.cancel()
 		a.mu.Lock()
@@ -74,7 +93,7 @@ func (a *agent) prompt(id string, b *box, t *turn, blocks []acp.ContentBlock, ra
 		return nil, acp.Errorf(acp.CodeResourceNotFound, "session %s did not open, so the prompt was not run; open it again with session/load or session/resume", id).
 			WithData(map[string]string{"sessionId": id})
 	}
-	stop, err := a.runTurn(t.ctx, s, blocks, raw)
+	stop, err := a.runTurn(t.ctx, s, in)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +126,7 @@ func (a *agent) errNoModel() error {
 }
 
 // parsePrompt checks every block of a prompt.
-func parsePrompt(raw []json.RawMessage) ([]acp.ContentBlock, error) {
+func parsePrompt(raw []acp.Window) ([]acp.ContentBlock, error) {
 	if raw == nil {
 		return nil, acp.InvalidParams("prompt", "required: an array of content blocks")
 	}
@@ -201,6 +220,9 @@ func checkBlock(field string, b *acp.ContentBlock) error {
 
 // promptText renders a prompt as the text the model reads.
 func promptText(blocks []acp.ContentBlock) string {
+	if len(blocks) == 1 && blocks[0].Type == "text" {
+		return *blocks[0].Text // a pasted prompt is not copied again
+	}
 	var sb strings.Builder
 	for i, b := range blocks {
 		if i > 0 {
@@ -251,10 +273,19 @@ func titleFrom(blocks []acp.ContentBlock) string {
 	if i := strings.IndexByte(t, '\n'); i >= 0 {
 		t = strings.TrimSpace(t[:i])
 	}
-	if r := []rune(t); len(r) > 80 {
-		t = string(r[:79]) + "…"
+	// 80 characters at most, counted over the title's start only (a pasted
+	// prompt of megabytes on one line is not turned into runes whole).
+	n, i := 0, 0
+	for i < len(t) && n < 80 {
+		_, size := utf8.DecodeRuneInString(t[i:])
+		i, n = i+size, n+1
 	}
-	return t
+	if i < len(t) {
+		head := t[:i]
+		_, last := utf8.DecodeLastRuneInString(head)
+		t = head[:len(head)-last] + "…"
+	}
+	return strings.Clone(t) // not a window that keeps the whole prompt
 }
 
 // update sends a session/update with a struct payload and flushes.

@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -150,16 +151,30 @@ func (st *modelStream) endMessage() {
 	st.kind, st.msgID = "", ""
 }
 
-// runTurn runs one prompt turn and returns its stop reason.
-func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []acp.ContentBlock, raw []json.RawMessage) (acp.StopReason, error) {
+// runTurn runs one prompt turn and returns its stop reason. It takes the
+// prompt's copies from in and lets each go once the next holds it: the
+// client's blocks once the log has them, the decoded blocks once the
+// conversation has the message (a pasted prompt costs a few times its
+// size, not a copy per stage).
+func (a *agent) runTurn(ctx context.Context, s *SessionRecord, in *promptInput) (acp.StopReason, error) {
 	// Written at once: whatever happens to the turn, what was asked is kept.
-	user := store.Record{Type: store.RecUser, MessageID: a.newID("msg"), Blocks: raw}
-	if err := s.file.AppendNow(user); err != nil {
+	user := store.Record{Type: store.RecUser, MessageID: a.newID("msg"), Blocks: in.raw}
+	err := s.file.AppendNow(user)
+	user.Blocks, in.raw = nil, nil
+	if err != nil {
 		_ = s.file.TakeFailure() // reported now; the record stays buffered
 		return "", err
 	}
+	title := ""
+	if s.title == "" {
+		title = titleFrom(in.blocks)
+	}
 	mark := s.conv.Mark()
-	s.conv.Add(model.Message{Role: "user", Text: promptText(prompt), Images: promptImages(prompt)})
+	s.conv.Add(model.Message{Role: "user", Text: promptText(in.blocks), Images: promptImages(in.blocks)})
+	in.blocks = nil
+	if in.big {
+		runtime.GC() // the copies let go of above, before the request makes another
+	}
 	for _, n := range s.mcp.TakeNotices() {
 		if a.tell(s, "warning", "An MCP server is unavailable", n) {
 			continue
@@ -177,7 +192,7 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []acp.Cont
 		s.conv.Truncate(mark)
 	}
 	s.conv.KeepImagesWithin(a.cfg.imageBudget)
-	storeErr := a.endTurn(s, prompt, stop, usage, turnErr)
+	storeErr := a.endTurn(s, title, stop, usage, turnErr)
 	if turnErr != nil {
 		return "", turnErr
 	}
@@ -190,7 +205,7 @@ func (a *agent) runTurn(ctx context.Context, s *SessionRecord, prompt []acp.Cont
 // endTurn writes the turn's end to the log (with the session's title after
 // its first turn, which the client is also told) and returns the store's
 // error, if a write failed during the turn or now.
-func (a *agent) endTurn(s *SessionRecord, prompt []acp.ContentBlock, stop acp.StopReason, usage *model.Usage, turnErr error) error {
+func (a *agent) endTurn(s *SessionRecord, title string, stop acp.StopReason, usage *model.Usage, turnErr error) error {
 	end := store.Record{Type: store.RecTurnEnd, StopReason: string(stop), Interrupted: stop == acp.StopCancelled && a.out.HungUp()}
 	if usage != nil && (usage.InputTokens != 0 || usage.OutputTokens != 0) {
 		u := store.Usage{InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens}
@@ -199,7 +214,7 @@ func (a *agent) endTurn(s *SessionRecord, prompt []acp.ContentBlock, stop acp.St
 	if turnErr != nil {
 		end.Error = turnErr.Error()
 	}
-	newTitle, updated := a.touch(s, prompt)
+	newTitle, updated := a.touch(s, title)
 	end.Title = newTitle
 	storeErr := s.file.EndTurn(end, infoOf(s))
 	if err := s.file.TakeFailure(); storeErr == nil && err != nil {
@@ -216,11 +231,11 @@ func (a *agent) endTurn(s *SessionRecord, prompt []acp.ContentBlock, stop acp.St
 	return storeErr
 }
 
-// touch marks s updated now and, after its first turn, titles it from the
-// prompt; newTitle is that title, or "".
-func (a *agent) touch(s *SessionRecord, prompt []acp.ContentBlock) (newTitle string, updated time.Time) {
+// touch marks s updated now and, after its first turn, titles it (title,
+// taken from its first prompt); newTitle is that title, or "".
+func (a *agent) touch(s *SessionRecord, title string) (newTitle string, updated time.Time) {
 	if s.title == "" {
-		s.title = titleFrom(prompt)
+		s.title = title
 		newTitle = s.title
 	}
 	s.updated = a.now()

@@ -319,8 +319,29 @@ type SessionInfo struct {
 // --- prompt turns ---
 
 type PromptParams struct {
-	SessionID *string           `json:"sessionId"`
-	Prompt    []json.RawMessage `json:"prompt"`
+	SessionID *string  `json:"sessionId"`
+	Prompt    []Window `json:"prompt"` // windows on the message's line: a pasted prompt is not copied
+}
+
+// Window is a JSON value decoded without a copy: a window on the bytes it
+// was decoded from, which must not change while it is held. A message's
+// line is never reused, so its members and a prompt's blocks can be held
+// this way, and a huge prompt costs its line once on its way in, not a
+// copy per decode.
+type Window []byte
+
+func (w *Window) UnmarshalJSON(b []byte) error {
+	*w = b
+	return nil
+}
+
+// Raw is ws as json.RawMessage values (no copy).
+func Raw(ws []Window) []json.RawMessage {
+	out := make([]json.RawMessage, len(ws))
+	for i, w := range ws {
+		out[i] = json.RawMessage(w)
+	}
+	return out
 }
 
 type PromptResult struct {

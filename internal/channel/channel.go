@@ -236,11 +236,17 @@ func EnvelopeError(m Message) string {
 // Message is a message's top-level members, decoded once.
 type Message map[string]json.RawMessage
 
-// ParseMessage decodes a line that is a JSON object into its members.
+// ParseMessage decodes a line that is a JSON object into its members,
+// windows on the line (acp.Window): the line must not change while they
+// are held (recvLine makes each line anew).
 func ParseMessage(line []byte) (Message, bool) {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(line, &m) != nil || m == nil {
+	var ws map[string]acp.Window
+	if json.Unmarshal(line, &ws) != nil || ws == nil {
 		return nil, false
+	}
+	m := make(Message, len(ws))
+	for k, w := range ws {
+		m[k] = json.RawMessage(w)
 	}
 	return m, true
 }

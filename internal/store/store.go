@@ -503,16 +503,11 @@ type File struct {
 func (f *File) Append(r Record) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	// A user record's blocks come from the client and are compacted (a
-	// record is one line); every other raw field is compact JSON already.
-	var b []byte
-	var err error
-	if len(r.Blocks) > 0 {
-		b, err = jsonenc.Marshal(&r)
-		b = append(f.buf, b...)
-	} else {
-		b, err = jsonenc.AppendTrusted(f.buf, &r)
-	}
+	// Every raw field is written as it is: acpbridge's own are compact JSON,
+	// and a user record's blocks came from the client on one line of JSON,
+	// decoded (so valid), with no line break outside their strings: the
+	// record stays one line. A huge prompt is encoded once, into the buffer.
+	b, err := jsonenc.AppendTrusted(f.buf, &r)
 	if err != nil {
 		return storeError("encoding a record of session "+f.id, err)
 	}
