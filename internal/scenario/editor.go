@@ -114,17 +114,37 @@ func (r *run) inRun(path string) (string, *editorError) {
 	if !filepath.IsAbs(path) || !within(r.env.Dir, filepath.Clean(path)) {
 		return "", refused
 	}
-	// The deepest part of the path that exists, its links resolved, must
-	// still be inside (the rest is created by a write).
-	for p := filepath.Clean(path); p != r.env.Dir && within(r.env.Dir, p); p = filepath.Dir(p) {
-		if real, err := filepath.EvalSymlinks(p); err == nil {
-			if !within(r.env.Dir, real) {
-				return "", refused
-			}
-			break
-		}
+	if !r.staysIn(filepath.Clean(path), 8) {
+		return "", refused
 	}
 	return path, nil
+}
+
+// staysIn reports whether what path reaches is inside the run's
+// directory: the deepest part of it that exists (a link counts, dangling
+// or not: Lstat), its links resolved, must be inside, the rest being
+// created by a write. A dangling link (a write would create its target)
+// is followed to that target, up to hops links.
+func (r *run) staysIn(path string, hops int) bool {
+	for p := path; p != r.env.Dir && within(r.env.Dir, p); p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			return within(r.env.Dir, real)
+		}
+		target, err := os.Readlink(p)
+		if err != nil || hops == 0 {
+			return false
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(p), target)
+		}
+		rest, _ := filepath.Rel(p, path)
+		target = filepath.Join(target, rest)
+		return within(r.env.Dir, target) && r.staysIn(target, hops-1)
+	}
+	return within(r.env.Dir, path)
 }
 
 // within reports whether path is dir or below it.

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -29,6 +30,8 @@ func TestRun_editorHostileWorkspace(t *testing.T) {
 		require.NoError(t, syscall.Mkfifo(filepath.Join(env.Cwd, "fifo"), 0o644))
 		require.NoError(t, os.Symlink(filepath.Join(outside, "secret"), filepath.Join(env.Cwd, "link")))
 		require.NoError(t, os.Symlink(outside, filepath.Join(env.Cwd, "out")))
+		require.NoError(t, os.Symlink(filepath.Join(outside, "dangling.txt"), filepath.Join(env.Cwd, "dangling")))
+		require.NoError(t, os.Symlink("made.txt", filepath.Join(env.Cwd, "inside")))
 		inR, inW := io.Pipe()
 		outR, outW := io.Pipe()
 		done := make(chan struct{})
@@ -48,6 +51,8 @@ func TestRun_editorHostileWorkspace(t *testing.T) {
 					ask(100, "fs/read_text_file", filepath.Join(env.Cwd, "fifo")),
 					ask(101, "fs/read_text_file", filepath.Join(env.Cwd, "link")),
 					ask(102, "fs/write_text_file", filepath.Join(env.Cwd, "out", "new.txt")),
+					ask(103, "fs/write_text_file", filepath.Join(env.Cwd, "dangling")),
+					ask(104, "fs/write_text_file", filepath.Join(env.Cwd, "inside")),
 				}
 				b, _ := json.Marshal(got)
 				fmt.Fprintf(outW, `{"jsonrpc":"2.0","id":%d,"result":{"answers":%s}}`+"\n", m.ID, b)
@@ -70,4 +75,8 @@ editor
 	assert.Contains(t, last, "keeps to the run's directory")
 	_, err := os.Stat(filepath.Join(outside, "new.txt"))
 	assert.True(t, os.IsNotExist(err), "nothing written through a link out of the run")
+	_, err = os.Stat(filepath.Join(outside, "dangling.txt"))
+	assert.True(t, os.IsNotExist(err), "nothing written through a dangling link out of the run")
+	assert.Equal(t, 3, strings.Count(last, "keeps to the run's directory"), "the two links and the dangling one refused")
+	assert.Contains(t, last, `104,\"jsonrpc\":\"2.0\",\"result\":{}`, "a dangling link inside the run is written through")
 }
