@@ -119,7 +119,11 @@ func (r *run) useShared(sh *shared) {
 // thread whose session they name (held until the session's thread is
 // known: an agent may send a session's first update before its
 // session/new answer). The threads' initialize is sent once: the others
-// get its answer.
+// get its answer. $/cancel_request's requestId is mapped as the ids are:
+// a thread's names the multiplexer's id for its request, the agent's
+// names one of its own requests, and goes to the thread it asked. No line
+// is sent to a thread under the lock (a thread's kill takes it), and what
+// is held for sessions no thread has opened is bounded in bytes.
 type mux struct {
 	agent   *Agent
 	writing sync.Mutex // a line to the agent at a time
@@ -130,6 +134,9 @@ type mux struct {
 	routes   map[int64]route     // the multiplexer's ids in flight
 	sessions map[string]int      // session id → thread
 	held     map[string][][]byte // lines for a session whose thread is not known yet
+	heldSize int                 // their bytes, at most maxHeldBytes
+	dropped  int                 // such lines dropped past maxHeldBytes
+	asked    map[string]int      // the agent's requests open at a thread, by id: the thread
 	open     int                 // threads whose stdin is open
 	failed   bool                // a thread failed: the agent is killed if it outlives the end
 	ended    bool                // the multiplexer ended the agent (endAfterGrace)
@@ -157,7 +164,7 @@ type muxThread struct {
 }
 
 func newMux(agent *Agent, n int) *mux {
-	m := &mux{agent: agent, routes: map[int64]route{}, sessions: map[string]int{}, held: map[string][][]byte{}, open: n}
+	m := &mux{agent: agent, routes: map[int64]route{}, sessions: map[string]int{}, held: map[string][][]byte{}, asked: map[string]int{}, open: n}
 	for k := range n {
 		m.threads = append(m.threads, &muxThread{k: k, m: m, queue: make(chan []byte, 1<<16)})
 	}
@@ -273,12 +280,14 @@ func (t *muxThread) kill() {
 }
 
 // muxMessage is what the multiplexer reads of a message: its id and
-// method, the session it names, and the session an answer opens.
+// method, the session it names, the request a $/cancel_request withdraws,
+// and the session an answer opens.
 type muxMessage struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 	Params struct {
-		SessionID string `json:"sessionId"`
+		SessionID string          `json:"sessionId"`
+		RequestID json.RawMessage `json:"requestId"`
 	} `json:"params"`
 	Result struct {
 		SessionID string `json:"sessionId"`
@@ -289,8 +298,17 @@ type muxMessage struct {
 // the multiplexer's, a second initialize answered from the first.
 func (m *mux) fromThread(k int, line []byte) error {
 	var msg muxMessage
-	if json.Unmarshal(line, &msg) != nil || msg.Method == "" || len(msg.ID) == 0 {
-		return m.toAgent(line) // an answer to the agent, a notification, or what the agent is to refuse
+	err := json.Unmarshal(line, &msg)
+	switch {
+	case err == nil && msg.Method == "$/cancel_request" && len(msg.ID) == 0:
+		return m.withdraw(k, line, msg.Params.RequestID)
+	case err == nil && msg.Method == "" && len(msg.ID) > 0:
+		m.mu.Lock()
+		delete(m.asked, compactID(msg.ID)) // the thread answers the agent's request
+		m.mu.Unlock()
+		return m.toAgent(line)
+	case err != nil || msg.Method == "" || len(msg.ID) == 0:
+		return m.toAgent(line) // a notification, or what the agent is to refuse
 	}
 	m.mu.Lock()
 	if msg.Method == "session/load" || msg.Method == "session/resume" {
@@ -314,6 +332,33 @@ func (m *mux) fromThread(k int, line []byte) error {
 	return m.toAgent(withID(line, json.RawMessage(strconv.FormatInt(id, 10))))
 }
 
+// withdraw passes thread k's $/cancel_request to the agent with the id the
+// agent knows its request by; one for a request that has been answered
+// (or never was) is dropped: it changes nothing.
+func (m *mux) withdraw(k int, line []byte, reqID json.RawMessage) error {
+	want := compactID(reqID)
+	m.mu.Lock()
+	var ours int64 = -1
+	for id, r := range m.routes {
+		if r.thread == k && compactID(r.id) == want {
+			ours = id
+		}
+	}
+	m.mu.Unlock()
+	if ours < 0 {
+		return nil
+	}
+	return m.toAgent(fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":%d}}`, ours))
+}
+
+func compactID(id json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, id) != nil {
+		return string(id)
+	}
+	return b.String()
+}
+
 // toAgent writes a line to the agent, one thread's at a time.
 func (m *mux) toAgent(line []byte) error {
 	m.writing.Lock()
@@ -325,7 +370,10 @@ func (m *mux) toAgent(line []byte) error {
 // answerInitialize answers a thread's initialize with the agent's answer
 // to the first, result or error.
 func (m *mux) answerInitialize(r route) {
-	m.threads[r.thread].queue <- withID(m.initial, r.id)
+	m.mu.Lock()
+	line := withID(m.initial, r.id)
+	m.mu.Unlock()
+	m.threads[r.thread].queue <- line
 }
 
 // readAgent routes the agent's lines to the threads until its output
@@ -342,69 +390,104 @@ func (m *mux) readAgent() {
 		}
 	}
 	m.mu.Lock()
-	for _, lines := range m.held { // sessions no thread opened: the first thread's run says so
+	var rest []delivery // sessions no thread opened: the first thread's run says so
+	for _, lines := range m.held {
 		for _, line := range lines {
-			m.threads[0].queue <- line
+			rest = append(rest, delivery{0, line})
 		}
 	}
+	m.held, m.heldSize = nil, 0
 	m.mu.Unlock()
+	m.send(rest)
 	for _, t := range m.threads {
 		close(t.queue)
 	}
 }
 
-// maxHeld is how many lines of a session no thread has opened are held
-// before they go to the first thread, whose run then fails naming them.
-const maxHeld = 1 << 12
+// maxHeldBytes bounds what is held, in all, of lines for sessions no
+// thread has opened (an agent's first updates before its session/new
+// answer); past it they are dropped, and the first thread's run fails
+// on those it gets at the end.
+const maxHeldBytes = 16 << 20
+
+// delivery is a line for a thread.
+type delivery struct {
+	thread int
+	line   []byte
+}
+
+// send queues each line for its thread, outside the lock.
+func (m *mux) send(ds []delivery) {
+	for _, d := range ds {
+		m.threads[d.thread].queue <- d.line
+	}
+}
 
 // route sends one of the agent's lines to its thread.
 func (m *mux) route(line []byte) {
 	var msg muxMessage
 	if json.Unmarshal(line, &msg) != nil {
-		m.threads[0].queue <- line // not JSON: the first thread's run says so
+		m.send([]delivery{{0, line}}) // not JSON: the first thread's run says so
 		return
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	ds := m.routeLocked(line, &msg)
+	m.mu.Unlock()
+	m.send(ds)
+}
+
+// routeLocked decides where the agent's line goes.
+func (m *mux) routeLocked(line []byte, msg *muxMessage) []delivery {
 	if msg.Method == "" && len(msg.ID) > 0 {
-		m.answer(line, msg.ID, msg.Result.SessionID)
-		return
+		return m.answer(line, msg.ID, msg.Result.SessionID)
+	}
+	if msg.Method == "$/cancel_request" {
+		return []delivery{{m.asked[compactID(msg.Params.RequestID)], line}} // the thread it asked
 	}
 	sid := msg.Params.SessionID
 	k, known := m.sessions[sid]
-	if !known && sid != "" && len(m.held[sid]) < maxHeld {
+	if !known && sid != "" {
+		if m.heldSize+len(line) > maxHeldBytes {
+			m.dropped++
+			return nil
+		}
 		m.held[sid] = append(m.held[sid], line)
-		return
+		m.heldSize += len(line)
+		return nil
 	}
-	m.threads[k].queue <- line
+	if len(msg.ID) > 0 {
+		m.asked[compactID(msg.ID)] = k // a request of the agent's: its $/cancel_request goes there too
+	}
+	return []delivery{{k, line}}
 }
 
-// answer sends the agent's answer to the thread that asked, under its
+// answer routes the agent's answer to the thread that asked, under its
 // own id: first the lines held for the session it opens, and for the
 // first initialize the threads that wait for it.
-func (m *mux) answer(line []byte, id json.RawMessage, session string) {
+func (m *mux) answer(line []byte, id json.RawMessage, session string) []delivery {
 	n, err := strconv.ParseInt(string(id), 10, 64)
 	r, ok := m.routes[n]
 	if err != nil || !ok {
-		m.threads[0].queue <- line // an answer to no request: the first thread's run says so
-		return
+		return []delivery{{0, line}} // an answer to no request: the first thread's run says so
 	}
 	delete(m.routes, n)
+	var ds []delivery
 	if session != "" {
 		m.sessions[session] = r.thread
 		for _, held := range m.held[session] {
-			m.threads[r.thread].queue <- held
+			ds = append(ds, delivery{r.thread, held})
+			m.heldSize -= len(held)
 		}
 		delete(m.held, session)
 	}
 	if r.method == "initialize" && m.initial == nil {
 		m.initial = line
 		for _, w := range m.waiting {
-			m.answerInitialize(w)
+			ds = append(ds, delivery{w.thread, withID(line, w.id)})
 		}
 		m.waiting = nil
 	}
-	m.threads[r.thread].queue <- withID(line, r.id)
+	return append(ds, delivery{r.thread, withID(line, r.id)})
 }
 
 // withID is a JSON-RPC message line with its id replaced.

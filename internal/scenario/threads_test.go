@@ -21,7 +21,7 @@ import (
 // answer), counting the initialize requests that reach it.
 func fakeSharedAgent(inits *int) *Agent {
 	sessions := 0
-	return scriptedAgent(func(out io.Writer, method string, id json.RawMessage) {
+	return scriptedAgent(func(out io.Writer, method string, id json.RawMessage, _ json.RawMessage) {
 		switch method {
 		case "initialize":
 			*inits++
@@ -98,7 +98,7 @@ func slicesIndex(lines []string, sub string) int {
 
 // scriptedAgent is an agent whose answer to each line is what reply
 // writes; it exits when its stdin closes.
-func scriptedAgent(reply func(out io.Writer, method string, id json.RawMessage)) *Agent {
+func scriptedAgent(reply func(out io.Writer, method string, id json.RawMessage, params json.RawMessage)) *Agent {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	exited := make(chan struct{})
@@ -110,9 +110,10 @@ func scriptedAgent(reply func(out io.Writer, method string, id json.RawMessage))
 			var m struct {
 				ID     json.RawMessage
 				Method string
+				Params json.RawMessage
 			}
 			json.Unmarshal(sc.Bytes(), &m)
-			reply(outW, m.Method, m.ID)
+			reply(outW, m.Method, m.ID, m.Params)
 		}
 	}()
 	return &Agent{Stdin: inW, Stdout: outR, Wait: func() int { <-exited; return 0 }, Kill: func() { inW.Close() }, Stderr: func() string { return "" }}
@@ -124,7 +125,7 @@ func scriptedAgent(reply func(out io.Writer, method string, id json.RawMessage))
 // at the end, for its run to fail on; a thread that failed and stopped
 // reading holds up no other.
 func TestMux_misbehavingAgent(t *testing.T) {
-	m := newMux(scriptedAgent(func(out io.Writer, method string, id json.RawMessage) {
+	m := newMux(scriptedAgent(func(out io.Writer, method string, id json.RawMessage, _ json.RawMessage) {
 		switch method {
 		case "initialize":
 			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"no"}}`+"\n", id)
@@ -160,4 +161,92 @@ func TestMux_misbehavingAgent(t *testing.T) {
 	}
 	assert.Equal(t, 3000, ghost, "the first thread gets them, and its run fails naming them")
 	assert.False(t, r1.Scan())
+}
+
+// Verify that $/cancel_request is mapped as ids are: a thread's withdraws
+// its own prompt (the agent gets the multiplexer's id for it), not another
+// thread's request with the same id; and the agent's own goes to the
+// thread it asked.
+func TestMux_cancelRequestMapped(t *testing.T) {
+	prompts := map[string]string{} // the agent's view: request id → session
+	m := newMux(scriptedAgent(func(out io.Writer, method string, id json.RawMessage, params json.RawMessage) {
+		var p struct {
+			SessionID string
+			RequestID json.RawMessage
+		}
+		json.Unmarshal(params, &p)
+		switch method {
+		case "session/new":
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"sessionId":"s%s"}}`+"\n", id, id)
+		case "session/prompt":
+			prompts[string(id)] = p.SessionID
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":"perm-%s","method":"session/request_permission","params":{"sessionId":%q}}`+"\n", id, p.SessionID)
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"perm-%s"}}`+"\n", id)
+		case "$/cancel_request":
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"cancelled","session":%q}}`+"\n", p.RequestID, prompts[string(p.RequestID)])
+		}
+	}), 2)
+	a0, a1 := m.thread(0), m.thread(1)
+	r0, r1 := bufio.NewScanner(a0.Stdout), bufio.NewScanner(a1.Stdout)
+	next := func(r *bufio.Scanner) string {
+		require.True(t, r.Scan())
+		return r.Text()
+	}
+	for _, c := range []struct {
+		a *Agent
+		r *bufio.Scanner
+	}{{a0, r0}, {a1, r1}} {
+		_, err := c.a.Stdin.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}` + "\n"))
+		require.NoError(t, err)
+		require.Contains(t, next(c.r), `"result"`)
+	}
+	// Both threads prompt under the id 2; thread 1 withdraws its own.
+	_, err := a0.Stdin.Write([]byte(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s0"}}` + "\n"))
+	require.NoError(t, err)
+	assert.Contains(t, next(r0), `"method":"session/request_permission"`)
+	assert.Contains(t, next(r0), `"method":"$/cancel_request","params":{"requestId":"perm-`, "the agent's cancel goes to the thread it asked")
+	_, err = a1.Stdin.Write([]byte(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1"}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":2}}` + "\n"))
+	require.NoError(t, err)
+	assert.Contains(t, next(r1), `"method":"session/request_permission"`)
+	assert.Contains(t, next(r1), `"method":"$/cancel_request"`)
+	got := next(r1)
+	assert.Contains(t, got, `"id":2`, "under its own id")
+	assert.Contains(t, got, `"session":"s1"`, "its own prompt was withdrawn, not thread 0's")
+	a0.Stdin.Close()
+	a1.Stdin.Close()
+}
+
+// Verify that an agent flooding updates for sessions no thread opened
+// (50,000 of 4.8 KB, 240 MB) while a thread does not read holds at most
+// maxHeldBytes of them, and that the thread's kill (the run's --timeout or
+// a signal) is not held up by the flood.
+func TestMux_floodOfUnknownSessionsBounded(t *testing.T) {
+	update := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ghost-%d","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + strings.Repeat("x", 4800) + `"}}}}` + "\n"
+	flooded := make(chan struct{})
+	m := newMux(scriptedAgent(func(out io.Writer, method string, id json.RawMessage, _ json.RawMessage) {
+		if method == "session/new" {
+			for i := range 50_000 {
+				fmt.Fprintf(out, update, i%100)
+			}
+			close(flooded)
+		}
+	}), 2)
+	a0, a1 := m.thread(0), m.thread(1)
+	_, err := a0.Stdin.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}` + "\n"))
+	require.NoError(t, err)
+	<-flooded // nobody has read a line of it
+	m.mu.Lock()
+	held, dropped := m.heldSize, m.dropped
+	m.mu.Unlock()
+	assert.LessOrEqual(t, held, maxHeldBytes, "what is held of them")
+	assert.Greater(t, dropped, 40_000, "the rest dropped")
+	killed := make(chan struct{})
+	go func() {
+		a0.Kill()
+		a1.Kill()
+		close(killed)
+	}()
+	<-killed // a deadlock would hang the test here
+	io.Copy(io.Discard, a0.Stdout)
 }
