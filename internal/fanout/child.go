@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"acpbridge/internal/acp"
 	"acpbridge/internal/proc"
 )
 
@@ -267,24 +268,32 @@ type childMessage struct {
 	reqID   json.RawMessage // params.requestId ($/cancel_request)
 }
 
+// decodeChildLine reads a child's line as a client will: by exact keys.
+// encoding/json's struct decoding folds case and keeps the last match, so
+// a "SESSIONID" after "sessionId" (or a "PARAMS" after "params") would
+// pass the trust check naming one thread while every client reads
+// another. Members are windows on the line (acp.Window), read once and not
+// copied.
 func decodeChildLine(line []byte) childMessage {
-	var e struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
-		Result json.RawMessage `json:"result"`
-		Error  json.RawMessage `json:"error"`
-	}
-	if json.Unmarshal(line, &e) != nil || (e.Method == "" && len(e.ID) == 0) {
+	var top map[string]acp.Window
+	if json.Unmarshal(line, &top) != nil || top == nil {
 		return childMessage{line: line}
 	}
-	var p struct {
-		SessionID string          `json:"sessionId"`
-		RequestID json.RawMessage `json:"requestId"`
+	var method string
+	if raw, ok := top["method"]; ok && json.Unmarshal(raw, &method) != nil {
+		return childMessage{line: line} // a method that is not a string
 	}
-	json.Unmarshal(e.Params, &p)
-	return childMessage{line: line, ok: true, id: e.ID, method: e.Method, params: e.Params, result: e.Result, err: e.Error,
-		session: p.SessionID, reqID: p.RequestID}
+	m := childMessage{line: line, ok: true, id: json.RawMessage(top["id"]), method: method,
+		params: json.RawMessage(top["params"]), result: json.RawMessage(top["result"]), err: json.RawMessage(top["error"])}
+	if m.method == "" && len(m.id) == 0 {
+		return childMessage{line: line}
+	}
+	var p map[string]acp.Window
+	if json.Unmarshal(m.params, &p) == nil {
+		json.Unmarshal(p["sessionId"], &m.session)
+		m.reqID = json.RawMessage(p["requestId"])
+	}
+	return m
 }
 
 // outbox is a child's stdin: lines queued by the loop, written by a

@@ -43,3 +43,26 @@ func TestVersionAfter(t *testing.T) {
 	assert.False(t, versionAfter("0.61.0-nightly", "0.61.0"))
 	assert.False(t, versionAfter("", "0.61.0"))
 }
+
+// Verify that a child's line is read by exact keys, as a client reads it:
+// a session named again in another letter case, or params repeated as
+// "PARAMS", does not change which session the router sees the line name
+// (encoding/json's struct decoding would take the last, case folded, while
+// a client reads the exact key).
+func TestDecodeChildLine_exactKeys(t *testing.T) {
+	for _, c := range []struct{ line, session string }{
+		{`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"A","SESSIONID":"B"}}`, "A"},
+		{`{"jsonrpc":"2.0","method":"session/update","params":{"SessionId":"B","sessionId":"A"}}`, "A"},
+		{`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"A"},"PARAMS":{"sessionId":"B"}}`, "A"},
+		{`{"jsonrpc":"2.0","method":"session/update","PARAMS":{"sessionId":"B"}}`, ""},
+		{`{"jsonrpc":"2.0","id":3,"method":"session/request_permission","params":{"sessionId":"A","sessionID":"B"}}`, "A"},
+	} {
+		m := decodeChildLine([]byte(c.line))
+		if !m.ok || m.session != c.session {
+			t.Errorf("%s: read as naming %q (ok %v), a client reads %q", c.line, m.session, m.ok, c.session)
+		}
+	}
+	if m := decodeChildLine([]byte(`{"jsonrpc":"2.0","method":5}`)); m.ok {
+		t.Error("a method that is not a string is no message")
+	}
+}
