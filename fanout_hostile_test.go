@@ -542,3 +542,27 @@ func TestFanoutHostile_sparesAfterLoad(t *testing.T) {
 		"the loaded thread's process and a new spare")
 	p.close()
 }
+
+// Verify that a session/cancel for a child whose queue is full (it stopped
+// reading while its turn waits) is not lost: the turn the user stopped is
+// answered cancelled by the router at once, and the requests queued before
+// it keep their answers.
+func TestFanoutHostile_cancelPastAFullQueue(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, []string{"--max-line-bytes", "1048576"})
+	p.call(initLine)
+	a := p.openSession(10)
+	p.send(prompt(20, a, "stop reading, wait"))
+	p.await(`{"method":"session/update","params":{"update":{"content":{"text":"One, "}}}}`)
+	var lines []string
+	for i := range 16 {
+		lines = append(lines, bigPrompt(30+i, a, 300<<10))
+	}
+	p.sendTogether(lines...)
+	p.await(`{"id":45}`) // past the bound: refused, so the queue is full
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, a))
+	r := decodeResponse(t, p.await(`{"id":20}`))
+	require.Nil(t, r.Error)
+	assert.JSONEq(t, `{"stopReason":"cancelled"}`, string(r.Result), "the stopped turn")
+	p.close()
+}

@@ -147,9 +147,31 @@ func (r *router) send(c *child, req *request, params json.RawMessage) {
 		c.held = append(c.held, parts)
 		return
 	}
-	if !c.in.push(parts, r.queuedBytes()) {
+	behind, _ := c.in.waiting()
+	pushed := c.in.push(parts, r.queuedBytes())
+	switch {
+	case notification && req.method == acp.MethodSessionCancel && (behind > 0 || !pushed):
+		r.cancelBehind(c)
+	case !pushed && notification:
+		r.Log.Warn("a child does not read its input; a notification to it is dropped", "pid", c.pid, "session", c.session, "method", req.method)
+	case !pushed:
 		delete(c.pending, c.nextID)
 		r.notReading(c, req)
+	}
+}
+
+// cancelBehind is a session/cancel for c while lines wait for c to read
+// them (or its queue refused the cancel): c may never read it, and the turn
+// the user stopped must not run on for them. The prompts c has not
+// answered are answered cancelled here; c's own answers to them, should it
+// read again, are dropped.
+func (r *router) cancelBehind(c *child) {
+	r.Log.Warn("a child is behind on its input; its prompts are answered cancelled by the router", events.Of("cancel_behind"), "pid", c.pid, "session", c.session)
+	for id, p := range c.pending {
+		if p.method == acp.MethodSessionPrompt && p.clientID != nil {
+			delete(c.pending, id)
+			r.answer(p.clientID, acp.PromptResult{StopReason: acp.StopCancelled}, nil)
+		}
 	}
 }
 
