@@ -213,13 +213,24 @@ func TestFanoutHostile_requestFlood(t *testing.T) {
 // is withdrawn, not thread A's, which shares its child id.
 func TestFanoutHostile_childWithdraws(t *testing.T) {
 	t.Parallel()
+	for _, how := range []string{"withdraw", "withdraw as a request"} {
+		t.Run(how, func(t *testing.T) { childWithdraws(t, how) })
+	}
+}
+
+// childWithdraws is TestFanoutHostile_childWithdraws with thread B's agent
+// prompted with words ("withdraw", or "withdraw as a request": its
+// $/cancel_request wrongly sent with an id, which is translated all the
+// same and cannot name thread A's request).
+func childWithdraws(t *testing.T, words string) {
+	t.Parallel()
 	p := startRoutedWith(t, nil)
 	p.call(initLine)
 	a, b := p.openSession(10), p.openSession(11)
 	p.send(prompt(20, a, "please ask"))
 	var askA struct{ ID json.RawMessage }
 	require.NoError(t, json.Unmarshal(p.await(`{"method":"session/request_permission"}`), &askA))
-	p.send(prompt(21, b, "withdraw"))
+	p.send(prompt(21, b, words))
 	var askB struct{ ID json.RawMessage }
 	require.NoError(t, json.Unmarshal(p.await(`{"method":"session/request_permission","params":{"toolCall":{"title":"Withdrawn"}}}`), &askB))
 	require.NotEqual(t, string(askA.ID), string(askB.ID))

@@ -133,6 +133,7 @@ func (r *router) opening(c *child) bool {
 func (r *router) onChildExited(c *child) {
 	wasEnding := c.state == childEnding
 	ownReopen := slices.ContainsFunc(slices.Collect(maps.Values(c.pending)), func(req *request) bool { return req.kind == kindReopen && req.clientID == nil })
+	asked := len(c.pending) > 0 // before answerUnanswered empties it
 	c.state = childDead
 	delete(r.children, c)
 	r.spares = slices.DeleteFunc(r.spares, func(s *child) bool { return s == c })
@@ -143,7 +144,7 @@ func (r *router) onChildExited(c *child) {
 	for _, cancel := range c.calls {
 		cancel() // the client is told to drop them
 	}
-	if !wasEnding && !r.closing && (c.session != "" || len(c.pending) > 0) {
+	if !wasEnding && !r.closing && (c.session != "" || asked) {
 		r.Log.Error("the process of a session ended", events.Of("child_ended"), "session", c.session, "pid", c.pid, "status", c.cmd.ProcessState.String())
 	}
 	if t := c.thread; t != nil && t.child == c && t.state != threadClosed {

@@ -249,8 +249,11 @@ func (r *router) onChildMessage(c *child, m childMessage) {
 		return
 	}
 	switch {
-	case m.method == acp.MethodCancelRequest && len(m.id) == 0:
+	case m.method == acp.MethodCancelRequest:
 		r.withdraw(c, m.reqID)
+		if len(m.id) > 0 { // a notification sent as a request: translated all the same, and answered
+			r.toChild(c, acp.Response{JSONRPC: "2.0", ID: m.id, Result: json.RawMessage("null")})
+		}
 	case m.method != "" && len(m.id) == 0:
 		if c.swallow || c.state == childDead {
 			r.Trace.Child("from-child", c.pid, m.line)

@@ -25,7 +25,7 @@
 // update and a permission request naming session ID; "flood N" sends N
 // requests to the client at once and counts aloud those refused;
 // "withdraw" asks permission and withdraws the request at once
-// ($/cancel_request); "garbage" writes a cut line and one that is not JSON;
+// ($/cancel_request; "withdraw as a request" sends it with an id); "garbage" writes a cut line and one that is not JSON;
 // "where" says the directory its process runs in.
 package main
 
@@ -370,7 +370,11 @@ func (a *agent) misbehave(sid, text string) {
 		a.nextID++
 		id := a.nextID
 		fmt.Fprintf(a.w, `{"jsonrpc":"2.0","id":%d,"method":"session/request_permission","params":{"sessionId":%q,"toolCall":{"toolCallId":"t8","title":"Withdrawn"},"options":[{"optionId":"yes","name":"Yes","kind":"allow_once"}]}}`+"\n", id, sid)
-		fmt.Fprintf(a.w, `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":%d}}`+"\n", id)
+		if strings.Contains(text, "as a request") { // wrongly, with an id of its own
+			fmt.Fprintf(a.w, `{"jsonrpc":"2.0","id":%d,"method":"$/cancel_request","params":{"requestId":%d}}`+"\n", id+1000, id)
+		} else {
+			fmt.Fprintf(a.w, `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":%d}}`+"\n", id)
+		}
 		a.w.Flush()
 		a.mu.Unlock()
 	case scan(text, "flood %d", &n):
