@@ -92,27 +92,43 @@ func TestFanoutReopen_refusedTellsWhyAndKeeps(t *testing.T) {
 	p.close()
 }
 
-// Verify that a thread's process runs in its session's directory (a
-// single-session agent keeps its sessions by it), a relative agent command
-// still starting there.
-func TestFanoutReopen_processInSessionDir(t *testing.T) {
+// Verify where a thread's process runs: in the router's directory, where
+// CMD starts (a relative script path in its arguments works for a session
+// opened anywhere, and a warm spare serves it); and, for an agent known to
+// need it (gemini-cli), in the session's directory.
+func TestFanoutReopen_processDir(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	rel, err := filepath.Rel(mustGetwd(t), oneAgent(t))
+	script := filepath.Join(t.TempDir(), "agent.sh")
+	require.NoError(t, os.WriteFile(script, []byte("exec "+oneAgent(t)+` "$@"`+"\n"), 0o755))
+	rel, err := filepath.Rel(mustGetwd(t), script)
 	require.NoError(t, err)
-	p := startProcessWith(t, nil, func(cmd *exec.Cmd, _ *testAgent) {
-		cmd.Env = append(os.Environ(), "ONEAGENT_STATE="+t.TempDir())
-	}, "--fanout", "--state-dir", t.TempDir(), "--", rel)
-	p.call(initLine)
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":10,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, dir))
-	_, rs, _ := p.collect(10)
-	require.Nil(t, rs[10].Error)
-	var res struct{ SessionID string }
-	require.NoError(t, json.Unmarshal(rs[10].Result, &res))
-	ups, r := p.turnUpdates(20, res.SessionID, "where")
-	require.Nil(t, r.Error)
-	assert.Contains(t, strings.Join(ups, ""), "in "+dir+", ")
-	p.close()
+	for _, c := range []struct {
+		name   string
+		script string // in the session's directory a relative path would not be found
+		args   []string
+		in     func(dir string) string
+	}{
+		{"any agent", rel, nil, func(string) string { return mustGetwd(t) }},
+		{"gemini-cli", script, []string{"-name", "gemini-cli"}, func(dir string) string { return dir }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			p := startProcessWith(t, nil, func(cmd *exec.Cmd, _ *testAgent) {
+				cmd.Env = append(os.Environ(), "ONEAGENT_STATE="+t.TempDir())
+			}, append([]string{"--fanout", "--state-dir", t.TempDir(), "--", "sh", c.script}, c.args...)...)
+			p.call(initLine)
+			p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":10,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, dir))
+			_, rs, _ := p.collect(10)
+			require.Nil(t, rs[10].Error, "a relative script path, a session elsewhere")
+			var res struct{ SessionID string }
+			require.NoError(t, json.Unmarshal(rs[10].Result, &res))
+			ups, r := p.turnUpdates(20, res.SessionID, "where")
+			require.Nil(t, r.Error)
+			assert.Contains(t, strings.Join(ups, ""), "in "+c.in(dir)+", ")
+			p.close()
+		})
+	}
 }
 
 func mustGetwd(t *testing.T) string {

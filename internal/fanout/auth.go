@@ -110,10 +110,12 @@ func (r *router) learnAgent(result json.RawMessage) json.RawMessage {
 	_, r.canList = sc["list"]
 	var info struct{ Name, Version string }
 	json.Unmarshal(res["agentInfo"], &info)
-	if q, ok := cannotReopen[info.Name]; ok && !versionAfter(info.Version, q.through) {
-		r.noEvict = fmt.Sprintf("%s %s cannot reopen a session in a new process: %s", info.Name, info.Version, q.why)
+	known := knownAgents[info.Name]
+	if known.cannotReopenThrough != "" && !versionAfter(info.Version, known.cannotReopenThrough) {
+		r.noEvict = fmt.Sprintf("%s %s cannot reopen a session in a new process: %s", info.Name, info.Version, known.cannotReopen)
 		r.Log.Info("threads are not evicted", events.Of("eviction_off"), "why", r.noEvict)
 	}
+	r.inSessionDir = known.inSessionDir
 	if _, ok := sc["close"]; ok {
 		return result
 	}
@@ -134,12 +136,28 @@ func (r *router) learnAgent(result json.RawMessage) json.RawMessage {
 	return out
 }
 
-// cannotReopen names agents (by initialize's agentInfo.name) that cannot
-// reopen a session in a new process, through the version given: their
-// threads are never evicted (an evicted thread could not come back). The
-// router learns the same of any agent at its first such failure.
-var cannotReopen = map[string]struct{ through, why string }{
-	"gemini-cli": {"0.61.0", "its session/load starts a new chat recording under the session's id before it reads the session, and then finds nothing to load"},
+// knownAgents is what the router knows of the agents people run, by the
+// name in initialize's agentInfo; an agent not named here gets the
+// defaults (its threads evicted when idle, its processes run in the
+// router's directory and taken warm whatever a session's cwd).
+var knownAgents = map[string]agentTraits{
+	"gemini-cli": {
+		cannotReopenThrough: "0.61.0",
+		cannotReopen:        "its session/load starts a new chat recording under the session's id before it reads the session, and then finds nothing to load",
+		inSessionDir:        true, // it keeps a session under its process's directory and looks for it under the session's cwd
+	},
+}
+
+// agentTraits is what the router knows of one agent.
+type agentTraits struct {
+	// cannotReopenThrough: through this version the agent cannot reopen a
+	// session in a new process ("": it can), for the reason cannotReopen;
+	// its threads are never evicted (an evicted thread could not come
+	// back). The router learns the same of any agent at its first such
+	// failure.
+	cannotReopenThrough, cannotReopen string
+	// inSessionDir: a thread's process must run in the session's cwd.
+	inSessionDir bool
 }
 
 // versionAfter reports whether the dotted version v is later than w

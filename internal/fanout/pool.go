@@ -61,16 +61,19 @@ type take struct {
 }
 
 // processDir is the directory an agent's process for a thread opened with
-// params runs in: the session's cwd, as a single-session agent expects
-// (gemini keeps a session under its process's directory and looks for it
-// under the session's), when it is a directory; else the router's own
-// (""). acpbridge's own children take the cwd from the session.
+// params runs in: the router's own (""), where CMD starts and its relative
+// paths mean what they meant to the user, and where any warm spare serves
+// the thread whatever its cwd; for an agent known to need its process in
+// the session's cwd (knownAgents: gemini keeps a session under its
+// process's directory and looks for it under the session's), that cwd
+// when it is a directory. acpbridge's own children take the cwd from the
+// session.
 func (r *router) processDir(params json.RawMessage) string {
 	var p struct {
 		Cwd string `json:"cwd"`
 	}
 	json.Unmarshal(params, &p)
-	if r.Command == nil || p.Cwd == "" || !filepath.IsAbs(p.Cwd) {
+	if r.Command == nil || !r.inSessionDir || p.Cwd == "" || !filepath.IsAbs(p.Cwd) {
 		return ""
 	}
 	if st, err := os.Stat(p.Cwd); err != nil || !st.IsDir() {

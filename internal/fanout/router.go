@@ -72,26 +72,27 @@ type router struct {
 	wg     sync.WaitGroup
 
 	// ---- the loop's
-	initArgs   json.RawMessage    // the client's initialize params, for every child
-	initClient *request           // the client's initialize, for the first child to be initialized (-- CMD)
-	authArgs   json.RawMessage    // a successful authenticate's params, repeated to every child
-	noClose    bool               // the agent offers no session/close: the router answers it, ending the child
-	reopenBy   string             // how a lost thread is reopened: session/resume, session/load, or "" (it cannot be)
-	canList    bool               // the agent offers session/list: a thread is evicted once the agent lists its session
-	noEvict    string             // why threads are not evicted: the agent cannot reopen them ("": they are)
-	children   map[*child]bool    // every child not dead, ending ones included: they count toward --max-children
-	spares     []*child           // children for the next threads, in the order they were started
-	waiting    []take             // takes waiting for a process slot to free (--max-children)
-	cwd        string             // the router's own directory
-	spareDir   string             // where spares start: the directory of the thread opened last ("": cwd)
-	threads    map[string]*thread // the client's open sessions, by id
-	inflight   map[string]bool    // the client's request ids not answered yet
-	transient  *child             // a child started past the cap for what names no session, or nil
-	started    int                // children started, for their deterministic part
-	closing    bool               // stdin ended or a signal came: every child is ending
-	clientDone bool               // stdin's reader has returned (or a signal: it is not waited for)
-	detPart    int                // ACPBRIDGE_DETERMINISTIC's part, or 0
-	idleTimer  *time.Timer
+	initArgs     json.RawMessage    // the client's initialize params, for every child
+	initClient   *request           // the client's initialize, for the first child to be initialized (-- CMD)
+	authArgs     json.RawMessage    // a successful authenticate's params, repeated to every child
+	noClose      bool               // the agent offers no session/close: the router answers it, ending the child
+	reopenBy     string             // how a lost thread is reopened: session/resume, session/load, or "" (it cannot be)
+	canList      bool               // the agent offers session/list: a thread is evicted once the agent lists its session
+	noEvict      string             // why threads are not evicted: the agent cannot reopen them ("": they are)
+	inSessionDir bool               // a thread's process runs in its session's cwd (knownAgents)
+	children     map[*child]bool    // every child not dead, ending ones included: they count toward --max-children
+	spares       []*child           // children for the next threads, in the order they were started
+	waiting      []take             // takes waiting for a process slot to free (--max-children)
+	cwd          string             // the router's own directory
+	spareDir     string             // where spares start: the directory of the thread opened last ("": cwd)
+	threads      map[string]*thread // the client's open sessions, by id
+	inflight     map[string]bool    // the client's request ids not answered yet
+	transient    *child             // a child started past the cap for what names no session, or nil
+	started      int                // children started, for their deterministic part
+	closing      bool               // stdin ended or a signal came: every child is ending
+	clientDone   bool               // stdin's reader has returned (or a signal: it is not waited for)
+	detPart      int                // ACPBRIDGE_DETERMINISTIC's part, or 0
+	idleTimer    *time.Timer
 }
 
 // deterministicVar makes a child's ids and clock stable (main.go).
