@@ -577,3 +577,25 @@ func TestFanoutHostile_cancelPastAFullQueue(t *testing.T) {
 	assert.JSONEq(t, `{"stopReason":"cancelled"}`, string(r.Result), "the stopped turn")
 	p.close()
 }
+
+// Verify that an agent that exits at every start (a bad flag, a missing
+// config) is not started again for ever: after a few starts, backing off,
+// the router stops until the client asks for something, and the client is
+// told why, with the agent's stderr.
+func TestFanoutHostile_agentExitsAtStartBacksOff(t *testing.T) {
+	t.Parallel()
+	starts := filepath.Join(t.TempDir(), "starts")
+	p := startProcess(t, nil, "--fanout", "--", "sh", "-c", `echo started >> "$0"; echo "oneagent: no config file" >&2; exit 2`, starts)
+	r := decodeResponse(t, p.call(initLine))
+	require.NotNil(t, r.Error, "no agent answered initialize")
+	assert.Contains(t, r.Error.Message, "no config file", "the agent's stderr")
+	p.awaitEvent("warming_stopped")
+	b, err := os.ReadFile(starts)
+	require.NoError(t, err)
+	n := strings.Count(string(b), "started")
+	assert.LessOrEqual(t, n, 6, "starts before the router stopped starting it")
+	r = decodeResponse(t, p.call(strings.Replace(initLine, `"id":0`, `"id":1`, 1)))
+	require.NotNil(t, r.Error, "the client asks again")
+	assert.Contains(t, r.Error.Message, "no config file", "and is told why")
+	p.close()
+}

@@ -147,6 +147,9 @@ func (r *router) onChildExited(c *child) {
 	if !wasEnding && !r.closing && (c.session != "" || asked) {
 		r.Log.Error("the process of a session ended", events.Of("child_ended"), "session", c.session, "pid", c.pid, "status", c.cmd.ProcessState.String())
 	}
+	if !wasEnding && !r.closing && c.session == "" && c.thread == nil {
+		r.startFailed(c) // a spare, or a process taken for a thread, that never served one
+	}
 	if t := c.thread; t != nil && t.child == c && t.state != threadClosed {
 		switch t.state {
 		case threadReopening:
@@ -198,7 +201,7 @@ func (r *router) answerUnanswered(c *child) {
 		case req.method == acp.MethodInitialize:
 			r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "the agent %q ended (%s) before it answered initialize; its stderr ends: %s", strings.Join(r.Command, " "), c.cmd.ProcessState, cmp.Or(c.errTail.String(), "(nothing)")))
 		case c.session == "":
-			r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "the agent process that served %s ended (%s) before it answered; send it again", req.method, c.cmd.ProcessState))
+			r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "the agent process that served %s ended (%s) before it answered; its stderr ends: %s; send it again once that is fixed", req.method, c.cmd.ProcessState, cmp.Or(c.errTail.String(), "(nothing)")))
 		default:
 			r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "the process of session %s ended (%s) before it answered %s; %s", c.session, c.cmd.ProcessState, req.method, r.afterDeath()))
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/events"
 )
 
 // take gives want a child for a thread whose process runs in dir (see
@@ -109,9 +110,58 @@ func (r *router) slotFreed() {
 	}
 }
 
+// failing is the pool's back-off from an agent that exits at its start (a
+// bad flag, a missing config): without it the spares would be started
+// again hundreds of times a second, for ever. After each such exit the
+// next spare waits twice as long; after maxStartFailures in a row no spare
+// is started until the client asks for something, whose error then says
+// why (the last exit, with its stderr's tail). A thread that opens ends it.
+type failing struct {
+	exits int         // spares that exited before serving a thread, in a row
+	why   string      // how the last one ended
+	timer *time.Timer // the next warm, while backing off
+}
+
+// maxStartFailures is how many spares in a row may exit before serving
+// before the pool stops starting them.
+const maxStartFailures = 5
+
+// startFailed notes a spare that exited before it served a thread.
+func (r *router) startFailed(c *child) {
+	r.failing.exits++
+	r.failing.why = exitReason(c, "before it served a thread").Error()
+	if r.failing.exits == maxStartFailures {
+		r.Log.Error("the agent exits at every start; no more are started until a thread asks for one", events.Of("warming_stopped"), "starts", r.failing.exits, "why", r.failing.why)
+	}
+}
+
+// served ends the back-off: the agent served a thread.
+func (r *router) served() {
+	r.failing.exits = 0
+	if r.failing.timer != nil {
+		r.failing.timer.Stop()
+		r.failing.timer = nil
+	}
+}
+
 // warm starts children until --spares of them wait (or are starting),
-// within --max-children, in the directory of the thread opened last.
+// within --max-children, in the directory of the thread opened last:
+// at once, or after the back-off (failing).
 func (r *router) warm() {
+	switch f := &r.failing; {
+	case f.exits >= maxStartFailures || f.timer != nil:
+		return
+	case f.exits > 0:
+		f.timer = r.after(min(50*time.Millisecond<<(f.exits-1), 5*time.Second), func() {
+			f.timer = nil
+			r.warmNow()
+		})
+		return
+	}
+	r.warmNow()
+}
+
+func (r *router) warmNow() {
 	for !r.closing && len(r.spares) < r.Spares && r.count() < r.MaxChildren && len(r.waiting) == 0 {
 		r.start(r.spareDir, nil)
 	}

@@ -80,6 +80,7 @@ type router struct {
 	canList      bool               // the agent offers session/list: a thread is evicted once the agent lists its session
 	noEvict      string             // why threads are not evicted: the agent cannot reopen them ("": they are)
 	inSessionDir bool               // a thread's process runs in its session's cwd (knownAgents)
+	failing      failing            // the pool's back-off from an agent that exits at its start
 	children     map[*child]bool    // every child not dead, ending ones included: they count toward --max-children
 	spares       []*child           // children for the next threads, in the order they were started
 	waiting      []take             // takes waiting for a process slot to free (--max-children)

@@ -82,6 +82,7 @@ func (r *router) opened(c *child, req *request, sid string) bool {
 	t := &thread{id: sid, state: threadOpen, child: c, opened: req.params}
 	r.threads[sid] = t
 	c.thread, c.session = t, sid
+	r.served()
 	r.settle(c)
 	return true
 }
