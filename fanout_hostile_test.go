@@ -599,3 +599,45 @@ func TestFanoutHostile_agentExitsAtStartBacksOff(t *testing.T) {
 	assert.Contains(t, r.Error.Message, "no config file", "and is told why")
 	p.close()
 }
+
+// Verify what the user is told when a thread's agent process crashes: the
+// running prompt's error says so and that the thread comes back; the next
+// prompt reopens it, and a client that opted into notices gets one for the
+// session (none without the opt-in); a thread whose process crashes at
+// every turn is closed after a few, with the reason, not restarted for
+// ever.
+func TestFanoutHostile_crashToldAndBounded(t *testing.T) {
+	t.Parallel()
+	for _, optIn := range []bool{true, false} {
+		p := startRoutedWith(t, nil)
+		init := initLine
+		if optIn {
+			init = strings.Replace(initLine, `"clientCapabilities":{}`, `"clientCapabilities":{"session":{"notices":{}}}`, 1)
+		}
+		p.call(init)
+		a := p.openSession(10)
+		p.send(prompt(20, a, "crash with helper"))
+		_, rs, _ := p.collect(20)
+		require.NotNil(t, rs[20].Error)
+		assert.Contains(t, rs[20].Error.Message, "the session is reopened in a new process on its next request")
+		ups, r := p.turnUpdates(21, a, "back?")
+		require.Nil(t, r.Error, "reopened")
+		notice := `"sessionUpdate":"notice","severity":"warning","title":"The agent's process ended, and was restarted"`
+		if !optIn {
+			assert.NotContains(t, strings.Join(ups, "\n"), `"notice"`, "no notice without the opt-in")
+			p.close()
+			continue
+		}
+		assert.Contains(t, strings.Join(ups, "\n"), notice, "told, for that session")
+		for i := range 4 {
+			p.send(prompt(30+i, a, "crash with helper"))
+			_, rs, _ = p.collect(30 + i)
+		}
+		last := rs[33]
+		require.NotNil(t, last.Error)
+		assert.Contains(t, last.Error.Message, "so the thread is closed", "the fourth crash in a row")
+		_, r = p.turnUpdates(40, a, "again?")
+		require.NotNil(t, r.Error, "a closed thread is not reopened")
+		p.close()
+	}
+}

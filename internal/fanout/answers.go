@@ -80,6 +80,9 @@ func (r *router) clientAnswered(c *child, req *request, m childMessage) {
 		}
 	}
 	r.relay(req, m)
+	if t := c.thread; t != nil && req.method == acp.MethodSessionPrompt && len(m.err) == 0 {
+		t.crashes = 0 // it serves again
+	}
 	if c.once && len(c.pending) == 0 {
 		r.endChild(c, false)
 	}
@@ -158,7 +161,10 @@ func (r *router) onChildExited(c *child) {
 				break
 			}
 			r.reopenFailed(t, exitReason(c, "before it answered the reopening"))
-		case threadOpen, threadEvicting:
+		case threadOpen:
+			t.state = threadLost
+			r.crashed(t, c)
+		case threadEvicting:
 			t.state = threadLost
 		}
 		t.child = nil
@@ -203,16 +209,19 @@ func (r *router) answerUnanswered(c *child) {
 		case c.session == "":
 			r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "the agent process that served %s ended (%s) before it answered; its stderr ends: %s; send it again once that is fixed", req.method, c.cmd.ProcessState, cmp.Or(c.errTail.String(), "(nothing)")))
 		default:
-			r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "the process of session %s ended (%s) before it answered %s; %s", c.session, c.cmd.ProcessState, req.method, r.afterDeath()))
+			r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "the process of session %s ended (%s) before it answered %s; %s", c.session, c.cmd.ProcessState, req.method, r.afterDeath(c)))
 		}
 	}
 	c.held = nil // their requests were pending, answered above
 }
 
-// afterDeath says what becomes of a thread whose process died.
-func (r *router) afterDeath() string {
-	if r.reopenBy == "" {
+// afterDeath says what becomes of the thread whose process (c) died.
+func (r *router) afterDeath(c *child) string {
+	switch {
+	case r.reopenBy == "":
 		return "the agent cannot reopen it (it offers neither session/resume nor session/load): open a new thread"
+	case c.thread != nil && c.thread.crashes >= maxCrashes:
+		return fmt.Sprintf("it has ended %d times in a row, so the thread is closed: open a new thread", c.thread.crashes+1)
 	}
 	return "the session is reopened in a new process on its next request"
 }

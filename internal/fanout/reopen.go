@@ -73,6 +73,42 @@ func (r *router) sendReopen(t *thread, c *child, method string) {
 	t.timer = r.after(r.ReopenTimeout, func() { r.onReopenTimeout(t, c) })
 }
 
+// maxCrashes is how many times in a row a thread's process may end
+// unexpectedly (no prompt answered between) before the thread is closed
+// rather than reopened again.
+const maxCrashes = 3
+
+// crashed notes that t's process (c) ended unexpectedly while t was open.
+// An agent that cannot reopen it, or that died maxCrashes times in a row,
+// leaves the thread closed; the user is told where the client takes
+// notices (else by the error of the thread's next request).
+func (r *router) crashed(t *thread, c *child) {
+	t.crashes++
+	t.crashed = c.cmd.ProcessState.String()
+	switch {
+	case r.reopenBy == "":
+		r.tell(t.id, "error", "The agent's process ended; this thread must be started again",
+			fmt.Sprintf("The process serving this thread ended unexpectedly (%s), and the agent cannot reopen a session in a new process (it offers neither session/resume nor session/load): start a new thread.", t.crashed))
+	case t.crashes > maxCrashes:
+		why := fmt.Sprintf("its agent's process ended unexpectedly %d times in a row (the last: %s); the thread was closed rather than restarted again: start a new thread, and see the agent's log", t.crashes, exitReason(c, "").Error())
+		r.tell(t.id, "error", "The agent's process keeps ending; this thread was closed", why)
+		r.Log.Error("a thread's process keeps ending; the thread is closed", events.Of("thread_given_up"), "session", t.id, "crashes", t.crashes)
+		r.forget(t, "closed, as "+why)
+	}
+}
+
+// tell sends the client a notice for session id, where the client opted
+// into notices at initialize (clientCapabilities.session.notices); never
+// otherwise.
+func (r *router) tell(id, severity, title, description string) {
+	var p acp.InitializeParams
+	if json.Unmarshal(r.initArgs, &p) != nil || !p.ClientCapabilities.Notices() {
+		return
+	}
+	r.out.NotifyJSON(id, acp.Notice(severity, title, description))
+	r.out.Flush()
+}
+
 // withSessionID is an opening's params with sessionId set to id.
 func withSessionID(opened json.RawMessage, id string) json.RawMessage {
 	var p map[string]json.RawMessage
@@ -115,6 +151,11 @@ func (r *router) onReopened(c *child, req *request, m childMessage) {
 	t.state, t.deaths = threadOpen, 0
 	if req.params != nil {
 		t.opened = req.params
+	}
+	if t.crashed != "" {
+		r.tell(t.id, "warning", "The agent's process ended, and was restarted",
+			fmt.Sprintf("The process serving this thread ended unexpectedly (%s). The thread was reopened in a new process with its conversation; a prompt that was running then was stopped, and can be sent again.", t.crashed))
+		t.crashed = ""
 	}
 	r.settle(c)
 	held := t.held

@@ -53,6 +53,11 @@ type thread struct {
 	// keptIdle says the log has said that it is kept past the idle
 	// timeout, as its agent cannot reopen it.
 	keptIdle bool
+	// crashed is how its last process ended unexpectedly, until the user
+	// has been told of it (a notice once it is reopened); crashes counts
+	// such ends since its last prompt answered, bounded by maxCrashes.
+	crashed string
+	crashes int
 }
 
 // openNew gives a session/new a child of its own; the thread exists once
