@@ -292,3 +292,21 @@ func TestFanoutAgent_restartAndEOF(t *testing.T) {
 	assert.Equal(t, "cancelled", stopReason(t, rs[4]), "the running prompt at stdin's end")
 	p.close() // exit status 0
 }
+
+// Verify that closing a thread of an agent without session/close while its
+// permission request is on screen ends its prompt cancelled (a close the
+// client asked for), not with the error of a process that died.
+func TestFanoutAgent_closeWithoutCloseCancels(t *testing.T) {
+	t.Parallel()
+	p := startRouted(t, "-no-close")
+	p.call(initLine)
+	a := p.openSession(10)
+	p.send(prompt(20, a, "please ask"))
+	p.await(`{"method":"session/request_permission"}`)
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":21,"method":"session/close","params":{"sessionId":%q}}`, a))
+	_, rs, _ := p.collect(20, 21)
+	require.Nil(t, rs[20].Error, "the prompt of a closed thread")
+	assert.Equal(t, "cancelled", stopReason(t, rs[20]))
+	require.Nil(t, rs[21].Error)
+	p.close()
+}

@@ -167,6 +167,12 @@ func (r *router) send(c *child, req *request, params json.RawMessage) {
 // read again, are dropped.
 func (r *router) cancelBehind(c *child) {
 	r.Log.Warn("a child is behind on its input; its prompts are answered cancelled by the router", events.Of("cancel_behind"), "pid", c.pid, "session", c.session)
+	r.promptsCancelled(c)
+}
+
+// promptsCancelled answers the prompts c has not answered cancelled, here;
+// c's own answers to them are dropped.
+func (r *router) promptsCancelled(c *child) {
 	for id, p := range c.pending {
 		if p.method == acp.MethodSessionPrompt && p.clientID != nil {
 			delete(c.pending, id)

@@ -132,7 +132,8 @@ func (r *router) closeThread(t *thread, m clientMessage) {
 	case t.state == threadOpen && !r.noClose:
 		r.send(t.child, &request{clientID: m.id, method: m.method, thread: t}, m.params)
 		return
-	case t.state == threadOpen:
+	case t.state == threadOpen: // a close the client asked for ends its turn cancelled, not as a crash
+		r.promptsCancelled(t.child)
 		r.endChild(t.child, false)
 	case t.state == threadReopening:
 		r.stopReopen(t)
