@@ -310,3 +310,24 @@ func TestFanoutAgent_closeWithoutCloseCancels(t *testing.T) {
 	require.Nil(t, rs[21].Error)
 	p.close()
 }
+
+// Verify that an initialize repeated under -- CMD is answered: with the
+// agent's answer to the first, under its own id, whether it comes while the
+// first is in flight (in one write) or after.
+func TestFanoutAgent_initializeAgain(t *testing.T) {
+	t.Parallel()
+	p := startRouted(t)
+	again := func(id int) string { return strings.Replace(initLine, `"id":0`, fmt.Sprintf(`"id":%d`, id), 1) }
+	p.sendTogether(initLine, again(1))
+	_, rs, _ := p.collect(0, 1)
+	require.Nil(t, rs[0].Error)
+	require.Nil(t, rs[1].Error, "the second, sent with the first")
+	assert.JSONEq(t, string(rs[0].Result), string(rs[1].Result))
+	r := decodeResponse(t, p.call(again(2)))
+	require.Nil(t, r.Error, "a third, later")
+	assert.JSONEq(t, string(rs[0].Result), string(r.Result))
+	a := p.openSession(10)
+	_, r = p.turnUpdates(20, a, "hello")
+	require.Nil(t, r.Error, "the connection serves on")
+	p.close()
+}

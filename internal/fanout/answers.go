@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/channel"
 	"acpbridge/internal/events"
 	"acpbridge/internal/jsonenc"
 )
@@ -52,7 +53,7 @@ func (r *router) clientAnswered(c *child, req *request, m childMessage) {
 		if !failed {
 			m.result = r.learnAgent(m.result)
 		}
-		r.relay(req, m)
+		r.firstInitAnswered(r.relay(req, m), !failed)
 		r.initAnswered(c, failed)
 		return
 	case acp.MethodAuthenticate:
@@ -91,8 +92,9 @@ func (r *router) clientAnswered(c *child, req *request, m childMessage) {
 	}
 }
 
-// relay writes c's answer m to the client under the client's id.
-func (r *router) relay(req *request, m childMessage) {
+// relay writes c's answer m to the client under the client's id, and
+// returns the line written.
+func (r *router) relay(req *request, m childMessage) []byte {
 	resp := acp.Response{JSONRPC: "2.0", ID: req.clientID, Result: m.result, Error: m.err}
 	if len(m.err) > 0 {
 		resp.Result = nil
@@ -101,6 +103,7 @@ func (r *router) relay(req *request, m childMessage) {
 	}
 	b, _ := jsonenc.AppendTrusted(nil, resp)
 	r.respond(req.clientID, b)
+	return b
 }
 
 // settle moves c, now initialized (and authenticated), to what it does:
@@ -205,7 +208,9 @@ func (r *router) answerUnanswered(c *child) {
 		case r.closing && req.method == acp.MethodSessionPrompt:
 			r.answer(req.clientID, acp.PromptResult{StopReason: acp.StopCancelled}, nil)
 		case req.method == acp.MethodInitialize:
-			r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "the agent %q ended (%s) before it answered initialize; its stderr ends: %s", strings.Join(r.Command, " "), c.cmd.ProcessState, cmp.Or(c.errTail.String(), "(nothing)")))
+			err := acp.Errorf(acp.CodeInternal, "the agent %q ended (%s) before it answered initialize; its stderr ends: %s", strings.Join(r.Command, " "), c.cmd.ProcessState, cmp.Or(c.errTail.String(), "(nothing)"))
+			r.answer(req.clientID, nil, err)
+			r.firstInitAnswered(channel.EncodeResponse("null", nil, err), false)
 		case c.session == "":
 			r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "the agent process that served %s ended (%s) before it answered; its stderr ends: %s; send it again once that is fixed", req.method, c.cmd.ProcessState, cmp.Or(c.errTail.String(), "(nothing)")))
 		default:

@@ -21,6 +21,10 @@ import (
 // now), relayed as it is but for session/close, offered when the agent
 // lacks it. Every child gets the same params.
 func (r *router) onInitialize(m clientMessage) {
+	if r.Command != nil && r.initArgs != nil {
+		r.initAgain(m) // the agent's answer is the connection's: given again, not asked again
+		return
+	}
 	r.initArgs = m.params
 	if r.Command == nil {
 		r.answer(m.id, acp.AgentInitializeResult(r.Version), nil)
@@ -35,6 +39,47 @@ func (r *router) onInitialize(m clientMessage) {
 			r.initialize(c)
 		}
 	}
+}
+
+// initAgain answers a later initialize of the client's with the agent's
+// answer to the first, once it has come (a repeated initialize waited for
+// ever while the one spare was past its own initialize).
+func (r *router) initAgain(m clientMessage) {
+	if r.initAnswer == nil {
+		r.initWaiting = append(r.initWaiting, m.id)
+		return
+	}
+	r.respond(m.id, withResponseID(r.initAnswer, m.id))
+}
+
+// firstInitAnswered is the answer to the client's first initialize (line,
+// as written to the client): the initializes that came meanwhile get it
+// too. A successful one is kept for any later one; after a failure the
+// next initialize is a first one again (its agent is started anew).
+func (r *router) firstInitAnswered(line []byte, ok bool) {
+	if ok {
+		r.initAnswer = line
+	} else {
+		r.initArgs = nil
+	}
+	for _, id := range r.initWaiting {
+		r.respond(id, withResponseID(line, id))
+	}
+	r.initWaiting = nil
+}
+
+// withResponseID is a response line with its id replaced.
+func withResponseID(line []byte, id json.RawMessage) []byte {
+	var resp map[string]json.RawMessage
+	if json.Unmarshal(line, &resp) != nil {
+		return line
+	}
+	resp["id"] = id
+	b, err := json.Marshal(resp)
+	if err != nil {
+		return line
+	}
+	return b
 }
 
 // initialize sends c the client's initialize params: as the client's own

@@ -74,6 +74,8 @@ type router struct {
 	// ---- the loop's
 	initArgs     json.RawMessage    // the client's initialize params, for every child
 	initClient   *request           // the client's initialize, for the first child to be initialized (-- CMD)
+	initAnswer   []byte             // the agent's answer to it, as relayed (-- CMD): a later initialize gets it too
+	initWaiting  []json.RawMessage  // later initializes waiting for that answer
 	authArgs     json.RawMessage    // a successful authenticate's params, repeated to every child
 	noClose      bool               // the agent offers no session/close: the router answers it, ending the child
 	reopenBy     string             // how a lost thread is reopened: session/resume, session/load, or "" (it cannot be)
