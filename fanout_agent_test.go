@@ -331,3 +331,36 @@ func TestFanoutAgent_initializeAgain(t *testing.T) {
 	require.Nil(t, r.Error, "the connection serves on")
 	p.close()
 }
+
+// Verify Zed's start-up with a thread shown in two panes: two loads of it
+// in one write to a new router are both answered, from one opening, and
+// its history reaches the client once.
+func TestFanoutAgent_loadInTwoPanes(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	start := func() *procAgent {
+		return startProcessWith(t, nil, func(cmd *exec.Cmd, _ *testAgent) {
+			cmd.Env = append(os.Environ(), "ONEAGENT_STATE="+state)
+		}, "--fanout", "--state-dir", t.TempDir(), "--", oneAgent(t))
+	}
+	p := start()
+	p.call(initLine)
+	sid := p.openSession(1)
+	_, r := p.turnUpdates(2, sid, "remember this")
+	require.Nil(t, r.Error)
+	p.close()
+
+	p = start()
+	p.call(initLine)
+	load := func(id int) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/load","params":{"sessionId":%q,"cwd":"$CWD","mcpServers":[]}}`, id, sid)
+	}
+	p.sendTogether(load(3), load(4))
+	ups, rs, _ := p.collect(3, 4)
+	require.Nil(t, rs[3].Error)
+	require.Nil(t, rs[4].Error, "the second pane's load")
+	assert.Equal(t, 1, strings.Count(fmt.Sprint(ups), "remember this"), "the history once")
+	_, r = p.turnUpdates(5, sid, "still one thread")
+	require.Nil(t, r.Error)
+	p.close()
+}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/channel"
 	"acpbridge/internal/events"
 )
 
@@ -131,7 +132,7 @@ func (r *router) onReopened(c *child, req *request, m childMessage) {
 	c.swallow = false
 	r.Log.Debug("reopened a session", "session", t.id, "with", req.method, "failed", len(m.err) > 0, "took", time.Since(req.sent))
 	if req.clientID != nil {
-		r.relay(req, m)
+		r.answerJoiners(t, r.relay(req, m))
 	}
 	r.out.Flush() // the thread is open before its successor's process starts
 	r.warm()
@@ -170,10 +171,12 @@ func (r *router) onReopened(c *child, req *request, m childMessage) {
 // load or resume is forgotten; another stays lost, for a later request.
 func (r *router) reopenFailed(t *thread, why error) {
 	r.Log.Warn("a session could not be reopened", "session", t.id, "why", why)
+	err := acp.Errorf(acp.CodeInternal, "session %s could not be opened in a new process: %v", t.id, why)
 	if t.opener != nil {
-		r.answer(t.opener.id, nil, acp.Errorf(acp.CodeInternal, "session %s could not be opened in a new process: %v", t.id, why))
+		r.answer(t.opener.id, nil, err)
 		t.opener = nil
 	}
+	r.answerJoiners(t, channel.EncodeResponse("null", nil, err))
 	if t.opened == nil { // it was never open here
 		r.forget(t, "not opened")
 		return

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/channel"
 	"acpbridge/internal/events"
 )
 
@@ -58,6 +59,10 @@ type thread struct {
 	// such ends since its last prompt answered, bounded by maxCrashes.
 	crashed string
 	crashes int
+	// joiners are the client's loads of this session that came while its
+	// load by the client was in flight (Zed restoring a thread shown in
+	// two panes): answered from that one opening, never replayed twice.
+	joiners []json.RawMessage
 }
 
 // openNew gives a session/new a child of its own; the thread exists once
@@ -106,6 +111,8 @@ func (r *router) loadOrResume(t *thread, m clientMessage) {
 	switch {
 	case t.state == threadOpen && m.method == acp.MethodSessionResume:
 		r.send(t.child, &request{clientID: m.id, method: m.method, thread: t}, m.params)
+	case m.method == acp.MethodSessionLoad && r.clientLoading(t):
+		t.joiners = append(t.joiners, m.id)
 	case t.state == threadReopening || t.opener != nil:
 		r.hold(t, m)
 	case t.state == threadOpen:
@@ -172,6 +179,32 @@ func (r *router) deleteThread(t *thread, m clientMessage) {
 	}
 }
 
+// clientLoading reports whether a session/load of the client's is opening
+// t: waiting for its process, or sent to it.
+func (r *router) clientLoading(t *thread) bool {
+	if t.opener != nil {
+		return t.opener.method == acp.MethodSessionLoad
+	}
+	if t.state != threadReopening || t.child == nil {
+		return false
+	}
+	for _, req := range t.child.pending {
+		if req.kind == kindReopen && req.clientID != nil && req.method == acp.MethodSessionLoad {
+			return true
+		}
+	}
+	return false
+}
+
+// answerJoiners answers the loads that joined t's opening with its
+// answer (line, as written to the client).
+func (r *router) answerJoiners(t *thread, line []byte) {
+	for _, id := range t.joiners {
+		r.respond(id, withResponseID(line, id))
+	}
+	t.joiners = nil
+}
+
 // forget closes t for the client: what waits on it is answered, and later
 // requests naming it are not open here.
 func (r *router) forget(t *thread, why string) {
@@ -184,6 +217,7 @@ func (r *router) forget(t *thread, why string) {
 		r.answer(t.opener.id, nil, acp.Errorf(acp.CodeRequestCancelled, "session %s was %s before %s was served", t.id, why, t.opener.method))
 		t.opener = nil
 	}
+	r.answerJoiners(t, channel.EncodeResponse("null", nil, acp.Errorf(acp.CodeRequestCancelled, "session %s was %s before its load was served", t.id, why)))
 	if t.child != nil && t.child.thread == t && t.child.state != childDead {
 		t.child.session = "" // its late lines name no thread of ours
 	}
