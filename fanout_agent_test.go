@@ -364,3 +364,21 @@ func TestFanoutAgent_loadInTwoPanes(t *testing.T) {
 	require.Nil(t, r.Error)
 	p.close()
 }
+
+// Verify a child that never answers initialize: a session/new waiting for
+// it and withdrawn with $/cancel_request is answered -32800 at once, and
+// the client's initialize is answered with an error naming the bound
+// rather than held for ever.
+func TestFanoutAgent_initializeBounded(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, []string{"--reopen-timeout", "1s"}, "-start-delay", "1h")
+	p.sendTogether(initLine, `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`, cancelRequest(1))
+	r := decodeResponse(t, p.await(`{"id":1}`))
+	require.NotNil(t, r.Error, "the withdrawn session/new")
+	assert.Equal(t, -32800, r.Error.Code)
+	assert.NotContains(t, string(bytesJoin(p.got)), `"id":0,`, "answered before the initialize it waited behind")
+	r = decodeResponse(t, p.await(`{"id":0}`))
+	require.NotNil(t, r.Error, "no agent answered initialize")
+	assert.Contains(t, r.Error.Message, "did not answer initialize within 5s")
+	p.close()
+}

@@ -208,9 +208,15 @@ func (r *router) answerUnanswered(c *child) {
 		case r.closing && req.method == acp.MethodSessionPrompt:
 			r.answer(req.clientID, acp.PromptResult{StopReason: acp.StopCancelled}, nil)
 		case req.method == acp.MethodInitialize:
-			err := acp.Errorf(acp.CodeInternal, "the agent %q ended (%s) before it answered initialize; its stderr ends: %s", strings.Join(r.Command, " "), c.cmd.ProcessState, cmp.Or(c.errTail.String(), "(nothing)"))
+			how := fmt.Sprintf("ended (%s)", c.cmd.ProcessState)
+			if c.gaveUp != "" {
+				how = c.gaveUp + ", and was ended"
+			}
+			err := acp.Errorf(acp.CodeInternal, "the agent %q %s before it answered initialize; its stderr ends: %s", strings.Join(r.Command, " "), how, cmp.Or(c.errTail.String(), "(nothing)"))
 			r.answer(req.clientID, nil, err)
 			r.firstInitAnswered(channel.EncodeResponse("null", nil, err), false)
+		case c.session == "" && c.gaveUp != "":
+			r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "the agent process that was to serve %s %s; send it again", req.method, c.gaveUp))
 		case c.session == "":
 			r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "the agent process that served %s ended (%s) before it answered; its stderr ends: %s; send it again once that is fixed", req.method, c.cmd.ProcessState, cmp.Or(c.errTail.String(), "(nothing)")))
 		default:

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"acpbridge/internal/acp"
 	"acpbridge/internal/events"
@@ -96,6 +97,26 @@ func (r *router) initialize(c *child) {
 	if r.Command == nil {
 		r.release(c) // acpbridge orders what it reads: what waited goes behind it
 	}
+	r.after(r.initTimeout(), func() { r.onInitTimeout(c) })
+}
+
+// initTimeout bounds a child's initialize: --reopen-timeout, and never
+// less than minInitTimeout (a process that starts under load).
+func (r *router) initTimeout() time.Duration { return max(r.ReopenTimeout, minInitTimeout) }
+
+const minInitTimeout = 5 * time.Second
+
+// onInitTimeout bounds a child's initialize as a reopening is bounded: a
+// child that has not answered it in time is ended, and what waits on it
+// (the client's initialize, a session/new, a list) is answered with an
+// error saying so, rather than held for ever.
+func (r *router) onInitTimeout(c *child) {
+	if c.state != childInitializing {
+		return
+	}
+	c.gaveUp = fmt.Sprintf("did not answer initialize within %s (--reopen-timeout, at least %s)", r.initTimeout(), minInitTimeout)
+	r.Log.Error("an agent process did not answer initialize in time; it is ended", events.Of("init_timeout"), "pid", c.pid, "timeout", r.initTimeout())
+	r.endChild(c, false)
 }
 
 // initAnswered: c's initialize is answered. A child that refused it serves

@@ -58,11 +58,12 @@ type child struct {
 	nextID  int64
 	pending map[int64]*request            // what it was sent and has not answered, by its id
 	calls   map[string]context.CancelFunc // its requests open at the client, by its id
-	held    [][][]byte                    // lines waiting for it to be ready
+	held    []heldLine                    // lines waiting for it to be ready
 	active  time.Time                     // when a request last went to it or was answered
 	dropped int                           // its lines dropped for their length
 	endStep int                           // how far ending it has gone (endChild)
 	after   []func()                      // what runs once it is dead
+	gaveUp  string                        // why the router ended it before it was ready, or ""
 
 	in      *outbox
 	errTail *tail
@@ -252,6 +253,13 @@ func skipLine(br *bufio.Reader) error {
 			return err
 		}
 	}
+}
+
+// heldLine is a line waiting for its child to be ready: in parts, and the
+// child's id of the request it carries (0: a notification).
+type heldLine struct {
+	id    int64
+	parts [][]byte
 }
 
 // childMessage is a child's line as the router reads it: decoded once here,

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -144,7 +145,11 @@ func (r *router) send(c *child, req *request, params json.RawMessage) {
 		r.Trace.Child("to-child", c.pid, bytes.TrimSuffix(bytes.Join(parts, nil), []byte("\n")))
 	}
 	if !r.accepts(c, req) {
-		c.held = append(c.held, parts)
+		h := heldLine{parts: parts}
+		if !notification {
+			h.id = c.nextID
+		}
+		c.held = append(c.held, h)
 		return
 	}
 	behind, _ := c.in.waiting()
@@ -213,8 +218,8 @@ func (r *router) notReading(c *child, req *request) {
 func (r *router) release(c *child) {
 	held := c.held
 	c.held = nil
-	for _, parts := range held {
-		if !c.in.push(parts, r.queuedBytes()) {
+	for _, h := range held {
+		if !c.in.push(h.parts, r.queuedBytes()) {
 			r.Log.Warn("a child does not read its input; held lines dropped", "pid", c.pid, "session", c.session)
 		}
 	}
@@ -236,11 +241,27 @@ func (r *router) cancelRequest(params json.RawMessage) {
 	}
 	for c := range r.children {
 		for id, req := range c.pending {
-			if req.clientID != nil && bytes.Equal(req.clientID, want) {
-				r.send(c, &request{method: acp.MethodCancelRequest}, fmt.Appendf(nil, `{"requestId":%d}`, id))
+			if req.clientID == nil || !bytes.Equal(req.clientID, want) {
+				continue
+			}
+			if i := slices.IndexFunc(c.held, func(h heldLine) bool { return h.id == id }); i >= 0 {
+				// Still waiting for its child to be ready (which may never
+				// be): withdrawn here, answered at once.
+				c.held = slices.Delete(c.held, i, i+1)
+				delete(c.pending, id)
+				r.answer(req.clientID, nil, acp.Errorf(acp.CodeRequestCancelled, "%s was withdrawn ($/cancel_request) before its agent process was ready for it", req.method))
 				return
 			}
+			r.send(c, &request{method: acp.MethodCancelRequest}, fmt.Appendf(nil, `{"requestId":%d}`, id))
+			return
 		}
+	}
+	if r.openings[string(want)] {
+		// A session/new still waiting for a process (one starting, which
+		// may never be ready): withdrawn here, answered at once; the
+		// process it would have taken stays a spare.
+		delete(r.openings, string(want))
+		r.answer(want, nil, acp.Errorf(acp.CodeRequestCancelled, "session/new was withdrawn ($/cancel_request) before an agent process was ready for it"))
 	}
 }
 

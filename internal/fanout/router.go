@@ -90,6 +90,7 @@ type router struct {
 	spareDir     string             // where spares start: the directory of the thread opened last ("": cwd)
 	threads      map[string]*thread // the client's open sessions, by id
 	inflight     map[string]bool    // the client's request ids not answered yet
+	openings     map[string]bool    // session/new requests waiting for a process, by the client's id
 	transient    *child             // a child started past the cap for what names no session, or nil
 	started      int                // children started, for their deterministic part
 	closing      bool               // stdin ended or a signal came: every child is ending
@@ -136,7 +137,7 @@ func newRouter(o Options, exe string) *router {
 		args:     append(withoutFanout(o.Args), fmt.Sprintf("--max-line-bytes=%d", o.MaxLine+rewrapSlack)),
 		events:   make(chan func(), 64),
 		done:     make(chan struct{}),
-		children: map[*child]bool{}, threads: map[string]*thread{}, inflight: map[string]bool{}}
+		children: map[*child]bool{}, threads: map[string]*thread{}, inflight: map[string]bool{}, openings: map[string]bool{}}
 	if o.Command == nil {
 		r.reopenBy = acp.MethodSessionResume // acpbridge resumes any session it persisted
 	}

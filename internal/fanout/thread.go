@@ -70,7 +70,15 @@ type thread struct {
 func (r *router) openNew(m clientMessage) {
 	dir := r.processDir(m.params)
 	r.spareDir = dir // the next thread is likely opened where this one was
+	r.openings[string(m.id)] = true
 	r.take(dir, func(c *child, err error) {
+		if !r.openings[string(m.id)] { // withdrawn while it waited
+			if c != nil {
+				r.spares = append([]*child{c}, r.spares...)
+			}
+			return
+		}
+		delete(r.openings, string(m.id))
 		if err != nil {
 			r.answer(m.id, nil, acp.Errorf(acp.CodeInternal, "%v", err))
 			return
