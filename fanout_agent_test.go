@@ -382,3 +382,20 @@ func TestFanoutAgent_initializeBounded(t *testing.T) {
 	assert.Contains(t, r.Error.Message, "did not answer initialize within 5s")
 	p.close()
 }
+
+// Verify a session/load of an idle thread that cannot be reopened in a new
+// process yet (an agent that offers session/list and has not listed it:
+// codex-acp and claude-agent-acp before a thread's first prompt): the
+// process serving it loads it, instead of a refusal that says, untrue, that
+// something is in flight.
+func TestFanoutAgent_loadOfUnlistedThread(t *testing.T) {
+	t.Parallel()
+	p := startRouted(t, "-list")
+	p.call(initLine)
+	a := p.openSession(10)
+	r := decodeResponse(t, p.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":11,"method":"session/load","params":{"sessionId":%q,"cwd":"$CWD","mcpServers":[]}}`, a)))
+	require.Nil(t, r.Error, "the load of an idle, unlisted thread")
+	_, r = p.turnUpdates(20, a, "hello")
+	require.Nil(t, r.Error, "the thread serves on")
+	p.close()
+}

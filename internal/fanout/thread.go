@@ -123,14 +123,17 @@ func (r *router) loadOrResume(t *thread, m clientMessage) {
 		t.joiners = append(t.joiners, m.id)
 	case t.state == threadReopening || t.opener != nil:
 		r.hold(t, m)
+	case t.state == threadOpen && r.busy(t):
+		r.answer(m.id, nil, acp.Errorf(acp.CodeTurnRunning, "session %s has a prompt or another request in flight; wait for its answer or cancel it, then load it again", t.id).
+			WithData(map[string]string{"sessionId": t.id}))
 	case t.state == threadOpen:
 		t.opener = &m
 		if !r.evict(t, "session/load") {
-			// Something of the thread's is in flight: a prompt, a request of
-			// the client's or of the agent's.
+			// It cannot be reopened in a new process (its agent does not
+			// list it yet, or cannot reopen at all): the process that
+			// serves it loads it, and any refusal is the agent's own.
 			t.opener = nil
-			r.answer(m.id, nil, acp.Errorf(acp.CodeTurnRunning, "session %s has a prompt or another request in flight; wait for its answer or cancel it, then load it again", t.id).
-				WithData(map[string]string{"sessionId": t.id}))
+			r.send(t.child, &request{clientID: m.id, method: m.method, thread: t}, m.params)
 		}
 	default:
 		t.opener = &m
@@ -305,8 +308,15 @@ func (r *router) failHeldWith(t *thread, errFor func(clientMessage) error) {
 // nothing in flight (no request of the client's, none of the child's open
 // at the client), and an agent that can reopen it.
 func (r *router) evictable(t *thread) bool {
-	return t.state == threadOpen && len(t.child.pending) == 0 && len(t.child.calls) == 0 && len(t.child.held) == 0 &&
+	return t.state == threadOpen && !r.busy(t) &&
 		(r.reopenBy != "" || t.opener != nil) && (!r.canList || t.listed) && r.noEvict == ""
+}
+
+// busy reports whether something of open t's is in flight: a prompt, a
+// request of the client's or of the agent's.
+func (r *router) busy(t *thread) bool {
+	c := t.child
+	return len(c.pending) > 0 || len(c.calls) > 0 || len(c.held) > 0
 }
 
 // checkListed asks t's process, after a turn, whether the agent lists t's

@@ -236,7 +236,7 @@ func (a *agent) serve(id json.RawMessage, method string, params json.RawMessage)
 		case !authed:
 			a.fail(id, -32000, "authentication required")
 			return
-		case live != "":
+		case live != "" && !(method == "session/load" && live == p.SessionID): // its live session it loads again
 			a.fail(id, 1001, "oneagent serves one session per process; "+live+" is live")
 			return
 		}
