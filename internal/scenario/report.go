@@ -435,7 +435,7 @@ const figureDefinitions = `
 - **peak PSS of the tree**: the largest sum, over the agent process and every process below it, of the proportional set size (each page's size divided among the processes that share it), sampled every 5 ms, whenever the agent has answered every request, and as its stdin closes.
 - **sum of per-process peak RSS (an upper bound)**: each process's own peak RSS (VmHWM) added, over the processes alive whenever every request was answered: pages shared are counted once per process and peaks at different moments added, so it is never below the tree's true peak.
 - **processes**: the most processes in the tree at once whenever every request was answered.
-- Cells: the median over the counted runs and, in brackets, its 95% interval (a percentile bootstrap of the median, 2,000 resamples, seeded); a ratio is the median of the per-round ratios to the baseline agent (runs paired by round) with its 95% interval from a paired bootstrap. Runs outside three interquartile ranges are flagged in the JSON (` + "`outliers`" + `).
+- Cells: the median over the counted runs and, in brackets, its 95% interval (a percentile bootstrap of the median, 2,000 resamples, seeded); a ratio is the ratio of the median to the baseline agent's median, over the rounds both gave the figure, with its 95% interval from a paired bootstrap over those rounds (runs paired by round). Runs outside three interquartile ranges are flagged in the JSON (` + "`outliers`" + `).
 `
 
 func cmpOr(s, or string) string {

@@ -55,3 +55,15 @@ func TestPairedRatioAndOutliers(t *testing.T) {
 	assert.Equal(t, []int{6}, outliers([]float64{6, 6.5, 7, 6.2, 6.8, 97}))
 	assert.Nil(t, outliers([]float64{1, 2, 3}), "too few runs to say")
 }
+
+// Verify that a ratio is what report.md says it is: the ratio of the two
+// medians (here 30 / 10 = 3), not the median of the per-round ratios
+// (here 1.5).
+func TestPairedRatio_isTheRatioOfMedians(t *testing.T) {
+	xs := []float64{15, 30, 60}
+	base := []float64{10, 20, 5} // per round: 1.5, 1.5, 12
+	r := pairedRatio(xs, base)
+	require.NotNil(t, r)
+	assert.InDelta(t, 3.0, r.Median, 1e-9)
+	assert.Contains(t, figureDefinitions, "a ratio is the ratio of the median to the baseline agent's median", "report.md says so")
+}
