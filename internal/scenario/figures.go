@@ -16,7 +16,8 @@ import (
 // sent meanwhile (the answer included) and their bytes; and what the
 // served model was asked meanwhile.
 type Turn struct {
-	FirstUpdate, Answer time.Duration
+	FirstUpdate, Answer time.Duration // -1: none came
+	Failed              bool          // the prompt was answered with an error: its answer time is no answer's
 	Messages            int
 	Bytes               int64
 	Model               servedCount

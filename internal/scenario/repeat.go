@@ -72,18 +72,27 @@ func figuresOf(turns int) []figure {
 		{"session_new_ms", 0, "session/new answered", "ms", func(r Result) (float64, bool) { return dur(r.NewSession) }},
 	}
 	for k := range turns {
-		turn := func(f func(Turn) float64) func(Result) (float64, bool) {
+		turnOK := func(f func(Turn) (float64, bool)) func(Result) (float64, bool) {
 			return func(r Result) (float64, bool) {
 				if k >= len(r.Turns) || r.Turns[k].Answer < 0 {
 					return 0, false // a failed run's unfinished turn says nothing
 				}
-				return f(r.Turns[k]), true
+				return f(r.Turns[k])
 			}
 		}
-		ms := func(d time.Duration) float64 { v, _ := dur(d); return v }
+		turn := func(f func(Turn) float64) func(Result) (float64, bool) {
+			return turnOK(func(t Turn) (float64, bool) { return f(t), true })
+		}
 		fs = append(fs,
-			figure{"first_update_ms", k + 1, "first update", "ms", turn(func(t Turn) float64 { return ms(t.FirstUpdate) })},
-			figure{"answer_ms", k + 1, "answer", "ms", turn(func(t Turn) float64 { return ms(t.Answer) })},
+			// A turn with no update has no first update (missing, never 0);
+			// an error answer is no answer time.
+			figure{"first_update_ms", k + 1, "first update", "ms", turnOK(func(t Turn) (float64, bool) { return dur(t.FirstUpdate) })},
+			figure{"answer_ms", k + 1, "answer", "ms", turnOK(func(t Turn) (float64, bool) {
+				if t.Failed {
+					return 0, false
+				}
+				return dur(t.Answer)
+			})},
 			figure{"agent_messages", k + 1, "agent messages", "", turn(func(t Turn) float64 { return float64(t.Messages) })},
 			figure{"agent_bytes", k + 1, "agent messages' size", "bytes", turn(func(t Turn) float64 { return float64(t.Bytes) })},
 			figure{"model_requests", k + 1, "model requests", "", turn(func(t Turn) float64 { return float64(t.Model.Requests) })},

@@ -204,6 +204,7 @@ type runRecord struct {
 type turnRecord struct {
 	FirstUpdateMs float64 `json:"first_update_ms"`
 	AnswerMs      float64 `json:"answer_ms"`
+	AnswerFailed  bool    `json:"answer_failed,omitempty"` // answered with an error: not an answer time in the figures
 	Messages      int     `json:"agent_messages"`
 	Bytes         int64   `json:"agent_bytes"`
 	ModelRequests int     `json:"model_requests"`
@@ -238,7 +239,7 @@ func newRunRecord(r Result) runRecord {
 	}
 	requests := 0
 	for _, t := range r.Turns {
-		rec.Turns = append(rec.Turns, turnRecord{FirstUpdateMs: millis(t.FirstUpdate), AnswerMs: millis(t.Answer), Messages: t.Messages,
+		rec.Turns = append(rec.Turns, turnRecord{FirstUpdateMs: millis(t.FirstUpdate), AnswerMs: millis(t.Answer), AnswerFailed: t.Failed, Messages: t.Messages,
 			Bytes: t.Bytes, ModelRequests: t.Model.Requests, ModelBytes: t.Model.Bytes, Tokens: t.Model.Tokens,
 			PromptTokens: t.Model.PromptTokens, CompletionTokens: t.Model.CompletionTokens,
 			SideCalls: t.Model.SideCalls, ToolCalls: t.Model.Mapped, Sent: t.Sent})

@@ -582,6 +582,7 @@ func (r *run) answered(line []byte) {
 	var m struct {
 		ID     json.RawMessage `json:"id"`
 		Method *string         `json:"method"`
+		Error  json.RawMessage `json:"error"`
 		Params struct {
 			Options []permissionOption `json:"options"`
 			Update  struct {
@@ -628,6 +629,7 @@ func (r *run) answered(line []byte) {
 		if p := r.prompts[id]; p != nil {
 			t := &r.turns[p.turn]
 			t.Answer = now.Sub(p.sent)
+			t.Failed = len(m.Error) > 0 && string(m.Error) != "null"
 			t.Model = r.model.count().since(p.model)
 			delete(r.prompts, id)
 		}

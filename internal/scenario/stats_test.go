@@ -5,6 +5,7 @@ package scenario
 import (
 	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -66,4 +67,29 @@ func TestPairedRatio_isTheRatioOfMedians(t *testing.T) {
 	require.NotNil(t, r)
 	assert.InDelta(t, 3.0, r.Median, 1e-9)
 	assert.Contains(t, figureDefinitions, "a ratio is the ratio of the median to the baseline agent's median", "report.md says so")
+}
+
+// Verify that a figure a run did not give is missing, never 0: a turn with
+// no update has no first update, and a prompt answered with an error has
+// no answer time.
+func TestFigures_missingIsMissing(t *testing.T) {
+	fs := figuresOf(1)
+	get := func(key string, r Result) (float64, bool) {
+		for _, f := range fs {
+			if f.Key == key {
+				return f.of(r)
+			}
+		}
+		t.Fatalf("no figure %s", key)
+		return 0, false
+	}
+	quiet := Result{Turns: []Turn{{FirstUpdate: -1, Answer: 5 * time.Millisecond}}}
+	_, ok := get("first_update_ms", quiet)
+	assert.False(t, ok, "a turn with no update")
+	v, ok := get("answer_ms", quiet)
+	assert.True(t, ok)
+	assert.InDelta(t, 5.0, v, 1e-9)
+	failed := Result{Turns: []Turn{{FirstUpdate: time.Millisecond, Answer: 2 * time.Millisecond, Failed: true}}}
+	_, ok = get("answer_ms", failed)
+	assert.False(t, ok, "an error answer is no answer time")
 }
