@@ -800,3 +800,45 @@ func TestScenario_neutralRecordingPassesOnAnotherAgent(t *testing.T) {
 		assert.Contains(t, string(res), "ok   "+file+" [multi]")
 	}
 }
+
+// Verify that a failed warm-up run is kept: it fails the comparison (exit
+// status 1, the closing line counts it), is in the JSON (warm_up) and is
+// listed with its reason in report.md, while the counted runs that passed
+// stay counted.
+func TestScenario_failedWarmUpKept(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "acpbridge") // acpbridge's name: it is given the scenario's flags
+	marker := filepath.Join(dir, "warmed")
+	require.NoError(t, os.WriteFile(script, []byte(fmt.Sprintf("#!/bin/sh\nif [ ! -e %q ]; then touch %q; echo 'cold start failed' >&2; exit 3; fi\nexec %q \"$@\"\n", marker, marker, bin)), 0o755))
+	jsonPath, reportDir := filepath.Join(dir, "runs.json"), filepath.Join(dir, "report")
+	res, err := exec.Command(bin, "scenario", "run", "--agent", script, "--repeat", "2",
+		"--json", jsonPath, "--report", reportDir, "testdata/scenarios/compare_text.txtar").CombinedOutput()
+	out := string(res)
+	require.Error(t, err, "a failed warm-up fails the comparison: %s", out)
+	assert.Contains(t, out, "2 passed, 1 failed", "the counted runs passed; the warm-up did not")
+	b, err := os.ReadFile(jsonPath)
+	require.NoError(t, err)
+	var got struct {
+		Scenarios []struct {
+			Results []struct {
+				Passed int
+				WarmUp []struct {
+					Passed bool
+					Error  string
+				} `json:"warm_up"`
+			}
+		}
+	}
+	require.NoError(t, json.Unmarshal(b, &got))
+	require.Len(t, got.Scenarios, 1)
+	r := got.Scenarios[0].Results[0]
+	assert.Equal(t, 2, r.Passed)
+	require.Len(t, r.WarmUp, 1)
+	assert.False(t, r.WarmUp[0].Passed)
+	md, err := os.ReadFile(filepath.Join(reportDir, "report.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(md), "### Failures\n\n- ")
+	assert.Contains(t, string(md), ", warm-up run: ")
+}

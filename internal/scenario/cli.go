@@ -250,11 +250,11 @@ type rounds struct {
 // after the file it stopped in. It returns how many runs ran and failed.
 func (rr rounds) runAll(files []string, cmp *comparison, diffLimit int, stdout io.Writer) (total, failed int) {
 	for _, path := range files {
-		runs, f := rr.run(path, stdout)
+		runs, warmups, f := rr.run(path, stdout)
 		failed += f
 		var first []Result
 		for i := range runs {
-			total += len(runs[i])
+			total += len(runs[i]) + len(warmups[i]) - passed(warmups[i]) // a failed warm-up is a run that failed
 			if len(runs[i]) > 0 {
 				first = append(first, runs[i][0])
 			}
@@ -271,7 +271,9 @@ func (rr rounds) runAll(files []string, cmp *comparison, diffLimit int, stdout i
 		if len(rr.agents) > 1 || rr.repeat > 0 {
 			fmt.Fprintf(stdout, "  %s, side by side:\n%s%s", path, figuresTable("  ", rr.names, runs, rr.baseline, rr.threads), showDifferences(diffs))
 		}
-		cmp.Scenarios = append(cmp.Scenarios, newScenarioRecord(path, rr.names, runs, diffs, rr.baseline))
+		sr := newScenarioRecord(path, rr.names, runs, diffs, rr.baseline)
+		sr.addWarmUps(warmups)
+		cmp.Scenarios = append(cmp.Scenarios, sr)
 		if isClosed(rr.opt.Stop) {
 			break
 		}
@@ -284,9 +286,10 @@ func (rr rounds) runAll(files []string, cmp *comparison, diffLimit int, stdout i
 // the agents interleaved so that a slower minute of the machine falls on
 // all of them, and their order rotated each round (the k-th counted round
 // begins with agent k mod n) so that none always runs after the same one.
-// It returns each agent's counted runs and how many failed.
-func (rr rounds) run(path string, stdout io.Writer) (runs [][]Result, failed int) {
-	runs = make([][]Result, len(rr.agents))
+// It returns each agent's counted runs, its warm-up runs, and how many
+// runs failed, warm-ups included (a failed warm-up is a failure too).
+func (rr rounds) run(path string, stdout io.Writer) (runs, warmups [][]Result, failed int) {
+	runs, warmups = make([][]Result, len(rr.agents)), make([][]Result, len(rr.agents))
 	warm := rr.repeat > 0
 	for round := range max(1, rr.repeat) + btoi(warm) {
 		counted := round - btoi(warm)
@@ -309,17 +312,18 @@ func (rr rounds) run(path string, stdout io.Writer) (runs [][]Result, failed int
 				label += fmt.Sprintf(" (run %d of %d)", counted+1, rr.repeat)
 			}
 			if isClosed(rr.opt.Stop) {
-				return runs, failed
+				return runs, warmups, failed
 			}
 			res, f := rr.runOnce(path, opt, label, stdout)
-			if counted < 0 {
-				continue // not counted
-			}
 			failed += f
+			if counted < 0 {
+				warmups[i] = append(warmups[i], res...) // not counted, but kept
+				continue
+			}
 			runs[i] = append(runs[i], res...)
 		}
 	}
-	return runs, failed
+	return runs, warmups, failed
 }
 
 // runOnce runs the scenario at path once on one agent: its one session,

@@ -169,6 +169,10 @@ type agentResults struct {
 	PassRateCI95 [2]float64         `json:"pass_rate_ci95"`
 	Runs         []runRecord        `json:"runs"`
 	Summary      map[string]summary `json:"summary"` // by figure: "turn1_answer_ms", "peak_pss_bytes"
+	// WarmUp are the agent's warm-up runs (one, or one per session
+	// under --threads): not in its figures, but a failure there is a
+	// failure of the comparison (its exit status) and is listed.
+	WarmUp []runRecord `json:"warm_up,omitempty"`
 }
 
 // runRecord is one run's figures; times in milliseconds, sizes in bytes,
@@ -325,6 +329,46 @@ func (c *comparison) writeSetting(md *strings.Builder) {
 	}
 }
 
+// addWarmUps records each agent's warm-up runs.
+func (sr *scenarioRecord) addWarmUps(warmups [][]Result) {
+	for i, rs := range warmups {
+		if i >= len(sr.Results) {
+			break
+		}
+		for _, r := range rs {
+			rec := newRunRecord(r)
+			rec.Agent, rec.StartedAt, rec.Session = sr.Results[i].Agent, r.StartedAt, r.Session
+			sr.Results[i].WarmUp = append(sr.Results[i].WarmUp, rec)
+		}
+	}
+}
+
+// failures lists every failed run of the scenario, warm-ups included,
+// with its reason, for report.md.
+func (sr scenarioRecord) failures() string {
+	var sb strings.Builder
+	for _, ar := range sr.Results {
+		list := func(what func(runRecord) string, recs []runRecord) {
+			for _, rec := range recs {
+				if !rec.Passed {
+					fmt.Fprintf(&sb, "- %s, %s: %s\n", ar.Agent, what(rec), strings.ReplaceAll(rec.Error, "\n", " "))
+				}
+			}
+		}
+		list(func(runRecord) string { return "warm-up run" }, ar.WarmUp)
+		list(func(rec runRecord) string {
+			if rec.Session > 0 {
+				return fmt.Sprintf("run %d, session %d", rec.Index, rec.Session)
+			}
+			return fmt.Sprintf("run %d", rec.Index)
+		}, ar.Runs)
+	}
+	if sb.Len() == 0 {
+		return "None: every run passed, warm-ups included.\n"
+	}
+	return sb.String()
+}
+
 // writeScenario writes one scenario's section of the report and its
 // charts.
 func (c *comparison) writeScenario(md *strings.Builder, dir string, n int, sr scenarioRecord) error {
@@ -339,6 +383,7 @@ func (c *comparison) writeScenario(md *strings.Builder, dir string, n int, sr sc
 	}
 	md.WriteString("\n\n")
 	md.WriteString(figuresTable("", names, sr.runs, baseline, c.Threads))
+	md.WriteString("\n### Failures\n\n" + sr.failures())
 	md.WriteString("\n### What each agent sent, per turn\n\n" + sentTable(names, sr.runs))
 	md.WriteString("\n### Differences\n\n```\n" + showDifferences(sr.Differences) + "```\n\n### Charts\n\n")
 	var rows []ratioRow
