@@ -629,6 +629,7 @@ func TestScenario_repeatJSONAndReport(t *testing.T) {
 			OS, Arch, Go, Acpbridge string
 			CPUs                    int
 			Command                 string
+			WorkingDir              string    `json:"working_directory"`
 			MemoryBytes             int64     `json:"memory_bytes"`
 			LoadAverage             []float64 `json:"load_average"`
 		}
@@ -672,7 +673,8 @@ func TestScenario_repeatJSONAndReport(t *testing.T) {
 		assert.Len(t, got.Environment.LoadAverage, 3)
 	}
 	assert.Len(t, got.Agents[1].SHA256, 64, "the agent's executable hashed")
-	assert.True(t, strings.HasPrefix(got.Environment.Command, "acpbridge scenario run "), "one shell-quoted line: %s", got.Environment.Command)
+	assert.True(t, strings.HasPrefix(got.Environment.Command, bin+" scenario run "), "one shell-quoted line, from the binary that ran (not a name a clean shell's PATH may not find): %s", got.Environment.Command)
+	assert.Equal(t, mustGetwd(t), got.Environment.WorkingDir, "the directory it ran in")
 	require.Len(t, got.Scenarios, 1)
 	sc := got.Scenarios[0]
 	assert.Equal(t, 3, sc.Repeat)

@@ -177,7 +177,7 @@ func runCommand(ctx context.Context, args []string, self, version string, stdout
 		return 2
 	}
 	names := uniqueNames(agents)
-	cmp := &comparison{Seed: bootstrapSeed, Environment: newEnvironment(version, append([]string{"acpbridge", "scenario", "run"}, args...))}
+	cmp := &comparison{Seed: bootstrapSeed, Environment: newEnvironment(version, append([]string{self, "scenario", "run"}, args...))}
 	for i, a := range agents {
 		cmp.Agents = append(cmp.Agents, newAgentRecord(names[i], a.command))
 	}

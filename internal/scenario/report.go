@@ -36,16 +36,25 @@ type environment struct {
 	LoadAverage []float64 `json:"load_average,omitempty"`
 	Acpbridge   string    `json:"acpbridge"`
 	Started     time.Time `json:"started"`
-	// Command is the command that ran, one string quoted as a POSIX shell
-	// splits it back into its words: paste it to run the same again.
-	Command string `json:"command"`
+	// Command is the command that ran, the binary that ran first (not a
+	// name a PATH may or may not find), one string quoted as a POSIX shell
+	// splits it back into its words; WorkingDir is the directory it ran
+	// in. From there, paste it to run the same again.
+	Command    string `json:"command"`
+	WorkingDir string `json:"working_directory"`
+}
+
+// workingDir is the directory this process runs in, or "" if unknown.
+func workingDir() string {
+	wd, _ := os.Getwd()
+	return wd
 }
 
 func newEnvironment(version string, args []string) environment {
 	m := machine()
 	return environment{OS: runtime.GOOS, Arch: runtime.GOARCH, Kernel: m.kernel, CPU: m.cpu, CPUs: runtime.NumCPU(),
 		Go: runtime.Version(), MemoryBytes: m.memory, LoadAverage: m.load,
-		Acpbridge: version, Started: time.Now().UTC(), Command: shellLine(args)}
+		Acpbridge: version, Started: time.Now().UTC(), Command: shellLine(args), WorkingDir: workingDir()}
 }
 
 // nodeVersion is what `node --version` says, "" without node.
@@ -314,7 +323,7 @@ func (c *comparison) writeReport(dir string) error {
 // the command, the machine and every agent's file and version.
 func (c *comparison) writeSetting(md *strings.Builder) {
 	e := c.Environment
-	fmt.Fprintf(md, "# Scenario comparison\n\nRun %s; to run it again, from the same directory:\n\n```sh\n%s\n```\n\n", e.Started.Format(time.RFC3339), e.Command)
+	fmt.Fprintf(md, "# Scenario comparison\n\nRun %s; to run it again:\n\n```sh\ncd %s && %s\n```\n\n", e.Started.Format(time.RFC3339), shellQuote(e.WorkingDir), e.Command)
 	fmt.Fprintf(md, "| | |\n|---|---|\n| acpbridge | %s |\n| OS | %s/%s %s |\n| CPU | %s × %d |\n", e.Acpbridge, e.OS, e.Arch, e.Kernel, cmpOr(e.CPU, "unknown"), e.CPUs)
 	if e.MemoryBytes > 0 {
 		fmt.Fprintf(md, "| RAM | %.1f GiB |\n", float64(e.MemoryBytes)/(1<<30))
