@@ -706,6 +706,14 @@ func TestScenario_repeatJSONAndReport(t *testing.T) {
 
 	md, err := os.ReadFile(filepath.Join(reportDir, "report.md"))
 	require.NoError(t, err)
+	if runtime.GOOS == "linux" {
+		for _, ar := range sc.Results {
+			for _, run := range ar.Runs {
+				assert.Len(t, run["load_average"], 3, "the load as each run began")
+			}
+		}
+		assert.Contains(t, string(md), "| load average (1 min) as each run began | ", "sampled through the comparison")
+	}
 	assert.Contains(t, string(md), "| runs passed | 3/3 | 3/3 |")
 	assert.Contains(t, string(md), "![turn 1: answer (ms)](")
 	assert.Contains(t, string(md), "| figure | acpbridge | multi | multi ÷ acpbridge |", "the ratio column")

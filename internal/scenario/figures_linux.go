@@ -94,11 +94,20 @@ func machine() machineInfo {
 		}
 	}
 	m.memory, _ = kbField("/proc/meminfo", "MemTotal:")
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		for _, f := range bytes.Fields(b)[:3] {
-			v, _ := strconv.ParseFloat(string(f), 64)
-			m.load = append(m.load, v)
-		}
-	}
+	m.load = loadAverage()
 	return m
+}
+
+// loadAverage is the load over 1, 5 and 15 minutes now, or nil.
+func loadAverage() []float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return nil
+	}
+	var load []float64
+	for _, f := range bytes.Fields(b)[:3] {
+		v, _ := strconv.ParseFloat(string(f), 64)
+		load = append(load, v)
+	}
+	return load
 }

@@ -193,6 +193,7 @@ type runRecord struct {
 	Session      int          `json:"session,omitempty"`
 	Agent        string       `json:"agent"`
 	StartedAt    time.Time    `json:"started_at"`
+	LoadAverage  []float64    `json:"load_average,omitempty"` // as the run began: the load is sampled through the comparison, not only at its start
 	Passed       bool         `json:"passed"`
 	Error        string       `json:"error,omitempty"`
 	AgentLines   int          `json:"agent_lines"`
@@ -275,7 +276,7 @@ func newScenarioRecord(path string, names []string, runs [][]Result, diffs []pai
 		ar.PassRateCI95 = wilson95(ar.Passed, len(rs))
 		for n, r := range rs {
 			rec := newRunRecord(r)
-			rec.Index, rec.Agent, rec.StartedAt, rec.Session = n+1, names[i], r.StartedAt, r.Session
+			rec.Index, rec.Agent, rec.StartedAt, rec.Session, rec.LoadAverage = n+1, names[i], r.StartedAt, r.Session, r.Load
 			ar.Runs = append(ar.Runs, rec)
 		}
 		for _, f := range figs {
@@ -330,12 +331,38 @@ func (c *comparison) writeSetting(md *strings.Builder) {
 	}
 	if len(e.LoadAverage) == 3 {
 		fmt.Fprintf(md, "| load average at the start | %.2f, %.2f, %.2f (1, 5, 15 min) |\n", e.LoadAverage[0], e.LoadAverage[1], e.LoadAverage[2])
+		if lo, hi, ok := c.loadRange(); ok {
+			fmt.Fprintf(md, "| load average (1 min) as each run began | %.2f to %.2f |\n", lo, hi)
+		}
 	}
 	fmt.Fprintf(md, "| Go | %s |\n| Node | %s |\n| bootstrap seed | %d |\n\n", e.Go, cmpOr(e.Node, "not on the PATH"), c.Seed)
 	md.WriteString("| agent | says it is | command | file run | sha256 | ACP library |\n|---|---|---|---|---|---|\n")
 	for _, a := range c.Agents {
 		fmt.Fprintf(md, "| %s | %s | `%s` | %s | %s | %s |\n", a.Name, cmpOr(a.Version, "–"), shellLine(a.Command), cmpOr(a.Path, "not found"), cmpOr(a.SHA256, "–"), cmpOr(a.SDK, "–"))
 	}
+}
+
+// loadRange is the least and most 1-minute load average seen as the
+// counted runs began.
+func (c *comparison) loadRange() (lo, hi float64, ok bool) {
+	for _, sr := range c.Scenarios {
+		for _, ar := range sr.Results {
+			for _, rec := range ar.Runs {
+				if len(rec.LoadAverage) == 0 {
+					continue
+				}
+				v := rec.LoadAverage[0]
+				if !ok || v < lo {
+					lo = v
+				}
+				if !ok || v > hi {
+					hi = v
+				}
+				ok = true
+			}
+		}
+	}
+	return lo, hi, ok
 }
 
 // addWarmUps records each agent's warm-up runs.

@@ -91,6 +91,7 @@ type Result struct {
 	// closed, and the run ended it (Agent.End).
 	EndedByRun bool
 	StartedAt  time.Time // when the run began (UTC)
+	Load       []float64 // the machine's load average as it began (1, 5, 15 min; nil where unread)
 	// Model is what the served model was asked over the whole run, nil
 	// without one (and for a thread of RunThreads but the first, whose
 	// Model is every thread's).
@@ -173,7 +174,7 @@ func Run(sc *Scenario, opt Options) Result {
 	}
 	r := &run{sc: sc, opt: opt, v: newVars(), pending: map[string]sentRequest{}, options: map[string][]permissionOption{},
 		prompts: map[string]*promptClock{}, initialize: -1, newSession: -1, beforeTurns: -1}
-	res := Result{Path: sc.Path, StartedAt: time.Now().UTC()}
+	res := Result{Path: sc.Path, StartedAt: time.Now().UTC(), Load: loadAverage()}
 	dir, err := r.prepare()
 	if dir != "" {
 		defer os.RemoveAll(dir)
