@@ -126,8 +126,8 @@ func TestTextBytes(t *testing.T) {
 }
 
 // Verify what a reader is told of an agent's versions: the name and
-// version from its answer to initialize, and the ACP package beside a
-// Node script.
+// version from its answer to initialize, and the ACP package of a Node
+// script that names it (not of a wrapper that happens to lie beside one).
 func TestVersions(t *testing.T) {
 	assert.Equal(t, "codex-acp 0.16.0", agentInfo([][]byte{
 		[]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentInfo":{"name":"codex-acp","version":"0.16.0"}}}`)}))
@@ -139,7 +139,10 @@ func TestVersions(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(sdk, "package.json"), []byte(`{"name":"@agentclientprotocol/sdk","version":"0.9.1"}`), 0o644))
 	script := filepath.Join(dir, "dist", "index.js")
 	require.NoError(t, os.MkdirAll(filepath.Dir(script), 0o755))
-	require.NoError(t, os.WriteFile(script, []byte("// an agent\n"), 0o644))
-	assert.Equal(t, "@agentclientprotocol/sdk 0.9.1", sdkOf(script))
+	require.NoError(t, os.WriteFile(script, []byte("import * as acp from \"@agentclientprotocol/sdk\";\n"), 0o644))
+	assert.Equal(t, "@agentclientprotocol/sdk 0.9.1", sdkOf(script), "a script that imports it")
+	wrapper := filepath.Join(dir, "agent.sh")
+	require.NoError(t, os.WriteFile(wrapper, []byte("#!/bin/sh\nexec codex-acp \"$@\"\n"), 0o755))
+	assert.Equal(t, "", sdkOf(wrapper), "a wrapper beside the package, which names none, is credited with none")
 	assert.Equal(t, "", sdkOf(""))
 }

@@ -7,6 +7,7 @@ package scenario
 import (
 	"debug/buildinfo"
 	"encoding/json"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -14,8 +15,11 @@ import (
 )
 
 // sdkOf is the ACP library the file was built with: a Go
-// binary's ACP module from its build information, or for a script the
-// ACP package in the node_modules nearest it; "" when neither is found.
+// binary's ACP module from its build information, or for a script that
+// names the ACP package itself (imports or bundles it) that package's
+// version in the node_modules nearest it; "" when neither is found. A
+// wrapper that names no package (a shell script that execs an agent) is
+// credited with none, whatever lies beside it.
 func sdkOf(file string) string {
 	if file == "" {
 		return ""
@@ -28,8 +32,15 @@ func sdkOf(file string) string {
 		}
 		return ""
 	}
+	text, err := readHead(file, 64<<20)
+	if err != nil {
+		return ""
+	}
 	for dir := filepath.Dir(file); ; dir = filepath.Dir(dir) {
 		for _, pkg := range []string{"@agentclientprotocol/sdk", "@zed-industries/agent-client-protocol"} {
+			if !strings.Contains(text, pkg) {
+				continue // the file's own text does not show it
+			}
 			if v := packageVersion(filepath.Join(dir, "node_modules", pkg, "package.json")); v != "" {
 				return pkg + " " + v
 			}
@@ -38,6 +49,17 @@ func sdkOf(file string) string {
 			return ""
 		}
 	}
+}
+
+// readHead is the first n bytes of file, as text.
+func readHead(file string, n int64) (string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, n))
+	return string(b), err
 }
 
 // packageVersion is the version a package.json gives, "" when there is
