@@ -35,6 +35,10 @@ type Stats struct {
 	// command's short-lived shell.
 	PeakRSS int64
 	PeakPSS int64 // bytes: the largest sum of proportional set sizes over the tree seen
+	// PeakUSS is the largest sum over the tree of each process's private
+	// pages (unique set size): unlike PSS it does not move with what
+	// other processes on the machine map of the same files.
+	PeakUSS int64
 	// CPU is the user and system time of the tree: the agent's own and
 	// its waited-for children's at its end, or where more, the sum of
 	// every process's own time as last sampled.
@@ -71,16 +75,16 @@ type sampler struct {
 // procMemory is one process's memory as a sample read it: its peak RSS so
 // far and its PSS now, in bytes; and its CPU time so far.
 type procMemory struct {
-	pid          int
-	peakRSS, pss int64
-	cpu          time.Duration // its own user and system time so far
+	pid               int
+	peakRSS, pss, uss int64
+	cpu               time.Duration // its own user and system time so far
 }
 
 // sampleInterval is how often the tree is measured.
 const sampleInterval = 5 * time.Millisecond
 
 func startSampler(pid int) *sampler {
-	s := &sampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{}), stats: Stats{PeakRSS: -1, PeakPSS: -1, Processes: -1},
+	s := &sampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{}), stats: Stats{PeakRSS: -1, PeakPSS: -1, PeakUSS: -1, Processes: -1},
 		peak: map[int]int64{}, quiet: map[int]bool{}, cpu: map[int]time.Duration{}}
 	go s.loop()
 	return s
@@ -114,9 +118,10 @@ func (s *sampler) measure(count bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var pss, rss int64
+	var pss, uss, rss int64
 	for _, p := range procs {
 		pss += p.pss
+		uss += p.uss
 		s.peak[p.pid] = p.peakRSS
 		s.cpu[p.pid] = p.cpu
 		if count {
@@ -127,6 +132,7 @@ func (s *sampler) measure(count bool) {
 		rss += s.peak[pid]
 	}
 	s.stats.PeakPSS = max(s.stats.PeakPSS, pss)
+	s.stats.PeakUSS = max(s.stats.PeakUSS, uss)
 	if len(s.quiet) > 0 {
 		s.stats.PeakRSS = max(s.stats.PeakRSS, rss)
 	}

@@ -21,9 +21,9 @@ func treeMemory(pid int) ([]procMemory, bool) {
 	for _, p := range append([]int{pid}, proc.Descendants(pid)...) {
 		dir := "/proc/" + strconv.Itoa(p)
 		r, okR := kbField(dir+"/status", "VmHWM:")
-		ps, _ := kbField(dir+"/smaps_rollup", "Pss:")
+		ps, uss := rollup(dir + "/smaps_rollup")
 		if okR {
-			out = append(out, procMemory{pid: p, peakRSS: r, pss: ps, cpu: ownCPU(dir + "/stat")})
+			out = append(out, procMemory{pid: p, peakRSS: r, pss: ps, uss: uss, cpu: ownCPU(dir + "/stat")})
 		}
 	}
 	return out, len(out) > 0
@@ -48,6 +48,33 @@ func ownCPU(path string) time.Duration {
 	utime, _ := strconv.ParseInt(string(f[11]), 10, 64)
 	stime, _ := strconv.ParseInt(string(f[12]), 10, 64)
 	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// rollup reads a process's PSS and USS (its private pages, clean and
+// dirty: what no other process shares) from its smaps_rollup, in bytes.
+func rollup(path string) (pss, uss int64) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		name, v, ok := bytes.Cut(line, []byte(":"))
+		f := bytes.Fields(v)
+		if !ok || len(f) == 0 {
+			continue
+		}
+		kb, err := strconv.ParseInt(string(f[0]), 10, 64)
+		if err != nil {
+			continue
+		}
+		switch string(name) {
+		case "Pss":
+			pss = kb << 10
+		case "Private_Clean", "Private_Dirty":
+			uss += kb << 10
+		}
+	}
+	return pss, uss
 }
 
 // kbField reads a "Name:  N kB" line of a /proc file, in bytes.

@@ -24,3 +24,17 @@ func TestOwnCPU(t *testing.T) {
 	for ownCPU("/proc/self/stat") == 0 { // this process's own time, read as it grows
 	}
 }
+
+// Verify that a process's USS (its private pages) is read with its PSS,
+// and that the tree of this very process has some: a figure that does not
+// move with what other processes map.
+func TestRollup_ussBesidePSS(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "smaps_rollup")
+	require.NoError(t, os.WriteFile(path, []byte("00400000-7ffd [rollup]\nRss: 900 kB\nPss: 500 kB\nShared_Clean: 400 kB\nPrivate_Clean: 100 kB\nPrivate_Dirty: 300 kB\n"), 0o644))
+	pss, uss := rollup(path)
+	assert.Equal(t, int64(500<<10), pss)
+	assert.Equal(t, int64(400<<10), uss)
+	procs, ok := treeMemory(os.Getpid())
+	require.True(t, ok)
+	assert.Positive(t, procs[0].uss, "this process's own private pages")
+}

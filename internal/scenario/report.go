@@ -203,6 +203,7 @@ type runRecord struct {
 	CPUMs        float64      `json:"cpu_ms"`
 	RSSPeaksSum  int64        `json:"rss_peaks_sum_bytes"` // an upper bound: each process's own peak, added
 	PeakPSS      int64        `json:"peak_pss_bytes"`
+	PeakUSS      int64        `json:"peak_uss_bytes"` // private pages: not moved by other processes
 	Processes    int          `json:"processes"`
 	// ExitedAfterEOF says the agent exited by itself at its stdin's end
 	// (false: the run ended it, SIGTERM then SIGKILL).
@@ -246,7 +247,7 @@ func millis(d time.Duration) float64 {
 
 func newRunRecord(r Result) runRecord {
 	rec := runRecord{Passed: r.Err == nil, AgentLines: r.Lines, InitializeMs: millis(r.Initialize), NewSessionMs: millis(r.NewSession),
-		CPUMs: millis(r.Stats.CPU), RSSPeaksSum: r.Stats.PeakRSS, PeakPSS: r.Stats.PeakPSS, Processes: r.Stats.Processes, Turns: []turnRecord{},
+		CPUMs: millis(r.Stats.CPU), RSSPeaksSum: r.Stats.PeakRSS, PeakPSS: r.Stats.PeakPSS, PeakUSS: r.Stats.PeakUSS, Processes: r.Stats.Processes, Turns: []turnRecord{},
 		ExitedAfterEOF: r.Err == nil && !r.EndedByRun, Model: r.Model}
 	if r.Err != nil {
 		rec.Error = r.Err.Error()
@@ -515,6 +516,7 @@ const figureDefinitions = `
 - **model requests, the whole run** and **prompt tokens, estimated, the whole run**: the same over the whole run, the handshake and every session included: with ` + "`--threads N`" + `, the cost of N sessions at once.
 - **CPU, user + system**: of the tree: the agent's own and its waited-for children's at its end, or where more, the sum of every process's own time as last sampled (so the children of an agent ended at the run's end count too).
 - **peak PSS of the tree**: the largest sum, over the agent process and every process below it, of the proportional set size (each page's size divided among the processes that share it), sampled every 5 ms, whenever the agent has answered every request, and as its stdin closes.
+- **peak USS of the tree (private pages)**: the largest sum, sampled as PSS is, of each process's private pages (clean and dirty: the unique set size). PSS divides a shared page among the processes that map it, so it moves when another process on the machine maps the same files (a second codex-acp running meanwhile); USS does not: it is the memory the tree alone holds, a lower bound of what it costs.
 - **sum of per-process peak RSS (an upper bound)**: each process's own peak RSS (VmHWM) added, over the processes alive whenever every request was answered: pages shared are counted once per process and peaks at different moments added, so it is never below the tree's true peak.
 - **processes**: the most processes in the tree at once whenever every request was answered.
 - Cells: the median over the counted runs and, in brackets, its 95% interval (a percentile bootstrap of the median, 2,000 resamples, seeded); a ratio is the ratio of the median to the baseline agent's median, over the rounds both gave the figure, with its 95% interval from a paired bootstrap over those rounds (runs paired by round). Runs outside three interquartile ranges are flagged in the JSON (` + "`outliers`" + `).
