@@ -180,15 +180,15 @@ func TestWriteCSV(t *testing.T) {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	text := string(b)
-	assert.True(t, strings.HasPrefix(text, "run,agent,scenario,turn,figure,unit,value\n"))
-	for _, row := range []string{
-		"1,a,s.txtar,0,spawn_to_initialize_ms,ms,10\n",
-		"2,a,s.txtar,0,spawn_to_initialize_ms,ms,12\n",
-		"1,b,s.txtar,0,spawn_to_initialize_ms,ms,30\n",
-		"1,a,s.txtar,1,first_update_ms,ms,2\n",
-		"1,a,s.txtar,1,agent_bytes,bytes,300\n",
-		"1,a,s.txtar,1,model_requests,,3\n",
-		"2,a,s.txtar,0,peak_pss_bytes,bytes,2097152\n",
+	assert.True(t, strings.HasPrefix(text, "run,round,session,agent,scenario,passed,turn,figure,unit,value\n"))
+	for _, row := range []string{ // a's round 1 runs first, b's second; round 2 begins with b
+		"1,1,,a,s.txtar,true,0,spawn_to_initialize_ms,ms,10\n",
+		"4,2,,a,s.txtar,true,0,spawn_to_initialize_ms,ms,12\n",
+		"2,1,,b,s.txtar,true,0,spawn_to_initialize_ms,ms,30\n",
+		"1,1,,a,s.txtar,true,1,first_update_ms,ms,2\n",
+		"1,1,,a,s.txtar,true,1,agent_bytes,bytes,300\n",
+		"1,1,,a,s.txtar,true,1,model_requests,,3\n",
+		"4,2,,a,s.txtar,true,0,peak_pss_bytes,bytes,2097152\n",
 	} {
 		assert.Contains(t, text, row)
 	}
@@ -235,4 +235,27 @@ func TestDifferences_deadline(t *testing.T) {
 	got := differences(a, b, 0, time.Now().Add(-time.Second))
 	assert.Equal(t, []string{"not compared: aligning A's 2 lines with B's 1 took longer than --timeout"}, got)
 	assert.NotEqual(t, got, differences(a, b, 0, time.Time{}), "without a deadline it compares")
+}
+
+// Verify the CSV under --threads: each session is a row of its run, with
+// its round and session, and a failed session says so.
+func TestWriteCSV_threads(t *testing.T) {
+	s := func(session int, err error) Result {
+		return Result{Initialize: time.Millisecond, NewSession: -1, Session: session, Err: err}
+	}
+	runs := [][]Result{{s(1, nil), s(2, errors.New("no")), s(1, nil), s(2, nil)}}
+	cmp := &comparison{Agents: []agentRecord{{Name: "a"}}}
+	cmp.Scenarios = append(cmp.Scenarios, newScenarioRecord("s.txtar", []string{"a"}, runs, nil, 0))
+	path := filepath.Join(t.TempDir(), "runs.csv")
+	require.NoError(t, cmp.writeCSV(path))
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	for _, row := range []string{
+		"1,1,1,a,s.txtar,true,0,spawn_to_initialize_ms,ms,1\n",
+		"1,1,2,a,s.txtar,false,0,spawn_to_initialize_ms,ms,1\n",
+		"2,2,1,a,s.txtar,true,0,spawn_to_initialize_ms,ms,1\n",
+		"2,2,2,a,s.txtar,true,0,spawn_to_initialize_ms,ms,1\n",
+	} {
+		assert.Contains(t, string(b), row)
+	}
 }

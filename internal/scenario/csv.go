@@ -10,8 +10,11 @@ import (
 	"strconv"
 )
 
-// writeCSV writes one row per counted run and figure: the run's index
-// among its agent's counted runs (from 1), the agent, the scenario, the
+// writeCSV writes one row per counted run (under --threads, per session)
+// and figure: the run (its place in the order the scenario's counted runs
+// ran, from 1: rounds of every agent, their order rotated each round), the
+// round (from 1), the session (its number among the run's --threads, else
+// empty), the agent, the scenario, whether the run (session) passed, the
 // turn (0 for a figure of the whole run), the figure in snake_case with its
 // unit in the name, the unit, and the value (sizes in bytes). A figure a
 // run did not give has no row.
@@ -21,17 +24,28 @@ func (c *comparison) writeCSV(path string) error {
 		return err
 	}
 	w := csv.NewWriter(f)
-	w.Write([]string{"run", "agent", "scenario", "turn", "figure", "unit", "value"})
+	w.Write([]string{"run", "round", "session", "agent", "scenario", "passed", "turn", "figure", "unit", "value"})
 	for _, sr := range c.Scenarios {
 		figs := figuresOf(maxTurns(sr.runs))
+		agents := len(sr.runs)
 		for i, rs := range sr.runs {
-			for n, r := range rs {
+			round := 0
+			for _, r := range rs {
+				if r.Session <= 1 {
+					round++ // a run's first session, or a run without --threads
+				}
+				run := (round-1)*agents + ((i-(round-1))%agents+agents)%agents + 1
+				session := ""
+				if r.Session > 0 {
+					session = strconv.Itoa(r.Session)
+				}
 				for _, fg := range figs {
 					v, ok := fg.of(r)
 					if !ok {
 						continue
 					}
-					w.Write([]string{strconv.Itoa(n + 1), c.Agents[i].Name, sr.Path, strconv.Itoa(fg.Turn), fg.Key, fg.Unit, strconv.FormatFloat(v, 'f', -1, 64)})
+					w.Write([]string{strconv.Itoa(run), strconv.Itoa(round), session, c.Agents[i].Name, sr.Path, strconv.FormatBool(r.Err == nil),
+						strconv.Itoa(fg.Turn), fg.Key, fg.Unit, strconv.FormatFloat(v, 'f', -1, 64)})
 				}
 			}
 		}
