@@ -687,7 +687,7 @@ func TestScenario_repeatJSONAndReport(t *testing.T) {
 			}
 			turns := run["turns"].([]any)
 			require.Len(t, turns, 2)
-			for _, field := range []string{"first_update_ms", "answer_ms", "agent_messages", "agent_bytes", "model_requests", "model_request_bytes", "prompt_tokens_estimated", "completion_tokens_estimated", "tokens_served"} {
+			for _, field := range []string{"first_output_ms", "answer_ms", "agent_messages", "agent_bytes", "model_requests", "model_request_bytes", "prompt_tokens_estimated", "completion_tokens_estimated", "tokens_served"} {
 				assert.Contains(t, turns[0], field)
 			}
 			assert.Equal(t, 1.0, turns[0].(map[string]any)["model_requests"])

@@ -170,7 +170,7 @@ func TestView_joinsLinearly(t *testing.T) {
 func TestWriteCSV(t *testing.T) {
 	run := func(init time.Duration, pss int64) Result {
 		return Result{Initialize: init, NewSession: -1, Stats: Stats{PeakPSS: pss},
-			Turns: []Turn{{FirstUpdate: 2 * time.Millisecond, Answer: 5 * time.Millisecond, Bytes: 300, Model: servedCount{Requests: 3}}}}
+			Turns: []Turn{{FirstOutput: 2 * time.Millisecond, Answer: 5 * time.Millisecond, Bytes: 300, Model: servedCount{Requests: 3}}}}
 	}
 	runs := [][]Result{{run(10*time.Millisecond, 1<<20), run(12*time.Millisecond, 2<<20)}, {run(30*time.Millisecond, 0)}}
 	cmp := &comparison{Agents: []agentRecord{{Name: "a"}, {Name: "b"}}}
@@ -185,7 +185,7 @@ func TestWriteCSV(t *testing.T) {
 		"1,1,,a,s.txtar,true,0,spawn_to_initialize_ms,ms,10\n",
 		"4,2,,a,s.txtar,true,0,spawn_to_initialize_ms,ms,12\n",
 		"2,1,,b,s.txtar,true,0,spawn_to_initialize_ms,ms,30\n",
-		"1,1,,a,s.txtar,true,1,first_update_ms,ms,2\n",
+		"1,1,,a,s.txtar,true,1,first_output_ms,ms,2\n",
 		"1,1,,a,s.txtar,true,1,agent_bytes,bytes,300\n",
 		"1,1,,a,s.txtar,true,1,model_requests,,3\n",
 		"4,2,,a,s.txtar,true,0,peak_pss_bytes,bytes,2097152\n",

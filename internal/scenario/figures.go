@@ -16,7 +16,9 @@ import (
 // sent meanwhile (the answer included) and their bytes; and what the
 // served model was asked meanwhile.
 type Turn struct {
-	FirstUpdate, Answer time.Duration // -1: none came
+	// FirstOutput is to the first update that carries the model's output
+	// (modelOutput), Answer to the prompt's answer; -1: none came.
+	FirstOutput, Answer time.Duration
 	Failed              bool          // the prompt was answered with an error: its answer time is no answer's
 	Messages            int
 	Bytes               int64

@@ -84,9 +84,9 @@ func figuresOf(turns int) []figure {
 			return turnOK(func(t Turn) (float64, bool) { return f(t), true })
 		}
 		fs = append(fs,
-			// A turn with no update has no first update (missing, never 0);
+			// A turn with no output has no first output (missing, never 0);
 			// an error answer is no answer time.
-			figure{"first_update_ms", k + 1, "first update", "ms", turnOK(func(t Turn) (float64, bool) { return dur(t.FirstUpdate) })},
+			figure{"first_output_ms", k + 1, "first output", "ms", turnOK(func(t Turn) (float64, bool) { return dur(t.FirstOutput) })},
 			figure{"answer_ms", k + 1, "answer", "ms", turnOK(func(t Turn) (float64, bool) {
 				if t.Failed {
 					return 0, false

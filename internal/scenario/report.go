@@ -217,7 +217,7 @@ type runRecord struct {
 }
 
 type turnRecord struct {
-	FirstUpdateMs float64 `json:"first_update_ms"`
+	FirstOutputMs float64 `json:"first_output_ms"`
 	AnswerMs      float64 `json:"answer_ms"`
 	AnswerFailed  bool    `json:"answer_failed,omitempty"` // answered with an error: not an answer time in the figures
 	Messages      int     `json:"agent_messages"`
@@ -254,7 +254,7 @@ func newRunRecord(r Result) runRecord {
 	}
 	requests := 0
 	for _, t := range r.Turns {
-		rec.Turns = append(rec.Turns, turnRecord{FirstUpdateMs: millis(t.FirstUpdate), AnswerMs: millis(t.Answer), AnswerFailed: t.Failed, Messages: t.Messages,
+		rec.Turns = append(rec.Turns, turnRecord{FirstOutputMs: millis(t.FirstOutput), AnswerMs: millis(t.Answer), AnswerFailed: t.Failed, Messages: t.Messages,
 			Bytes: t.Bytes, ModelRequests: t.Model.Requests, ModelBytes: t.Model.Bytes, Tokens: t.Model.Tokens,
 			PromptTokens: t.Model.PromptTokens, CompletionTokens: t.Model.CompletionTokens,
 			SideCalls: t.Model.SideCalls, ToolCalls: t.Model.Mapped, Sent: t.Sent})
@@ -508,7 +508,7 @@ const figureDefinitions = `
 
 - **spawn → initialize answered**: wall clock from the agent process's start to the client's reading of its answer to ` + "`initialize`" + `.
 - **session/new answered**: from the client's write of the first ` + "`session/new`" + ` to its reading of the answer.
-- **turn N: first update**: from the client's write of the turn's ` + "`session/prompt`" + ` to its reading of the first ` + "`session/update`" + ` after it; **answer**: to its reading of the prompt's answer.
+- **turn N: first output**: from the client's write of the turn's ` + "`session/prompt`" + ` to its reading of the first ` + "`session/update`" + ` after it that carries the model's output (text, a thought, a tool call or a plan): an agent's command list or usage sent at the prompt is not counted, so the figure means the same for every agent; **answer**: to its reading of the prompt's answer.
 - **agent messages** and their **size**: the lines the agent wrote meanwhile (the answer included) and their bytes, newlines counted.
 - **model requests**: the HTTP requests that reached the served model meanwhile, side calls (a title, a summary: no tools offered, or a JSON schema asked for) included; **model requests' size**: their bodies' bytes.
 - **prompt tokens, estimated**: for each model request, the bytes of every string value of its JSON body (messages, system prompt, tool descriptions and schemas, tool inputs and results; not keys or syntax) divided by 4, added up; **completion tokens, estimated**: the bytes of the answers' text, thoughts and tool inputs divided by 4. The same estimator for every agent and wire.

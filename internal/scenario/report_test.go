@@ -19,7 +19,7 @@ import (
 // the given kinds sent.
 func runOf(init time.Duration, sent map[string]int) Result {
 	return Result{Initialize: init, NewSession: -1,
-		Turns: []Turn{{FirstUpdate: time.Millisecond, Answer: 2 * time.Millisecond, Sent: sent}}}
+		Turns: []Turn{{FirstOutput: time.Millisecond, Answer: 2 * time.Millisecond, Sent: sent}}}
 }
 
 // Verify the table: a cell is the median and its 95% interval, each

@@ -503,7 +503,7 @@ func (r *run) sendText(st Step) (string, error) {
 				r.beforeTurns = r.n
 			}
 			r.prompts[id] = &promptClock{sent: time.Now(), turn: len(r.turns), model: r.model.count()}
-			r.turns = append(r.turns, Turn{FirstUpdate: -1, Answer: -1})
+			r.turns = append(r.turns, Turn{FirstOutput: -1, Answer: -1})
 		}
 	}
 	return text, nil
@@ -605,11 +605,11 @@ func (r *run) answered(line []byte) {
 		}
 	}
 	switch {
-	case m.Method != nil && *m.Method == "session/update":
+	case m.Method != nil && *m.Method == "session/update" && modelOutput(m.Params.Update.SessionUpdate):
 		for _, p := range r.prompts {
 			if !p.first {
 				p.first = true
-				r.turns[p.turn].FirstUpdate = now.Sub(p.sent)
+				r.turns[p.turn].FirstOutput = now.Sub(p.sent)
 			}
 		}
 	case len(m.ID) == 0:
@@ -640,6 +640,18 @@ func (r *run) answered(line []byte) {
 	case *m.Method == "session/request_permission":
 		r.options[string(m.ID)] = m.Params.Options
 	}
+}
+
+// modelOutput reports whether a session/update of this kind carries the
+// model's output (text, a thought, a tool call, a plan), which a turn's
+// first output is timed to: an agent's command list or usage sent at the
+// prompt is not an answer beginning.
+func modelOutput(kind string) bool {
+	switch kind {
+	case "agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan":
+		return true
+	}
+	return false
 }
 
 // sentKind is what an agent's message is, as a turn counts them: "update

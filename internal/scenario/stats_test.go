@@ -83,13 +83,25 @@ func TestFigures_missingIsMissing(t *testing.T) {
 		t.Fatalf("no figure %s", key)
 		return 0, false
 	}
-	quiet := Result{Turns: []Turn{{FirstUpdate: -1, Answer: 5 * time.Millisecond}}}
-	_, ok := get("first_update_ms", quiet)
+	quiet := Result{Turns: []Turn{{FirstOutput: -1, Answer: 5 * time.Millisecond}}}
+	_, ok := get("first_output_ms", quiet)
 	assert.False(t, ok, "a turn with no update")
 	v, ok := get("answer_ms", quiet)
 	assert.True(t, ok)
 	assert.InDelta(t, 5.0, v, 1e-9)
-	failed := Result{Turns: []Turn{{FirstUpdate: time.Millisecond, Answer: 2 * time.Millisecond, Failed: true}}}
+	failed := Result{Turns: []Turn{{FirstOutput: time.Millisecond, Answer: 2 * time.Millisecond, Failed: true}}}
 	_, ok = get("answer_ms", failed)
 	assert.False(t, ok, "an error answer is no answer time")
+}
+
+// Verify what a turn's first output is timed to: the model's text, a
+// thought, a tool call or a plan, never an agent's command list or usage
+// sent at the prompt (claude-agent-acp and gemini-cli send one there).
+func TestModelOutput(t *testing.T) {
+	for _, k := range []string{"agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan"} {
+		assert.True(t, modelOutput(k), k)
+	}
+	for _, k := range []string{"available_commands_update", "usage_update", "session_info_update", "current_mode_update", "config_option_update", "user_message_chunk"} {
+		assert.False(t, modelOutput(k), k)
+	}
 }
