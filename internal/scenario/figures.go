@@ -19,7 +19,7 @@ type Turn struct {
 	// FirstOutput is to the first update that carries the model's output
 	// (modelOutput), Answer to the prompt's answer; -1: none came.
 	FirstOutput, Answer time.Duration
-	Failed              bool          // the prompt was answered with an error: its answer time is no answer's
+	Failed              bool // the prompt was answered with an error: its answer time is no answer's
 	Messages            int
 	Bytes               int64
 	Model               servedCount
