@@ -140,6 +140,13 @@ func newRouter(o Options, exe string) *router {
 		children: map[*child]bool{}, threads: map[string]*thread{}, inflight: map[string]bool{}, openings: map[string]bool{}}
 	if o.Command == nil {
 		r.reopenBy = acp.MethodSessionResume // acpbridge resumes any session it persisted
+	} else {
+		// What the agents start inherits the tag, in sessions of their own
+		// too (codex-acp and claude-agent-acp run commands so): the keeper
+		// ends them all should the router be killed.
+		tag := fmt.Sprintf("fanout-%d", os.Getpid())
+		r.Env = append(slices.DeleteFunc(slices.Clone(o.Env), func(kv string) bool { return strings.HasPrefix(kv, proc.TagVar+"=") }), proc.TagVar+"="+tag)
+		r.Guard.KeepTagged(tag)
 	}
 	if wd, err := os.Getwd(); err == nil {
 		r.cwd = filepath.Clean(wd)

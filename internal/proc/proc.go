@@ -57,6 +57,7 @@ type Guard struct {
 	broken   bool           // a keeper could not be started
 	startErr error          // why it could not be started, for Started to return once
 	groups   map[int]bool   // the groups the keeper is told of, for a new keeper
+	tags     []string       // the tags whose processes the keeper ends too (KeepTagged)
 	kept     chan struct{}  // closed when the keeper has exited
 	osGuard
 }
@@ -281,18 +282,46 @@ func (g *Guard) startKeeper() error {
 			break
 		}
 	}
+	for _, tag := range g.tags {
+		fmt.Fprintf(in, "t%s\n", tag)
+	}
 	return nil
 }
 
+// KeepTagged tells the keeper to end, should this process be killed, the
+// processes marked tag (TagVar=tag in their environment) wherever they
+// are: what an agent started in a session of its own, re-parented past
+// this process once its parent is killed with it. Linux only, where the
+// keeper can read every process's environment.
+func (g *Guard) KeepTagged(tag string) {
+	if g == nil || !useKeeper {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.tags = append(g.tags, tag)
+	if g.keeper != nil {
+		fmt.Fprintf(g.keeper, "t%s\n", tag)
+	}
+}
+
 // RunKeeper is the keeper's whole life: it reads "+PID" and "-PID" lines
-// from r until r ends, then kills every group still listed.
+// from r until r ends, then kills every group still listed, and what each
+// group's leader started outside its group (an agent that runs a command
+// in a session of its own, as codex-acp and claude-agent-acp do: found
+// below the leader while it still lives, then killed with it).
 func RunKeeper(r io.Reader) {
 	ignoreEndSignals()
 	groups := map[int]bool{}
+	var tags []string
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		line := sc.Text()
 		if len(line) < 2 {
+			continue
+		}
+		if line[0] == 't' {
+			tags = append(tags, line[1:])
 			continue
 		}
 		pid, err := strconv.Atoi(line[1:])
@@ -306,8 +335,18 @@ func RunKeeper(r io.Reader) {
 			delete(groups, pid)
 		}
 	}
+	var below []int
+	for pid := range groups {
+		below = append(below, Descendants(pid)...)
+	}
+	for _, tag := range tags {
+		below = append(below, processesTagged(TagVar+"="+tag)...)
+	}
 	for pid := range groups {
 		killGroup(pid)
+	}
+	for _, pid := range below {
+		killProcess(pid)
 	}
 }
 

@@ -30,6 +30,10 @@ func HideMemory() error { return nil }
 // (docs/platforms.md): there are none of its own to find.
 func orphansTagged(string) []int { return nil }
 
+// processesTagged: macOS does not show another process's environment
+// without privileges; the keeper ends groups only.
+func processesTagged(string) []int { return nil }
+
 // WaitExited cannot wait without reaping here: the caller kills the
 // group after its Wait.
 func WaitExited(int) bool { return false }

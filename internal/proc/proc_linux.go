@@ -129,6 +129,25 @@ func orphansTagged(kv string) []int {
 	return out
 }
 
+// processesTagged lists every process whose environment holds the entry
+// kv, wherever it is (the keeper's end: a killed acpbridge's agents'
+// commands, re-parented past it).
+func processesTagged(kv string) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && bytes.Contains(append([]byte{0}, env...), []byte("\x00"+kv+"\x00")) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 // WaitExited waits until the child pid has exited without reaping it
 // (waitid WNOWAIT): its pid, and so its group's id, cannot be reused until
 // it is reaped, so the group can be killed safely meanwhile. It reports

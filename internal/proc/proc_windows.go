@@ -128,6 +128,9 @@ func HideMemory() error { return nil }
 // orphansTagged: on Windows a command's processes end with its job.
 func orphansTagged(string) []int { return nil }
 
+// processesTagged: Windows ends what a command started with its job.
+func processesTagged(string) []int { return nil }
+
 // WaitExited: a Windows command's tree is ended through a snapshot after
 // its Wait.
 func WaitExited(int) bool { return false }

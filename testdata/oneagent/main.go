@@ -21,6 +21,7 @@
 // A prompt's words make it misbehave as agents do: "stop reading" stops
 // reading its stdin for good (a long blocking call); "crash with helper"
 // starts a helper in a session of its own that holds its stdout and stderr,
+// ("start a daemon" starts one that holds nothing, and says its pid)
 // then exits; "endless N" writes a line of N MiB; "spoof ID" sends an
 // update and a permission request naming session ID; "flood N" sends N
 // requests to the client at once and counts aloud those refused;
@@ -339,6 +340,11 @@ func (a *agent) misbehave(sid, text string) {
 	var n int
 	var other string
 	switch {
+	case strings.Contains(text, "start a daemon"): // as codex-acp and claude-agent-acp run commands: in a session of its own
+		helper := exec.Command("sleep", "300")
+		helper.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		helper.Start()
+		a.update(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": fmt.Sprintf("daemon=%d, ", helper.Process.Pid)}})
 	case strings.Contains(text, "crash with helper"):
 		helper := exec.Command("sleep", "300")
 		helper.Stdout, helper.Stderr = os.Stdout, os.Stderr
