@@ -156,3 +156,23 @@ func TestFanoutReopen_spareKilledAsTaken(t *testing.T) {
 	require.Nil(t, r.Error, "the thread whose spare was killed as it was taken")
 	p.close()
 }
+
+// Verify that a warm spare serves a thread opened in another directory:
+// threads opened one after another, each in a project of its own, each
+// take the process started ahead for them instead of waiting for one.
+func TestFanoutReopen_spareServesAnyCwd(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, []string{"--spares", "1"})
+	p.call(initLine)
+	for i, dir := range []string{t.TempDir(), t.TempDir(), t.TempDir()} {
+		var spare []int
+		require.Eventually(t, func() bool { spare = agentChildren(t, p.cmd.Process.Pid); return len(spare) == i+1 }, hang, 10*time.Millisecond, "a spare waits")
+		p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, 10+i, dir))
+		_, rs, _ := p.collect(10 + i)
+		require.Nil(t, rs[10+i].Error)
+		var res struct{ SessionID string }
+		require.NoError(t, json.Unmarshal(rs[10+i].Result, &res))
+		assert.Contains(t, spare, agentPid(t, res.SessionID), "thread %d, opened in a directory of its own, was served by the spare", i+1)
+	}
+	p.close()
+}
