@@ -470,7 +470,7 @@ func (c *commandLine) define(fs *flag.FlagSet) {
 	fs.IntVar(&cfg.maxPromptBlocks, "max-prompt-blocks", 10_000, "most content blocks in one prompt; more are refused")
 	fs.IntVar(&cfg.maxChildren, "max-children", 64, "with --fanout: most child processes, spares included")
 	fs.DurationVar(&cfg.idleTimeout, "idle-timeout", 10*time.Minute, "with --fanout: a thread idle this long gives its process back, reopened on its next request (0: never)")
-	fs.DurationVar(&cfg.reopenTimeout, "reopen-timeout", fanout.DefaultReopenTimeout, "with --fanout: how long reopening a thread in a new process may take before its requests fail")
+	fs.DurationVar(&cfg.reopenTimeout, "reopen-timeout", fanout.DefaultReopenTimeout, "with --fanout: how long reopening a thread in a new process may take before its requests fail; it also bounds an agent process's initialize (at least 5s)")
 	fs.Var(&c.spares, "spares", "with --fanout: `N` children kept started for the next threads (default 2, or 1 with -- CMD)")
 	fs.StringVar(&c.passEnv, "pass-env", os.Getenv("ACPBRIDGE_PASS_ENV"), "comma-separated `NAMES` of secret environment variables (OPENAI_API_KEY) that commands and stdio MCP servers get anyway [ACPBRIDGE_PASS_ENV]")
 	fs.BoolVar(&cfg.fanout, "fanout", false, "serve many sessions on one connection, each in a child acpbridge process of its own (for Zed's threads)")
