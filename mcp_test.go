@@ -294,10 +294,13 @@ func TestMCP_http(t *testing.T) {
 			h.ServeHTTP(w, r)
 		})
 	}
-	server := newTestMCPServer()
-	streamable := httptest.NewServer(guard(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)))
+	// A server each: one SDK server behind both transports, its sessions
+	// started at once, stalled past the 15 s start bound once in ten
+	// rounds of the suite on a loaded machine.
+	httpServer, sseServer := newTestMCPServer(), newTestMCPServer()
+	streamable := httptest.NewServer(guard(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return httpServer }, nil)))
 	t.Cleanup(streamable.Close)
-	sse := httptest.NewServer(guard(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return server }, nil)))
+	sse := httptest.NewServer(guard(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return sseServer }, nil)))
 	t.Cleanup(sse.Close)
 	fixture := writeFixture(t,
 		`{"chunks":[{"toolCall":{"id":"h1","name":"mcp__web__echo","input":{"text":"over http"}}},{"toolCall":{"id":"h2","name":"mcp__old__echo","input":{"text":"over sse"}}}]}`,
