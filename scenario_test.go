@@ -674,7 +674,9 @@ func TestScenario_repeatJSONAndReport(t *testing.T) {
 	}
 	assert.Len(t, got.Agents[1].SHA256, 64, "the agent's executable hashed")
 	assert.True(t, strings.HasPrefix(got.Environment.Command, bin+" scenario run "), "one shell-quoted line, from the binary that ran (not a name a clean shell's PATH may not find): %s", got.Environment.Command)
-	assert.Equal(t, mustGetwd(t), got.Environment.WorkingDir, "the directory it ran in")
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	assert.Equal(t, wd, got.Environment.WorkingDir, "the directory it ran in")
 	require.Len(t, got.Scenarios, 1)
 	sc := got.Scenarios[0]
 	assert.Equal(t, 3, sc.Repeat)
