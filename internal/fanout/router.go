@@ -87,7 +87,7 @@ type router struct {
 	spares       []*child           // children for the next threads, in the order they were started
 	waiting      []take             // takes waiting for a process slot to free (--max-children)
 	cwd          string             // the router's own directory
-	spareDir     string             // where spares start: the directory of the thread opened last ("": cwd)
+	spareDir     string             // where spares start: the directory of the thread opened last ("": cwd, always unless knownAgents says otherwise)
 	threads      map[string]*thread // the client's open sessions, by id
 	inflight     map[string]bool    // the client's request ids not answered yet
 	openings     map[string]bool    // session/new requests waiting for a process, by the client's id
@@ -152,8 +152,9 @@ func newRouter(o Options, exe string) *router {
 		r.cwd = filepath.Clean(wd)
 	}
 	if len(o.Command) > 0 && strings.ContainsAny(o.Command[0], `/\`) && !filepath.IsAbs(o.Command[0]) {
-		// A child runs in its session's directory: a relative command is
-		// the router's directory's.
+		// A child of an agent known to need it runs in its session's
+		// directory (knownAgents): a relative command is the router's
+		// directory's.
 		r.Command = append([]string{filepath.Join(r.cwd, o.Command[0])}, o.Command[1:]...)
 	}
 	return r
