@@ -27,23 +27,27 @@ import (
 // import. A new package must be added here, with its place.
 var layers = map[string][]string{
 	// The bottom: they import nothing of acpbridge's but the JSON writer.
-	"jsonenc": nil,         // JSON written as encoding/json writes it
-	"acp":     {"jsonenc"}, // ACP wire types, method names, codes, encoders
-	"clip":    nil,         // the one truncation helper
-	"cliflag": nil,         // flag errors and help as every command prints them
-	"events":  nil,         // log records with an event name, for tests to watch
-	"proc":    nil,         // child processes: groups, the keeper, the job, the sweep
-	"store":   {"jsonenc"}, // session logs, locks, list, delete; knows no protocol
+	"jsonenc":   nil,         // JSON written as encoding/json writes it
+	"acp":       {"jsonenc"}, // ACP wire types, method names, codes, encoders
+	"clip":      nil,         // the one truncation helper
+	"shellword": nil,         // a word quoted for a POSIX shell
+	"cliflag":   nil,         // flag errors and help as every command prints them
+	"events":    nil,         // log records with an event name, for tests to watch
+	"proc":      nil,         // child processes: groups, the keeper, the job, the sweep
+	"store":     {"jsonenc"}, // session logs, locks, list, delete; knows no protocol
 	// The channel and the models know the protocol, nothing above it.
 	"channel": {"acp", "clip", "jsonenc"},
 	"model":   {"acp", "clip", "jsonenc"},
 	// The tools know the protocol and processes; MCP tools are tools.
 	"tools": {"acp", "clip", "events", "jsonenc", "proc"},
 	"mcp":   {"acp", "clip", "events", "proc", "tools"},
-	// --fanout routes lines between channels; scenarios stand alone but
-	// for the replay fixture, which they serve as a model endpoint.
-	"fanout":   {"acp", "channel", "clip", "events", "jsonenc", "proc"},
-	"scenario": {"acp", "cliflag", "clip", "jsonenc", "model", "proc"},
+	// --fanout routes lines between channels.
+	"fanout": {"acp", "channel", "clip", "events", "jsonenc", "proc"},
+	// The served model answers any agent's model calls from a replay
+	// fixture, read by the replay model; scenarios run transcripts
+	// against agents, and serve them that model.
+	"served":   {"acp", "clip", "model", "shellword"},
+	"scenario": {"acp", "cliflag", "clip", "jsonenc", "model", "proc", "served", "shellword"},
 }
 
 func TestArchitecture_importsRunOneWay(t *testing.T) {

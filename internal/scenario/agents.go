@@ -17,6 +17,7 @@ import (
 	"github.com/mattn/go-shellwords"
 
 	"acpbridge/internal/proc"
+	"acpbridge/internal/served"
 )
 
 // agentSpec is an agent to run: its name, its command line, and whether
@@ -91,7 +92,7 @@ func overServedModel(flags []string) []string {
 			val = flags[i]
 		}
 		if strings.HasPrefix(val, "replay:") {
-			out = append(out, "--model", "openai:"+servedModelName, "--base-url", "$MODEL_URL")
+			out = append(out, "--model", "openai:"+served.ModelName, "--base-url", "$MODEL_URL")
 		} else {
 			out = append(out, "--model", val)
 		}

@@ -19,6 +19,7 @@ import (
 
 	"acpbridge/internal/cliflag"
 	"acpbridge/internal/proc"
+	"acpbridge/internal/served"
 )
 
 const usage = `Usage:
@@ -391,7 +392,7 @@ func modelCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		fmt.Fprintf(stderr, "acpbridge scenario model: %v\n", err)
 		return 2
 	}
-	m, err := serveModel(path, files[0], *listen, []string{*cwd})
+	m, err := served.Start(path, files[0], *listen, []string{*cwd})
 	if err != nil {
 		fmt.Fprintf(stderr, "acpbridge scenario model: %v\n", err)
 		return 1

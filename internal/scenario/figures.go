@@ -5,6 +5,7 @@
 package scenario
 
 import (
+	"acpbridge/internal/served"
 	"io"
 	"os"
 	"sync"
@@ -22,7 +23,7 @@ type Turn struct {
 	Failed              bool // the prompt was answered with an error: its answer time is no answer's
 	Messages            int
 	Bytes               int64
-	Model               servedCount
+	Model               served.Count
 	// Sent counts the agent's messages meanwhile by kind (sentKind):
 	// "update tool_call", "request session/request_permission".
 	Sent map[string]int

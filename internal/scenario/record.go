@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"acpbridge/internal/jsonenc"
+	"acpbridge/internal/shellword"
 )
 
 // Recorder collects both sides of a conversation in the order it sees them.
@@ -268,15 +269,7 @@ func RunHint(cmd []string, self, file string) string {
 	if len(cmd) == 0 || isAcpbridge(cmd[0], self) {
 		return "acpbridge scenario run " + file
 	}
-	return fmt.Sprintf("acpbridge scenario run --agent %s %s", shellQuote(agentName(cmd[0])+"="+strings.Join(cmd[:1], " ")), file)
-}
-
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	if !strings.ContainsAny(s, " \t'\"$\\*?[]#~;&|<>()") {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	return fmt.Sprintf("acpbridge scenario run --agent %s %s", shellword.Quote(agentName(cmd[0])+"="+strings.Join(cmd[:1], " ")), file)
 }
 
 // noteWorkspaceFiles notes the workspace files the agent's tool calls

@@ -5,6 +5,7 @@
 package scenario
 
 import (
+	"acpbridge/internal/served"
 	"fmt"
 	"math"
 	"slices"
@@ -103,7 +104,7 @@ func figuresOf(turns int) []figure {
 		)
 	}
 	known := func(v int64) (float64, bool) { return float64(v), v > 0 }
-	whole := func(f func(servedCount) int64) func(Result) (float64, bool) {
+	whole := func(f func(served.Count) int64) func(Result) (float64, bool) {
 		return func(r Result) (float64, bool) {
 			if r.Model == nil {
 				return 0, false
@@ -112,8 +113,8 @@ func figuresOf(turns int) []figure {
 		}
 	}
 	return append(fs,
-		figure{"model_requests_total", 0, "model requests, the whole run", "", whole(func(c servedCount) int64 { return int64(c.Requests) })},
-		figure{"prompt_tokens_estimated_total", 0, "prompt tokens, estimated, the whole run", "", whole(func(c servedCount) int64 { return c.PromptTokens })},
+		figure{"model_requests_total", 0, "model requests, the whole run", "", whole(func(c served.Count) int64 { return int64(c.Requests) })},
+		figure{"prompt_tokens_estimated_total", 0, "prompt tokens, estimated, the whole run", "", whole(func(c served.Count) int64 { return c.PromptTokens })},
 		figure{"cpu_ms", 0, "CPU, user + system", "ms", func(r Result) (float64, bool) { return float64(r.Stats.CPU.Microseconds()) / 1000, r.Stats.CPU > 0 }},
 		figure{"peak_pss_bytes", 0, "peak PSS of the tree", "bytes", func(r Result) (float64, bool) { return known(r.Stats.PeakPSS) }},
 		figure{"peak_uss_bytes", 0, "peak USS of the tree (private pages)", "bytes", func(r Result) (float64, bool) { return known(r.Stats.PeakUSS) }},

@@ -5,6 +5,8 @@
 package scenario
 
 import (
+	"acpbridge/internal/served"
+	"acpbridge/internal/shellword"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -77,7 +79,7 @@ func nodeVersion() string {
 func shellLine(words []string) string {
 	quoted := make([]string, len(words))
 	for i, w := range words {
-		quoted[i] = shellQuote(w)
+		quoted[i] = shellword.Quote(w)
 		if w == "" {
 			quoted[i] = "''"
 		}
@@ -210,7 +212,7 @@ type runRecord struct {
 	ExitedAfterEOF bool `json:"exited_after_eof"`
 	// Model is what the served model was asked over the whole run
 	// (with --threads, on the run's first session only: every session's).
-	Model *servedCount `json:"model_whole_run,omitempty"`
+	Model *served.Count `json:"model_whole_run,omitempty"`
 	// Note says what a reader should know of the run: that no request
 	// reached the served model (the agent used a model of its own).
 	Note string `json:"note,omitempty"`
@@ -226,7 +228,7 @@ type turnRecord struct {
 	ModelBytes    int64   `json:"model_request_bytes"`
 	Tokens        int64   `json:"tokens_served"` // the fixture's usage, the same for every agent
 	// PromptTokens and CompletionTokens are estimated from what the agent
-	// sent and was answered, the same way for every agent (textBytes).
+	// sent and was answered, the same way for every agent (served.Count).
 	PromptTokens     int64 `json:"prompt_tokens_estimated"`
 	CompletionTokens int64 `json:"completion_tokens_estimated"`
 	SideCalls        int   `json:"side_calls"` // the agent's side calls (titles, routing), answered without an entry
@@ -325,7 +327,7 @@ func (c *comparison) writeReport(dir string) error {
 // the command, the machine and every agent's file and version.
 func (c *comparison) writeSetting(md *strings.Builder) {
 	e := c.Environment
-	fmt.Fprintf(md, "# Scenario comparison\n\nRun %s; to run it again:\n\n```sh\ncd %s && %s\n```\n\n", e.Started.Format(time.RFC3339), shellQuote(e.WorkingDir), e.Command)
+	fmt.Fprintf(md, "# Scenario comparison\n\nRun %s; to run it again:\n\n```sh\ncd %s && %s\n```\n\n", e.Started.Format(time.RFC3339), shellword.Quote(e.WorkingDir), e.Command)
 	fmt.Fprintf(md, "| | |\n|---|---|\n| acpbridge | %s |\n| OS | %s/%s %s |\n| CPU | %s × %d |\n", e.Acpbridge, e.OS, e.Arch, e.Kernel, cmpOr(e.CPU, "unknown"), e.CPUs)
 	if e.MemoryBytes > 0 {
 		fmt.Fprintf(md, "| RAM | %.1f GiB |\n", float64(e.MemoryBytes)/(1<<30))

@@ -114,17 +114,6 @@ func TestCompareAll_foldsRepeatedPairs(t *testing.T) {
 	assert.Contains(t, showDifferences(diffs), "fanout and codex differ as acpbridge and codex do")
 }
 
-// Verify the prompt's estimate: the bytes of the string values of a
-// request's JSON, whatever the wire, not its keys or syntax.
-func TestTextBytes(t *testing.T) {
-	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hello"},{"role":"tool","content":[{"type":"text","text":"ab"}]}],` +
-		`"tools":[{"name":"x","description":"abcd","parameters":{"type":"object","properties":{"path":{"type":"string"}}}}],"n":3}`
-	// m, user, hello, tool, text, ab, x, abcd, object, string
-	assert.Equal(t, int64(1+4+5+4+4+2+1+4+6+6), textBytes([]byte(body)))
-	assert.Equal(t, int64(0), textBytes([]byte(`{"a":{"b":[1,2,{"c":null}]}}`)))
-	assert.Equal(t, int64(0), textBytes([]byte(`not json "abc"`)), "nothing for a body that is not JSON")
-}
-
 // Verify what a reader is told of an agent's versions: the name and
 // version from its answer to initialize, and the ACP package of a Node
 // script that names it (not of a wrapper that happens to lie beside one).

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"acpbridge/internal/clip"
+	"acpbridge/internal/served"
 )
 
 // Agent is a running agent under test.
@@ -95,7 +96,7 @@ type Result struct {
 	// Model is what the served model was asked over the whole run, nil
 	// without one (and for a thread of RunThreads but the first, whose
 	// Model is every thread's).
-	Model *servedCount
+	Model *served.Count
 	// Session is the thread's number among RunThreads' (from 1); 0 for
 	// a run of its own.
 	Session int
@@ -126,7 +127,7 @@ type run struct {
 	env     Env
 	v       *vars
 	agent   *Agent
-	model   *servedModel                  // the fixture served to the agent, or nil
+	model   *served.Model                 // the fixture served to the agent, or nil
 	flags   []string                      // the agent's, expanded
 	lines   chan []byte                   // the agent's stdout, a line at a time; closed at its end
 	n       int                           // agent lines read
@@ -158,7 +159,7 @@ type promptClock struct {
 	sent  time.Time
 	turn  int // its index in run.turns
 	first bool
-	model servedCount // the served model's count when it was written
+	model served.Count // the served model's count when it was written
 }
 
 // permissionOption is one option of a permission request.
@@ -202,7 +203,7 @@ func Run(sc *Scenario, opt Options) Result {
 		res.Stats = r.agent.Stats()
 	}
 	if r.model != nil {
-		c := r.model.count()
+		c := r.model.Served()
 		res.Model = &c
 	}
 	return res
@@ -241,7 +242,7 @@ func (r *run) serveFixture(dir string) error {
 	}
 	if path := fixtureOf(own, dir); path != "" {
 		var err error
-		if r.model, err = serveModel(path, r.sc.Path, "", []string{r.env.Cwd}); err != nil {
+		if r.model, err = served.Start(path, r.sc.Path, "", []string{r.env.Cwd}); err != nil {
 			return &Error{r.sc.Path, 0, err.Error()}
 		}
 		r.env.ModelURL = r.model.URL
@@ -502,7 +503,7 @@ func (r *run) sendText(st Step) (string, error) {
 			if r.beforeTurns < 0 {
 				r.beforeTurns = r.n
 			}
-			r.prompts[id] = &promptClock{sent: time.Now(), turn: len(r.turns), model: r.model.count()}
+			r.prompts[id] = &promptClock{sent: time.Now(), turn: len(r.turns), model: r.model.Served()}
 			r.turns = append(r.turns, Turn{FirstOutput: -1, Answer: -1})
 		}
 	}
@@ -631,7 +632,7 @@ func (r *run) answered(line []byte) {
 			t := &r.turns[p.turn]
 			t.Answer = now.Sub(p.sent)
 			t.Failed = len(m.Error) > 0 && string(m.Error) != "null"
-			t.Model = r.model.count().since(p.model)
+			t.Model = r.model.Served().Since(p.model)
 			delete(r.prompts, id)
 		}
 		if len(r.pending) == 0 && r.agent.Settled != nil {
@@ -823,4 +824,22 @@ func (r *run) fail(line int, msg string) error {
 func IsFailure(err error) bool {
 	var f *Failure
 	return errors.As(err, &f)
+}
+
+// fixtureOf is the model fixture a run serves: the one the scenario's
+// flags (expanded) give acpbridge with --model replay:PATH, else the run
+// directory's model.jsonl when the scenario has one; "" when neither.
+func fixtureOf(flags []string, dir string) string {
+	if _, realModel, fixture := splitModelFlags(flags); realModel == "" && fileExists(fixture) {
+		return fixture
+	}
+	if path := filepath.Join(dir, "model.jsonl"); fileExists(path) {
+		return path
+	}
+	return ""
+}
+
+func fileExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
 }

@@ -8,6 +8,7 @@
 package scenario
 
 import (
+	"acpbridge/internal/served"
 	"bufio"
 	"bytes"
 	"encoding/json"
@@ -24,7 +25,7 @@ import (
 // served model and the flags the agent was started with.
 type shared struct {
 	env   Env
-	model *servedModel
+	model *served.Model
 	flags []string
 	mux   *mux
 }

@@ -5,7 +5,7 @@
 // output_item.done (the event codex builds the item from), then
 // response.completed with the usage.
 
-package scenario
+package served
 
 import (
 	"encoding/json"
@@ -16,7 +16,7 @@ import (
 )
 
 // decodeResponses reads a Responses request.
-func decodeResponses(body []byte) (*servedRequest, error) {
+func decodeResponses(body []byte) (*request, error) {
 	var req struct {
 		Model  string          `json:"model"`
 		Stream bool            `json:"stream"`
@@ -36,7 +36,7 @@ func decodeResponses(body []byte) (*servedRequest, error) {
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, err
 	}
-	r := &servedRequest{model: req.Model, stream: req.Stream}
+	r := &request{model: req.Model, stream: req.Stream}
 	var items []struct {
 		Type      string          `json:"type"`
 		Role      string          `json:"role"`

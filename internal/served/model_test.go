@@ -1,7 +1,7 @@
 // served_test.go tests the model fixture served over HTTP: each
 // conversation follows it from its own start, streamed or whole.
 
-package scenario
+package served
 
 import (
 	"io"
@@ -29,7 +29,7 @@ func TestServedModel(t *testing.T) {
 {"expect":"more","chunks":[{"text":"More."}]}
 {"error":"model overloaded"}
 `), 0o644))
-	m, err := serveModel(path, "given.txtar", "", nil)
+	m, err := Start(path, "given.txtar", "", nil)
 	require.NoError(t, err)
 	defer m.Close()
 	var history []string // one conversation's messages so far
@@ -96,7 +96,7 @@ func TestServedModel(t *testing.T) {
 	b, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	assert.Contains(t, string(b), `"content":"{\"next\":\"user\"}"`)
-	assert.Equal(t, 2, m.count().SideCalls)
+	assert.Equal(t, 2, m.Served().SideCalls)
 	history = nil
 	code, text = post(false, `{"role":"user","content":"read a.txt at last"}`)
 	assert.Equal(t, 200, code)
@@ -108,7 +108,7 @@ func TestServedModel(t *testing.T) {
 func TestServedModel_noConversation(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "model.jsonl")
 	require.NoError(t, os.WriteFile(path, []byte(`{"expect":"alpha","chunks":[{"text":"A"}]}`+"\n"), 0o644))
-	m, err := serveModel(path, "given.txtar", "", nil)
+	m, err := Start(path, "given.txtar", "", nil)
 	require.NoError(t, err)
 	defer m.Close()
 	resp, err := http.Post(m.URL+"/chat/completions", "application/json", strings.NewReader(`{"model":"x","tools":`+chatTools+`,"messages":[{"role":"user","content":"omega first"}]}`))
@@ -131,7 +131,7 @@ func TestServedModel_conversationsApart(t *testing.T) {
 {"expect":"result b","chunks":[{"text":"B2"}]}
 `), 0o644))
 	for _, order := range [][]string{{"a1", "b1", "a2", "b2"}, {"b1", "b2", "a1", "a2"}, {"b1", "a1", "b2", "a2"}} {
-		m, err := serveModel(path, path, "", nil)
+		m, err := Start(path, path, "", nil)
 		require.NoError(t, err)
 		msgs := map[string]string{
 			"a1": `[{"role":"system","content":"s"},{"role":"user","content":"alpha"}]`,
@@ -146,7 +146,7 @@ func TestServedModel_conversationsApart(t *testing.T) {
 			resp.Body.Close()
 			assert.Contains(t, string(b), `"content":"`+strings.ToUpper(call)+`"`, "order %v, call %s", order, call)
 		}
-		assert.Equal(t, 4, m.count().Requests)
+		assert.Equal(t, 4, m.Served().Requests)
 		m.Close()
 	}
 }

@@ -11,7 +11,7 @@
 // tool; else the agent's shell tool running a command that does the same;
 // else an error naming the intent and the tools offered.
 
-package scenario
+package served
 
 import (
 	"encoding/json"
@@ -22,6 +22,7 @@ import (
 
 	"acpbridge/internal/clip"
 	"acpbridge/internal/model"
+	"acpbridge/internal/shellword"
 )
 
 // offeredTool is a tool a model call offers.
@@ -206,15 +207,15 @@ func shellFor(intent string, in map[string]any) string {
 	path := str("path")
 	switch intent {
 	case "write_file":
-		return fmt.Sprintf("mkdir -p %s && printf '%%s' %s > %s", shellQuote(filepath.Dir(path)), shellQuote(str("content")), shellQuote(path))
+		return fmt.Sprintf("mkdir -p %s && printf '%%s' %s > %s", shellword.Quote(filepath.Dir(path)), shellword.Quote(str("content")), shellword.Quote(path))
 	case "read_file":
-		return "cat -- " + shellQuote(path)
+		return "cat -- " + shellword.Quote(path)
 	case "list_directory":
-		return "ls -Ap -- " + shellQuote(path)
+		return "ls -Ap -- " + shellword.Quote(path)
 	case "find_files":
-		return fmt.Sprintf("cd %s && find . -path %s", shellQuote(path), shellQuote("./"+strings.ReplaceAll(str("pattern"), "**/", "*")))
+		return fmt.Sprintf("cd %s && find . -path %s", shellword.Quote(path), shellword.Quote("./"+strings.ReplaceAll(str("pattern"), "**/", "*")))
 	case "search_text":
-		return fmt.Sprintf("grep -rnE -e %s -- %s", shellQuote(str("pattern")), shellQuote(path))
+		return fmt.Sprintf("grep -rnE -e %s -- %s", shellword.Quote(str("pattern")), shellword.Quote(path))
 	}
 	return ""
 }

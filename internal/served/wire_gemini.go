@@ -5,7 +5,7 @@
 // is a data event of its own and the last carries the finish reason and
 // the usage.
 
-package scenario
+package served
 
 import (
 	"cmp"
@@ -16,7 +16,7 @@ import (
 )
 
 // decodeGemini reads a generateContent request.
-func decodeGemini(body []byte, modelName string, stream bool) (*servedRequest, error) {
+func decodeGemini(body []byte, modelName string, stream bool) (*request, error) {
 	var req struct {
 		Contents []struct {
 			Role  string `json:"role"`
@@ -50,7 +50,7 @@ func decodeGemini(body []byte, modelName string, stream bool) (*servedRequest, e
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, err
 	}
-	r := &servedRequest{model: modelName, stream: stream}
+	r := &request{model: modelName, stream: stream}
 	for _, c := range req.Contents {
 		role := "user"
 		if c.Role == "model" {

@@ -1,7 +1,7 @@
 // wire_chat.go is the served model's OpenAI Chat Completions wire
 // (POST /v1/chat/completions): acpbridge's own, and most agents'.
 
-package scenario
+package served
 
 import (
 	"encoding/json"
@@ -14,7 +14,7 @@ import (
 )
 
 // decodeChat reads a chat completion request.
-func decodeChat(body []byte) (*servedRequest, error) {
+func decodeChat(body []byte) (*request, error) {
 	var req struct {
 		Model    string `json:"model"`
 		Stream   bool   `json:"stream"`
@@ -45,7 +45,7 @@ func decodeChat(body []byte) (*servedRequest, error) {
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, err
 	}
-	r := &servedRequest{model: req.Model, stream: req.Stream}
+	r := &request{model: req.Model, stream: req.Stream}
 	for _, m := range req.Messages {
 		msg := model.Message{Role: m.Role, Text: contentText(m.Content), ToolCallID: m.ToolCallID}
 		for _, tc := range m.ToolCalls {

@@ -1,5 +1,5 @@
 // wires.go holds what the served model's wires share: a model call read
-// from any wire (servedRequest), the answer a wire writes (wireAnswer),
+// from any wire (request), the answer a wire writes (wireAnswer),
 // and the sink the replay serves an entry into, which maps each recorded
 // tool call onto the calling agent's tools and gives every answer a usage.
 //
@@ -7,7 +7,7 @@
 // Responses (wire_responses.go), Anthropic Messages (wire_anthropic.go)
 // and Gemini (wire_gemini.go).
 
-package scenario
+package served
 
 import (
 	"bytes"
@@ -20,8 +20,8 @@ import (
 	"acpbridge/internal/model"
 )
 
-// servedRequest is one model call, whatever its wire.
-type servedRequest struct {
+// request is one model call, whatever its wire.
+type request struct {
 	model  string // the model name asked for, said back in the answer
 	stream bool
 	msgs   []model.Message // the conversation, thoughts left out
@@ -39,12 +39,12 @@ type servedRequest struct {
 // side reports whether the call is an agent's side call (a title, a
 // routing decision, a summary): it offers no tools or asks for JSON. It is
 // answered without an entry.
-func (r *servedRequest) side() bool { return len(r.tools) == 0 || r.schema != nil }
+func (r *request) side() bool { return len(r.tools) == 0 || r.schema != nil }
 
 // keys are the call's messages as conversations are told apart by them:
 // a key for each text, each tool call and each tool result, in order (an
 // agent that merges its earlier messages into one keeps its keys' order).
-func (r *servedRequest) keys() []messageKey {
+func (r *request) keys() []messageKey {
 	keys := make([]messageKey, 0, len(r.msgs))
 	for _, m := range r.msgs {
 		if m.Text != "" || m.Role == "tool" {
@@ -60,7 +60,7 @@ func (r *servedRequest) keys() []messageKey {
 // noteAnswers notes whether the newest non-assistant message answers tool
 // calls, and the ids of those the tool results after the newest assistant
 // message answer.
-func (r *servedRequest) noteAnswers() {
+func (r *request) noteAnswers() {
 	for i := len(r.msgs) - 1; i >= 0; i-- {
 		if r.msgs[i].Role != "assistant" {
 			r.answers = r.msgs[i].Role == "tool"
@@ -87,11 +87,11 @@ type wireAnswer interface {
 	finish(stop acp.StopReason, err error)
 }
 
-// servedAnswer is the model.Sink the replay serves an entry into: it maps
+// sink is the model.Sink the replay serves an entry into: it maps
 // tool calls onto the agent's tools and passes everything to the wire.
-type servedAnswer struct {
+type sink struct {
 	wire     wireAnswer
-	req      *servedRequest
+	req      *request
 	cwd      string
 	mappings []string // each call's mapping, in order
 	err      error    // a call that could not be mapped
@@ -99,17 +99,17 @@ type servedAnswer struct {
 	outBytes int
 }
 
-func (a *servedAnswer) TextChunk(s string) error {
+func (a *sink) TextChunk(s string) error {
 	a.outBytes += len(s)
 	return a.wire.text(s)
 }
 
-func (a *servedAnswer) ThoughtChunk(s string) error {
+func (a *sink) ThoughtChunk(s string) error {
 	a.outBytes += len(s)
 	return a.wire.thought(s)
 }
 
-func (a *servedAnswer) ToolCall(tc model.ToolCall) {
+func (a *sink) ToolCall(tc model.ToolCall) {
 	if a.err != nil {
 		return
 	}
@@ -123,15 +123,15 @@ func (a *servedAnswer) ToolCall(tc model.ToolCall) {
 	a.wire.call(c)
 }
 
-func (a *servedAnswer) AddUsage(u model.Usage) { a.used = &u }
-func (a *servedAnswer) Retrying(string)        {}
+func (a *sink) AddUsage(u model.Usage) { a.used = &u }
+func (a *sink) Retrying(string)        {}
 
-func (a *servedAnswer) Pause() error {
+func (a *sink) Pause() error {
 	a.wire.flush()
 	return nil
 }
 
-func (a *servedAnswer) KeepState(json.RawMessage) error { return nil }
+func (a *sink) KeepState(json.RawMessage) error { return nil }
 
 // textBytes is the bytes of a request's text, whatever its wire: the
 // string values of its JSON (messages, the system prompt, tool
@@ -180,7 +180,7 @@ func textBytes(body []byte) int64 {
 // finish ends the answer with the entry's usage, or an estimate (a token
 // per four bytes) when the entry has none: agents fail a turn whose
 // answer lacks one.
-func (a *servedAnswer) finish(stop acp.StopReason, err error, inBytes int64) model.Usage {
+func (a *sink) finish(stop acp.StopReason, err error, inBytes int64) model.Usage {
 	if err == nil {
 		err = a.err
 	}
@@ -197,7 +197,7 @@ func (a *servedAnswer) finish(stop acp.StopReason, err error, inBytes int64) mod
 
 // sideAnswer is what a side call gets: the smallest value of the schema it
 // asks for, as JSON text, or a short text.
-func sideAnswer(req *servedRequest) string {
+func sideAnswer(req *request) string {
 	if req.schema == nil {
 		return "OK"
 	}

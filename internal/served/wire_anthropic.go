@@ -6,7 +6,7 @@
 // message_start and message_delta (the stop reason and usage) and
 // message_stop.
 
-package scenario
+package served
 
 import (
 	"encoding/json"
@@ -16,7 +16,7 @@ import (
 )
 
 // decodeAnthropic reads a Messages request.
-func decodeAnthropic(body []byte) (*servedRequest, error) {
+func decodeAnthropic(body []byte) (*request, error) {
 	var req struct {
 		Model    string `json:"model"`
 		Stream   bool   `json:"stream"`
@@ -35,7 +35,7 @@ func decodeAnthropic(body []byte) (*servedRequest, error) {
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, err
 	}
-	r := &servedRequest{model: req.Model, stream: req.Stream}
+	r := &request{model: req.Model, stream: req.Stream}
 	for _, m := range req.Messages {
 		r.msgs = append(r.msgs, anthropicMessages(m.Role, m.Content)...)
 	}

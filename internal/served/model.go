@@ -1,6 +1,13 @@
-// served.go serves a scenario's model fixture over HTTP on 127.0.0.1, so
-// that every agent a run starts, acpbridge or another, gets the same model
-// answers, each on the wire it speaks: OpenAI Chat Completions and
+// Package served is a fake model provider: it answers any agent's model
+// calls from a replay fixture, on that agent's own wire, mapping the
+// fixture's recorded tool calls onto the agent's own tools by intent
+// (intent.go). A scenario run serves its fixture this way, so that every
+// agent it starts, acpbridge or another, gets the same model answers; and
+// `acpbridge scenario model` serves one to any client.
+//
+// model.go holds the endpoint (Model, Start) and how a call finds its
+// place in the fixture. It serves over HTTP on 127.0.0.1, each agent on the
+// wire it speaks: OpenAI Chat Completions and
 // Responses, Anthropic Messages and Gemini, on one port (wires.go and the
 // wire_*.go files). The fixture is read by acpbridge's own replay model:
 // the same format, the same checks of an entry's expect, the same errors.
@@ -22,7 +29,7 @@
 // for: titles, routing, summaries) are answered without an entry, and
 // counted apart.
 
-package scenario
+package served
 
 import (
 	"context"
@@ -32,8 +39,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -47,12 +52,12 @@ import (
 // maxServedRequest bounds a model request the endpoint reads.
 const maxServedRequest = 256 << 20
 
-// servedModelName is the model the endpoint lists; it answers any name.
-const servedModelName = "scenario-model"
+// ModelName is the model the endpoint lists; it answers any name.
+const ModelName = "scenario-model"
 
-// servedModel is one endpoint: each model call is answered by the entry
+// Model is one endpoint: each model call is answered by the entry
 // its conversation is at.
-type servedModel struct {
+type Model struct {
 	URL   string // the base URL, ending in /v1
 	srv   *http.Server
 	path  string   // the fixture
@@ -67,7 +72,7 @@ type servedModel struct {
 	calls   [][]string // each entry's tool call ids
 	owner   []int      // the start of the first conversation that had each entry, -1 for none
 	convs   []*conversation
-	counted servedCount
+	counted Count
 }
 
 // conversation is one caller's place in the fixture.
@@ -77,8 +82,8 @@ type conversation struct {
 	next  int          // the entries before this one are behind it
 }
 
-// servedCount is what the endpoint has served so far.
-type servedCount struct {
+// Count is what the endpoint has served so far.
+type Count struct {
 	Requests  int   `json:"requests"`   // model calls asked for, side calls included
 	SideCalls int   `json:"side_calls"` // side calls, answered without an entry
 	Bytes     int64 `json:"bytes"`      // the request bodies
@@ -91,9 +96,9 @@ type servedCount struct {
 	Mapped           map[string]int `json:"tool_calls,omitempty"` // the recorded tool calls served, by mapping ("write_file → Write {content, file_path}")
 }
 
-// since is what was served after an earlier count.
-func (c servedCount) since(before servedCount) servedCount {
-	d := servedCount{Requests: c.Requests - before.Requests, SideCalls: c.SideCalls - before.SideCalls,
+// Since is what was served after an earlier count.
+func (c Count) Since(before Count) Count {
+	d := Count{Requests: c.Requests - before.Requests, SideCalls: c.SideCalls - before.SideCalls,
 		Bytes: c.Bytes - before.Bytes, Tokens: c.Tokens - before.Tokens,
 		PromptTokens: c.PromptTokens - before.PromptTokens, CompletionTokens: c.CompletionTokens - before.CompletionTokens}
 	for k, n := range c.Mapped {
@@ -108,9 +113,9 @@ func (c servedCount) since(before servedCount) servedCount {
 }
 
 // count is what m has served so far; nothing for a run without a model.
-func (m *servedModel) count() servedCount {
+func (m *Model) Served() Count {
 	if m == nil {
-		return servedCount{}
+		return Count{}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -122,7 +127,7 @@ func (m *servedModel) count() servedCount {
 // serveModel serves the replay fixture at path (name is the file the user
 // gave, which errors name) on addr, 127.0.0.1:0 when ""; roots are the
 // run's workspace roots.
-func serveModel(path, name, addr string, roots []string) (*servedModel, error) {
+func Start(path, name, addr string, roots []string) (*Model, error) {
 	replay, err := model.NewReplay(path)
 	if err != nil {
 		return nil, err
@@ -143,26 +148,26 @@ func serveModel(path, name, addr string, roots []string) (*servedModel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("serving the model fixture: %w", err)
 	}
-	m := &servedModel{URL: "http://" + ln.Addr().String() + "/v1", path: path, name: name, roots: roots,
+	m := &Model{URL: "http://" + ln.Addr().String() + "/v1", path: path, name: name, roots: roots,
 		expects: expects, calls: calls, owner: make([]int, len(expects))}
 	for i := range m.owner {
 		m.owner[i] = -1
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", m.handler(decodeChatHTTP, func(w http.ResponseWriter, r *servedRequest) wireAnswer {
+	mux.HandleFunc("POST /v1/chat/completions", m.handler(decodeChatHTTP, func(w http.ResponseWriter, r *request) wireAnswer {
 		return &chatAnswer{sse: sse{w: w}, model: r.model, stream: r.stream}
 	}))
-	mux.HandleFunc("POST /v1/responses", m.handler(decodeResponsesHTTP, func(w http.ResponseWriter, r *servedRequest) wireAnswer {
+	mux.HandleFunc("POST /v1/responses", m.handler(decodeResponsesHTTP, func(w http.ResponseWriter, r *request) wireAnswer {
 		return &responsesAnswer{sse: sse{w: w}, model: r.model, stream: r.stream}
 	}))
-	mux.HandleFunc("POST /v1/messages", m.handler(decodeAnthropicHTTP, func(w http.ResponseWriter, r *servedRequest) wireAnswer {
+	mux.HandleFunc("POST /v1/messages", m.handler(decodeAnthropicHTTP, func(w http.ResponseWriter, r *request) wireAnswer {
 		return &anthropicAnswer{sse: sse{w: w}, model: r.model, stream: r.stream}
 	}))
 	mux.HandleFunc("POST /v1/messages/count_tokens", countTokens("input_tokens"))
 	mux.HandleFunc("POST /v1beta/models/{call}", m.gemini)
 	mux.HandleFunc("HEAD /{$}", func(http.ResponseWriter, *http.Request) {}) // claude checks the server is there
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, map[string]any{"object": "list", "data": []any{map[string]any{"id": servedModelName, "object": "model"}}})
+		writeJSON(w, map[string]any{"object": "list", "data": []any{map[string]any{"id": ModelName, "object": "model"}}})
 	})
 	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go m.srv.Serve(ln)
@@ -170,27 +175,27 @@ func serveModel(path, name, addr string, roots []string) (*servedModel, error) {
 }
 
 // Close stops the endpoint.
-func (m *servedModel) Close() { m.srv.Close() }
+func (m *Model) Close() { m.srv.Close() }
 
-func decodeChatHTTP(_ *http.Request, body []byte) (*servedRequest, error) { return decodeChat(body) }
-func decodeResponsesHTTP(_ *http.Request, body []byte) (*servedRequest, error) {
+func decodeChatHTTP(_ *http.Request, body []byte) (*request, error) { return decodeChat(body) }
+func decodeResponsesHTTP(_ *http.Request, body []byte) (*request, error) {
 	return decodeResponses(body)
 }
-func decodeAnthropicHTTP(_ *http.Request, body []byte) (*servedRequest, error) {
+func decodeAnthropicHTTP(_ *http.Request, body []byte) (*request, error) {
 	return decodeAnthropic(body)
 }
 
 // gemini routes a Gemini call by its method, the path's end after the
 // model name: models/{model}:{method}.
-func (m *servedModel) gemini(w http.ResponseWriter, r *http.Request) {
+func (m *Model) gemini(w http.ResponseWriter, r *http.Request) {
 	name, method, _ := strings.Cut(r.PathValue("call"), ":")
-	answer := func(w http.ResponseWriter, r *servedRequest) wireAnswer {
+	answer := func(w http.ResponseWriter, r *request) wireAnswer {
 		return &geminiAnswer{sse: sse{w: w}, model: r.model, stream: r.stream}
 	}
 	switch method {
 	case "streamGenerateContent", "generateContent":
 		stream := method == "streamGenerateContent"
-		m.handler(func(_ *http.Request, body []byte) (*servedRequest, error) { return decodeGemini(body, name, stream) }, answer)(w, r)
+		m.handler(func(_ *http.Request, body []byte) (*request, error) { return decodeGemini(body, name, stream) }, answer)(w, r)
 	case "countTokens":
 		countTokens("totalTokens")(w, r)
 	default:
@@ -209,7 +214,7 @@ func countTokens(key string) http.HandlerFunc {
 
 // handler answers one wire's model calls: decode reads a call, answer
 // makes the answer it is written into.
-func (m *servedModel) handler(decode func(*http.Request, []byte) (*servedRequest, error), answer func(http.ResponseWriter, *servedRequest) wireAnswer) http.HandlerFunc {
+func (m *Model) handler(decode func(*http.Request, []byte) (*request, error), answer func(http.ResponseWriter, *request) wireAnswer) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxServedRequest))
 		prompt := textBytes(body) / model.BytesPerToken
@@ -218,7 +223,7 @@ func (m *servedModel) handler(decode func(*http.Request, []byte) (*servedRequest
 		m.counted.Bytes += int64(len(body))
 		m.counted.PromptTokens += prompt
 		m.mu.Unlock()
-		var req *servedRequest
+		var req *request
 		if err == nil {
 			req, err = decode(r, body)
 		}
@@ -236,8 +241,8 @@ func (m *servedModel) handler(decode func(*http.Request, []byte) (*servedRequest
 // complete answers a model call with its conversation's entry, or a side
 // call without one. The entry's expect is checked against the call's
 // newest message that is not the model's, as in acpbridge.
-func (m *servedModel) complete(ctx context.Context, req *servedRequest, size int64, wire wireAnswer) (string, error) {
-	ans := &servedAnswer{wire: wire, req: req, cwd: m.cwd()}
+func (m *Model) complete(ctx context.Context, req *request, size int64, wire wireAnswer) (string, error) {
+	ans := &sink{wire: wire, req: req, cwd: m.cwd()}
 	if req.side() {
 		m.mu.Lock()
 		m.counted.SideCalls++
@@ -284,7 +289,7 @@ func errSuffix(err error) string {
 }
 
 // counts adds an answer's usage and tool calls to the count.
-func (m *servedModel) counts(ans *servedAnswer, u model.Usage) {
+func (m *Model) counts(ans *sink, u model.Usage) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.counted.Tokens += u.InputTokens + u.OutputTokens
@@ -299,7 +304,7 @@ func (m *servedModel) counts(ans *servedAnswer, u model.Usage) {
 
 // cwd is the workspace's directory, against which a mapped tool call's
 // paths are made absolute.
-func (m *servedModel) cwd() string {
+func (m *Model) cwd() string {
 	if len(m.roots) == 0 {
 		return ""
 	}
@@ -311,7 +316,7 @@ func (m *servedModel) cwd() string {
 // none shares any) and picks its
 // entry (see the file's comment); mreq is told when the entry was matched
 // by call.
-func (m *servedModel) choose(req *servedRequest, mreq *model.Request) (*conversation, int, error) {
+func (m *Model) choose(req *request, mreq *model.Request) (*conversation, int, error) {
 	keys := req.keys()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -348,7 +353,7 @@ func (m *servedModel) choose(req *servedRequest, mreq *model.Request) (*conversa
 // comment), -1 for none; one whose first call answers tool calls (an
 // agent that reopened a session and words its history anew) begins after
 // the entry that made the calls.
-func (m *servedModel) startOf(req *servedRequest, mreq *model.Request) int {
+func (m *Model) startOf(req *request, mreq *model.Request) int {
 	if start := slices.IndexFunc(m.expects, func(e string) bool { return e != "" && model.Matches(e, mreq) }); start >= 0 {
 		return start
 	}
@@ -368,7 +373,7 @@ func (m *servedModel) startOf(req *servedRequest, mreq *model.Request) int {
 
 // entryFor is the entry a continuing call of c gets (see the file's
 // comment).
-func (m *servedModel) entryFor(c *conversation, answers bool, mreq *model.Request) int {
+func (m *Model) entryFor(c *conversation, answers bool, mreq *model.Request) int {
 	own := func(i int) bool { return m.owner[i] < 0 || m.owner[i] == c.start }
 	next := c.next
 	for next < len(m.expects) && !own(next) {
@@ -416,7 +421,7 @@ func commonPrefix(a, b []messageKey) int {
 // serve answers a call with the fixture's entry at index entry, read by a
 // reader of its own: calls never wait for each other, not even two of one
 // conversation.
-func (m *servedModel) serve(ctx context.Context, entry int, req *model.Request, out model.Sink) (acp.StopReason, error) {
+func (m *Model) serve(ctx context.Context, entry int, req *model.Request, out model.Sink) (acp.StopReason, error) {
 	replay, err := model.NewReplay(m.path)
 	if err != nil {
 		return "", err
@@ -425,22 +430,4 @@ func (m *servedModel) serve(ctx context.Context, entry int, req *model.Request, 
 		return "", model.Errorf("replay fixture: %v", err)
 	}
 	return replay.Complete(ctx, req, out)
-}
-
-// fixtureOf is the model fixture a run serves: the one the scenario's
-// flags (expanded) give acpbridge with --model replay:PATH, else the run
-// directory's model.jsonl when the scenario has one; "" when neither.
-func fixtureOf(flags []string, dir string) string {
-	if _, realModel, fixture := splitModelFlags(flags); realModel == "" && fileExists(fixture) {
-		return fixture
-	}
-	if path := filepath.Join(dir, "model.jsonl"); fileExists(path) {
-		return path
-	}
-	return ""
-}
-
-func fileExists(path string) bool {
-	st, err := os.Stat(path)
-	return err == nil && st.Mode().IsRegular()
 }

@@ -2,7 +2,7 @@
 // time, and the mapping of recorded tool calls onto an agent's tools. The
 // pinned agents themselves are the wires' real test (examples/peers).
 
-package scenario
+package served
 
 import (
 	"encoding/json"
@@ -24,10 +24,10 @@ const wireFixture = `{"expect":"write it","chunks":[{"thought":"Hm."},{"text":"W
 {"chunks":[{"text":"Done."}]}
 `
 
-func serveWireFixture(t *testing.T) *servedModel {
+func serveWireFixture(t *testing.T) *Model {
 	path := filepath.Join(t.TempDir(), "model.jsonl")
 	require.NoError(t, os.WriteFile(path, []byte(wireFixture), 0o644))
-	m, err := serveModel(path, path, "", []string{"/work"})
+	m, err := Start(path, path, "", []string{"/work"})
 	require.NoError(t, err)
 	t.Cleanup(m.Close)
 	return m
@@ -60,7 +60,7 @@ func TestServedModel_responses(t *testing.T) {
 	assert.Equal(t, 200, code)
 	assert.Contains(t, text, `"object":"response"`)
 	assert.Contains(t, text, `"text":"Done."`)
-	assert.Equal(t, map[string]int{"write_file → apply_patch (patch text)": 1}, m.count().Mapped)
+	assert.Equal(t, map[string]int{"write_file → apply_patch (patch text)": 1}, m.Served().Mapped)
 }
 
 // Verify the Anthropic wire as claude reads it: blocks between
@@ -117,7 +117,7 @@ func TestServedModel_gemini(t *testing.T) {
 	code, text = post(t, base+":countTokens", `{"contents":[]}`)
 	assert.Equal(t, 200, code)
 	assert.Contains(t, text, `"totalTokens":`)
-	assert.Equal(t, 1, m.count().SideCalls)
+	assert.Equal(t, 1, m.Served().SideCalls)
 }
 
 // Verify the mapping of each intent onto the tools agents offer.
@@ -178,4 +178,15 @@ func TestServedModel_malformedCalls(t *testing.T) {
 	code, text = post(t, base+"/v1/messages", `{"model":"c","tools":[{"name":"Write","input_schema":{"properties":{"file_path":{},"content":{}}}}],"messages":[{"role":"user","content":"write it"}]}`)
 	assert.Equal(t, 200, code, "still serving")
 	assert.Contains(t, text, `"name":"Write"`)
+}
+
+// Verify the prompt's estimate: the bytes of the string values of a
+// request's JSON, whatever the wire, not its keys or syntax.
+func TestTextBytes(t *testing.T) {
+	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hello"},{"role":"tool","content":[{"type":"text","text":"ab"}]}],` +
+		`"tools":[{"name":"x","description":"abcd","parameters":{"type":"object","properties":{"path":{"type":"string"}}}}],"n":3}`
+	// m, user, hello, tool, text, ab, x, abcd, object, string
+	assert.Equal(t, int64(1+4+5+4+4+2+1+4+6+6), textBytes([]byte(body)))
+	assert.Equal(t, int64(0), textBytes([]byte(`{"a":{"b":[1,2,{"c":null}]}}`)))
+	assert.Equal(t, int64(0), textBytes([]byte(`not json "abc"`)), "nothing for a body that is not JSON")
 }
