@@ -537,6 +537,24 @@ func TestScenario_goldensIndexed(t *testing.T) {
 	}
 }
 
+// Verify that a chat-only agent (one that offers the model no tools: the
+// multi-session agent with MULTIAGENT_TOOLS=none) is served the
+// recording's answers beside acpbridge, not taken for a side call.
+func TestScenario_chatOnlyAgent(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	other := buildMultiAgent(t, filepath.Join(t.TempDir(), "multi"))
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "scenario", "run", "--agent", "chat="+other, "--json", filepath.Join(dir, "runs.json"), "testdata/scenarios/chat_only.txtar")
+	cmd.Env = append(os.Environ(), "MULTIAGENT_TOOLS=none")
+	res, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", res)
+	assert.Contains(t, string(res), "ok   testdata/scenarios/chat_only.txtar [chat]", "the recording's answer, word for word")
+	b, err := os.ReadFile(filepath.Join(dir, "runs.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"side_calls": 0`, "no call of the chat-only agent was taken for a side call")
+}
+
 // buildMultiAgent builds the multi-session test agent (testdata/multiagent)
 // at path and returns it.
 func buildMultiAgent(t *testing.T, path string) string {

@@ -212,6 +212,7 @@ func (m *Replay) Entries() ([]EntryInfo, error) {
 		var e struct {
 			Expect string `json:"expect"`
 			Chunks []struct {
+				Text     string `json:"text"`
 				ToolCall *struct {
 					ID string `json:"id"`
 				} `json:"toolCall"`
@@ -224,11 +225,14 @@ func (m *Replay) Entries() ([]EntryInfo, error) {
 			return nil, fmt.Errorf("replay fixture %s line %d: %v", m.path, m.line, err)
 		}
 		info := EntryInfo{Expect: e.Expect}
+		var text strings.Builder
 		for _, c := range e.Chunks {
+			text.WriteString(c.Text)
 			if c.ToolCall != nil {
 				info.Calls = append(info.Calls, c.ToolCall.ID)
 			}
 		}
+		info.Text = text.String()
 		out = append(out, info)
 	}
 }
@@ -237,6 +241,7 @@ func (m *Replay) Entries() ([]EntryInfo, error) {
 type EntryInfo struct {
 	Expect string   // "" for none
 	Calls  []string // the ids of its tool calls
+	Text   string   // its text chunks, joined
 }
 
 // Matches reports whether an entry's expect (with its root placeholders)

@@ -83,6 +83,12 @@ func mapCall(tc model.ToolCall, offered []offeredTool, cwd string) (agentCall, e
 		in = map[string]any{}
 	}
 	call := agentCall{ID: tc.ID}
+	if len(offered) == 0 {
+		// A client that offers no tools (a plain client, a chat-only
+		// agent) is given the recording's call as it was made.
+		call.Name, call.Args, call.Mapping = tc.Name, in, tc.Name+" (no tools offered: as recorded)"
+		return call, nil
+	}
 	byName := func(name string) *offeredTool {
 		for i := range offered {
 			if offered[i].Name == name {

@@ -13,27 +13,46 @@
 // the same format, the same checks of an entry's expect, the same errors.
 //
 // A recording is not used up: each conversation follows the fixture from
-// its own start. Conversations are told apart by their messages so far: a
-// call continues the conversation of an earlier, shorter call whose
-// messages begin as the call's do (the most of them; an agent may merge or
-// reword older messages, so a call need not repeat them exactly). A new conversation starts at the first entry whose
-// expect its first call meets, else at the fixture's first entry when that
-// one has no expect; a call that meets none is refused (HTTP 422) with its
-// first words. A continuing call gets its conversation's next entry when the
-// call's newest message meets its expect (an entry without one is met by
-// any), else the first later one whose expect it meets, leaving out
-// entries that a conversation begun elsewhere has had (they are another
-// thread's, of threads recorded together); when none is met and the
+// its own start. A call continues a conversation found so (Model.find):
+// the one the agent names (codex's prompt_cache_key, the session in
+// claude's Anthropic metadata), whatever the order calls arrive in; else
+// the one of an earlier, shorter call whose messages the call begins with
+// the most of, at least up to the user's first words (a shared system
+// prompt or other preamble is no shared conversation); else, for an agent
+// that merged or reworded its older messages, the one whose first user
+// words and newest model answer the call carries. Conversations alike so
+// far are told apart by the answer the call carries (the entry each was
+// last given); still alike at different places, the call is refused
+// (HTTP 422) naming them.
+//
+// A new conversation whose first call carries a history (a reopened or
+// loaded session) begins after the entry that gave its newest answer (by
+// its tool calls, else its text); else at the first entry whose expect its
+// first call meets and that no conversation has taken (threads recorded
+// together begin their own threads; when every such entry is taken, the
+// recording begins again), else at the fixture's first entry when that one
+// has no expect; a call that meets none is refused (HTTP 422) with its
+// first words. A continuing call gets its conversation's next entry when
+// the call's newest message meets its expect (an entry without one is met
+// by any), else the first later one whose expect it meets, leaving out
+// entries that a conversation begun elsewhere has had, and one an
+// earlier-begun conversation would take next; when none is met and the
 // newest message answers tool calls, the next entry is its own: a tool
-// result is matched by the call it answers, not by the agent's wording. Side calls (no tools offered, or JSON asked
-// for: titles, routing, summaries) are answered without an entry, and
-// counted apart.
+// result is matched by the call it answers, not by the agent's wording.
+//
+// Side calls are recognised by what they are, never by the absence of
+// tools (a chat-only agent or a plain client offers none and is served the
+// recording, its tool calls as recorded): a call that asks for JSON
+// (titles, routing, a next speaker) or for at most one token (a quota
+// check), and a call without tools in a conversation whose calls offer
+// them. They are answered without an entry, and counted apart.
 
 package served
 
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -67,19 +86,22 @@ type Model struct {
 	// (or that it was a side call) and how it ended.
 	Log func(format string, args ...any)
 
-	mu      sync.Mutex // guards the fields below
-	expects []string   // each entry's expect, "" for none
-	calls   [][]string // each entry's tool call ids
-	owner   []int      // the start of the first conversation that had each entry, -1 for none
+	mu      sync.Mutex   // guards the fields below
+	expects []string     // each entry's expect, "" for none
+	calls   [][]string   // each entry's tool call ids
+	texts   []messageKey // each entry's text, trimmed; zero for none
+	owner   []int        // the start of the first conversation that had each entry, -1 for none
 	convs   []*conversation
 	counted Count
 }
 
 // conversation is one caller's place in the fixture.
 type conversation struct {
-	seen  []messageKey // the messages of its last call
-	start int          // the entry it began at
-	next  int          // the entries before this one are behind it
+	key   string      // the agent's own name for it, "" when it gives none
+	seen  messageKeys // the messages of its last call
+	start int         // the entry it began at
+	next  int         // the entries before this one are behind it
+	tools bool        // its first call offered tools
 }
 
 // Count is what the endpoint has served so far.
@@ -138,8 +160,12 @@ func Start(path, name, addr string, roots []string) (*Model, error) {
 	}
 	expects := make([]string, len(entries))
 	calls := make([][]string, len(entries))
+	texts := make([]messageKey, len(entries))
 	for i, e := range entries {
 		expects[i], calls[i] = e.Expect, e.Calls
+		if t := strings.TrimSpace(e.Text); t != "" {
+			texts[i] = messageKeyOf(t)
+		}
 	}
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -149,7 +175,7 @@ func Start(path, name, addr string, roots []string) (*Model, error) {
 		return nil, fmt.Errorf("serving the model fixture: %w", err)
 	}
 	m := &Model{URL: "http://" + ln.Addr().String() + "/v1", path: path, name: name, roots: roots,
-		expects: expects, calls: calls, owner: make([]int, len(expects))}
+		expects: expects, calls: calls, texts: texts, owner: make([]int, len(expects))}
 	for i := range m.owner {
 		m.owner[i] = -1
 	}
@@ -243,7 +269,13 @@ func (m *Model) handler(decode func(*http.Request, []byte) (*request, error), an
 // newest message that is not the model's, as in acpbridge.
 func (m *Model) complete(ctx context.Context, req *request, size int64, wire wireAnswer) (string, error) {
 	ans := &sink{wire: wire, req: req, cwd: m.cwd()}
-	if req.side() {
+	conv := model.NewConversation(nil)
+	for _, msg := range req.msgs {
+		conv.Add(msg)
+	}
+	mreq := &model.Request{Conv: conv, Roots: m.roots}
+	c, entry, err := m.choose(req, mreq)
+	if errors.Is(err, errSideCall) {
 		m.mu.Lock()
 		m.counted.SideCalls++
 		m.mu.Unlock()
@@ -251,12 +283,6 @@ func (m *Model) complete(ctx context.Context, req *request, size int64, wire wir
 		m.counts(ans, ans.finish(acp.StopEndTurn, nil, size))
 		return "a side call, answered without an entry", nil
 	}
-	conv := model.NewConversation(nil)
-	for _, msg := range req.msgs {
-		conv.Add(msg)
-	}
-	mreq := &model.Request{Conv: conv, Roots: m.roots}
-	c, entry, err := m.choose(req, mreq)
 	if err != nil {
 		ans.finish("", err, size)
 		return "no entry", err
@@ -311,21 +337,28 @@ func (m *Model) cwd() string {
 	return m.roots[0]
 }
 
-// choose finds the call's conversation (of those whose last call had fewer
-// messages, the one that shares the longest start with it; a new one when
-// none shares any) and picks its
-// entry (see the file's comment); mreq is told when the entry was matched
-// by call.
+// errSideCall is choose's answer for a side call: the agent's
+// housekeeping, answered without an entry.
+var errSideCall = errors.New("a side call")
+
+// choose finds the call's conversation (see find; a new one when it has
+// none) and picks its entry (see the package comment); mreq is told when
+// the entry was matched by call. A call the agent marks as a side call,
+// and one without tools in a conversation whose calls offer them, is a
+// side call (errSideCall).
 func (m *Model) choose(req *request, mreq *model.Request) (*conversation, int, error) {
+	if req.marked() {
+		return nil, 0, errSideCall
+	}
 	keys := req.keys()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var c *conversation
-	best := 0
-	for _, k := range m.convs {
-		if n := commonPrefix(k.seen, keys); n > best && len(keys) > len(k.seen) {
-			c, best = k, n
-		}
+	c, err := m.find(req, keys)
+	if err != nil {
+		return nil, 0, err
+	}
+	if c != nil && c.tools && len(req.tools) == 0 {
+		return nil, 0, errSideCall
 	}
 	if c == nil {
 		start := m.startOf(req, mreq)
@@ -334,7 +367,7 @@ func (m *Model) choose(req *request, mreq *model.Request) (*conversation, int, e
 				"no conversation of the replay fixture %s begins with this model call, whose newest message is %q; its conversations begin with %s",
 				m.name, clip.Marked(mreq.Conv.Newest(), 120), clip.Marked(quoteAll(m.expects), 300))}
 		}
-		c = &conversation{start: start, next: start}
+		c = &conversation{key: req.key, start: start, next: start, tools: len(req.tools) > 0}
 		m.convs = append(m.convs, c)
 	}
 	entry := m.entryFor(c, req.answers, mreq)
@@ -349,43 +382,209 @@ func (m *Model) choose(req *request, mreq *model.Request) (*conversation, int, e
 	return c, entry, nil
 }
 
-// startOf is the entry a new conversation begins at (see the file's
-// comment), -1 for none; one whose first call answers tool calls (an
-// agent that reopened a session and words its history anew) begins after
-// the entry that made the calls.
-func (m *Model) startOf(req *request, mreq *model.Request) int {
-	if start := slices.IndexFunc(m.expects, func(e string) bool { return e != "" && model.Matches(e, mreq) }); start >= 0 {
-		return start
+// find is the conversation a call continues, nil for none (a new one):
+//   - the conversation of the agent's key for it, when it gives one;
+//   - else, of the conversations without a key whose last call had fewer
+//     messages, the one whose messages the call begins with the most of, at
+//     least up to its user's first words (a system prompt or other preamble
+//     alone is shared by every conversation of an agent);
+//   - else, for an agent that reshaped its history (merged or reworded
+//     older messages), the conversation whose first user words and newest
+//     answer of the model the call carries, most messages in common.
+//
+// Two conversations alike for the call, at different places in the
+// fixture, cannot be told apart: the call is refused, naming them.
+func (m *Model) find(req *request, keys messageKeys) (*conversation, error) {
+	if req.key != "" {
+		for _, c := range m.convs {
+			if c.key == req.key {
+				return c, nil
+			}
+		}
+		return nil, nil
 	}
-	if len(req.answered) > 0 {
-		for i, ids := range m.calls {
-			if i+1 < len(m.calls) && slices.Contains(ids, req.answered[len(req.answered)-1]) {
-				mreq.Matched = true
-				return i + 1
+	var best []*conversation
+	score := 0
+	consider := func(c *conversation, n int) {
+		switch {
+		case n > score:
+			best, score = []*conversation{c}, n
+		case n == score && n > 0:
+			best = append(best, c)
+		}
+	}
+	for _, c := range m.convs {
+		if c.key == "" && c.seen.opening >= 0 && len(keys.keys) > len(c.seen.keys) {
+			if n := commonPrefix(c.seen.keys, keys.keys); n > c.seen.opening {
+				consider(c, n)
 			}
 		}
 	}
-	if len(m.expects) > 0 && m.expects[0] == "" {
-		return 0
+	if best == nil {
+		for _, c := range m.convs {
+			if c.key == "" && c.seen.opening >= 0 && c.seen.answer != (messageKey{}) &&
+				slices.Contains(keys.keys, c.seen.keys[c.seen.opening]) && slices.Contains(keys.keys, c.seen.answer) {
+				consider(c, shared(c.seen.keys, keys.keys))
+			}
+		}
+	}
+	if len(best) > 1 {
+		// Alike so far: the one whose last entry gave the answer the call
+		// carries.
+		gave := slices.DeleteFunc(slices.Clone(best), func(c *conversation) bool { return !m.gave(c.next-1, req) })
+		if len(gave) > 0 {
+			best = gave
+		}
+	}
+	for _, c := range best[min(1, len(best)):] {
+		if c.next != best[0].next {
+			return nil, &callRefused{fmt.Sprintf(
+				"this model call continues conversations of the replay fixture %s begun at entries %d and %d alike, and they are at different entries; give each conversation words of its own, or an agent that names its conversations (prompt_cache_key)",
+				m.name, best[0].start+1, c.start+1)}
+		}
+	}
+	if best == nil {
+		return nil, nil
+	}
+	return best[0], nil
+}
+
+// gave reports whether the fixture's entry gave the model's newest answer
+// the call carries: the tool calls its newest results answer, else its
+// text.
+func (m *Model) gave(entry int, req *request) bool {
+	if entry < 0 || entry >= len(m.expects) {
+		return false
+	}
+	if len(req.answered) > 0 {
+		return slices.Contains(m.calls[entry], req.answered[len(req.answered)-1])
+	}
+	text := req.newestAnswer()
+	return text != "" && m.texts[entry] == messageKeyOf(text)
+}
+
+// shared is how many of b's keys a holds.
+func shared(a, b []messageKey) int {
+	n := 0
+	for _, k := range b {
+		if slices.Contains(a, k) {
+			n++
+		}
+	}
+	return n
+}
+
+// startOf is the entry a new conversation begins at (see the package
+// comment), -1 for none. A first call that carries a history (an agent
+// that reopened a session, or a loaded one) begins after the entry that
+// gave the model's newest answer in it: its tool calls, or its text.
+func (m *Model) startOf(req *request, mreq *model.Request) int {
+	if i := m.answeredEntry(req); i >= 0 && i+1 < len(m.expects) {
+		mreq.Matched = req.answers && len(req.answered) > 0
+		return i + 1
+	}
+	met := func(i int) bool {
+		e := m.expects[i]
+		return e != "" && model.Matches(e, mreq) || i == 0 && e == ""
+	}
+	first := -1
+	for i := range m.expects {
+		if !met(i) {
+			continue
+		}
+		if m.owner[i] < 0 {
+			return i // a thread of the recording no conversation has taken
+		}
+		if first < 0 {
+			first = i
+		}
+	}
+	if first >= 0 {
+		// Every thread it could begin has been taken: the recording
+		// begins again (another run, another agent).
+		for i := range m.owner {
+			m.owner[i] = -1
+		}
+	}
+	return first
+}
+
+// answeredEntry is the entry that gave the model's newest answer the call
+// carries, -1 for none: the one that made the tool calls its newest tool
+// results answer, else the one whose text is the newest answer's text.
+// Of entries alike, the first whose next entry no conversation has had.
+func (m *Model) answeredEntry(req *request) int {
+	var matches []int
+	if len(req.answered) > 0 {
+		id := req.answered[len(req.answered)-1]
+		for i, ids := range m.calls {
+			if slices.Contains(ids, id) {
+				matches = append(matches, i)
+			}
+		}
+	} else if text := req.newestAnswer(); text != "" {
+		key := messageKeyOf(text)
+		for i, t := range m.texts {
+			if t == key {
+				matches = append(matches, i)
+			}
+		}
+	}
+	for _, i := range matches {
+		if i+1 < len(m.owner) && m.owner[i+1] < 0 {
+			return i
+		}
+	}
+	if len(matches) > 0 {
+		return matches[0]
 	}
 	return -1
 }
 
-// entryFor is the entry a continuing call of c gets (see the file's
-// comment).
+// entryFor is the entry a continuing call of c gets (see the package
+// comment). Of threads recorded together whose turns have the same words,
+// the recording cannot say which entry is whose: they are taken in the
+// order the conversations began: of the entries a call could take, one
+// that an earlier-begun conversation would take next is left to it.
 func (m *Model) entryFor(c *conversation, answers bool, mreq *model.Request) int {
-	own := func(i int) bool { return m.owner[i] < 0 || m.owner[i] == c.start }
+	met := func(i int) bool { return m.expects[i] != "" && model.Matches(m.expects[i], mreq) }
+	owns := func(d *conversation, i int) bool { return m.owner[i] < 0 || m.owner[i] == d.start }
+	firstMet := func(d *conversation) int {
+		for j := d.next; j < len(m.expects); j++ {
+			if owns(d, j) && met(j) {
+				return j
+			}
+		}
+		return -1
+	}
+	leftToEarlier := func(i int) bool {
+		for _, d := range m.convs {
+			if d != c && d.start < c.start && d.next <= i && firstMet(d) == i {
+				return true
+			}
+		}
+		return false
+	}
 	next := c.next
-	for next < len(m.expects) && !own(next) {
+	for next < len(m.expects) && !owns(c, next) {
 		next++
 	}
-	if next >= len(m.expects) || m.expects[next] == "" || model.Matches(m.expects[next], mreq) {
+	if next >= len(m.expects) || m.expects[next] == "" {
 		return next
 	}
-	for i := next + 1; i < len(m.expects); i++ {
-		if own(i) && m.expects[i] != "" && model.Matches(m.expects[i], mreq) {
+	var candidates []int
+	for i := next; i < len(m.expects); i++ {
+		if owns(c, i) && met(i) {
+			candidates = append(candidates, i)
+		}
+	}
+	for _, i := range candidates {
+		if !leftToEarlier(i) {
 			return i
 		}
+	}
+	if len(candidates) > 0 {
+		return candidates[0]
 	}
 	mreq.Matched = answers
 	return next // matched by call, or its check says how the call diverged

@@ -4,6 +4,7 @@
 package served
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -85,8 +86,8 @@ func TestServedModel(t *testing.T) {
 	assert.Equal(t, 500, code)
 	assert.Contains(t, text, `expected the newest message to contain \"more\", but it was \"something else\"; the conversation has diverged from the recording`)
 	assert.NotContains(t, text, path, "errors name the file the user gave, not the served copy")
-	// A side call (no tools offered, or JSON asked for) takes no entry.
-	resp, err := http.Post(m.URL+"/chat/completions", "application/json", strings.NewReader(`{"model":"x","messages":[{"role":"user","content":"a title for this"}]}`))
+	// A side call (a probe of one token, or JSON asked for) takes no entry.
+	resp, err := http.Post(m.URL+"/chat/completions", "application/json", strings.NewReader(`{"model":"x","max_tokens":1,"tools":`+chatTools+`,"messages":[{"role":"user","content":"quota"}]}`))
 	require.NoError(t, err)
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -101,6 +102,31 @@ func TestServedModel(t *testing.T) {
 	code, text = post(false, `{"role":"user","content":"read a.txt at last"}`)
 	assert.Equal(t, 200, code)
 	assert.Contains(t, text, `"content":"Hi there."`, "side calls took no entry of a conversation")
+}
+
+// Verify that a client offering no tools (a plain client, a chat-only
+// agent) is served the recording, not taken for a side call: its first
+// call gets the first entry, its next the entry's tool call as recorded.
+func TestServedModel_noToolsOffered(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "model.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(`{"chunks":[{"text":"Hello."}]}
+{"expect":"read","chunks":[{"text":"Reading."},{"toolCall":{"id":"c1","name":"read_file","input":{"path":"a.txt"}}}]}
+`), 0o644))
+	m, err := Start(path, path, "", nil)
+	require.NoError(t, err)
+	defer m.Close()
+	for _, stream := range []bool{false, true} {
+		history := `{"role":"user","content":"hi"}`
+		code, text := post(t, m.URL+"/chat/completions", `{"model":"x","stream":`+strconv.FormatBool(stream)+`,"messages":[`+history+`]}`)
+		assert.Equal(t, 200, code)
+		assert.Contains(t, text, `"content":"Hello."`)
+		history += `,{"role":"assistant","content":"Hello."},{"role":"user","content":"read it"}`
+		code, text = post(t, m.URL+"/chat/completions", `{"model":"x","stream":`+strconv.FormatBool(stream)+`,"messages":[`+history+`]}`)
+		assert.Equal(t, 200, code)
+		assert.Contains(t, text, `"content":"Reading."`)
+		assert.Contains(t, text, `"name":"read_file"`, "the call as recorded")
+	}
+	assert.Zero(t, m.Served().SideCalls)
 }
 
 // Verify that a call that begins no conversation of the fixture is refused
@@ -148,5 +174,95 @@ func TestServedModel_conversationsApart(t *testing.T) {
 		}
 		assert.Equal(t, 4, m.Served().Requests)
 		m.Close()
+	}
+}
+
+// Verify that conversations sharing only a system prompt stay apart: a
+// loaded session's first call, which carries its history, takes up its
+// own thread of the recording (after the answer its history ends with),
+// not the next entry of the conversation that began with the same system
+// prompt.
+func TestServedModel_sharedSystemPromptApart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "model.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(`{"expect":"alpha","chunks":[{"text":"A1"}]}
+{"chunks":[{"text":"A2"}]}
+{"expect":"beta","chunks":[{"text":"B1"}]}
+{"expect":"more","chunks":[{"text":"B2"}]}
+`), 0o644))
+	m, err := Start(path, path, "", nil)
+	require.NoError(t, err)
+	defer m.Close()
+	call := func(msgs string) string {
+		code, text := post(t, m.URL+"/chat/completions", `{"model":"x","tools":`+chatTools+`,"messages":[{"role":"system","content":"You are a coding agent."},`+msgs+`]}`)
+		require.Equal(t, 200, code, text)
+		return text
+	}
+	assert.Contains(t, call(`{"role":"user","content":"alpha"}`), `"content":"A1"`)
+	assert.Contains(t, call(`{"role":"user","content":"beta"},{"role":"assistant","content":"B1"},{"role":"user","content":"more"}`), `"content":"B2"`,
+		"B's history, loaded: its own next answer, not A's")
+	assert.Contains(t, call(`{"role":"user","content":"alpha"},{"role":"assistant","content":"A1"},{"role":"user","content":"go on"}`), `"content":"A2"`)
+}
+
+// Verify that conversations the agent names (prompt_cache_key, as codex
+// sends it; the session in Anthropic's metadata, as claude sends it)
+// replay their own entries in any order, even with the same words; the
+// same words without names take the recorded threads in turn.
+func TestServedModel_namedConversations(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "model.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(`{"expect":"go","chunks":[{"text":"one"}]}
+{"expect":"go","chunks":[{"text":"two"}]}
+{"expect":"next","chunks":[{"text":"one again"}]}
+{"expect":"next","chunks":[{"text":"two again"}]}
+`), 0o644))
+	first := `{"role":"user","content":"go"}`
+	second := func(answer string) string {
+		return first + `,{"role":"assistant","content":"` + answer + `"},{"role":"user","content":"next"}`
+	}
+	for _, order := range [][]string{{"a", "b", "a", "b"}, {"a", "a", "b", "b"}, {"b", "a", "a", "b"}} {
+		m, err := Start(path, path, "", nil)
+		require.NoError(t, err)
+		got := map[string][]string{}
+		for _, thread := range order {
+			msgs := first
+			if len(got[thread]) > 0 {
+				msgs = second(got[thread][0])
+			}
+			code, text := post(t, m.URL+"/chat/completions", `{"model":"x","prompt_cache_key":"`+thread+`","tools":`+chatTools+`,"messages":[`+msgs+`]}`)
+			require.Equal(t, 200, code, text)
+			var answer struct {
+				Choices []struct {
+					Message struct{ Content string } `json:"message"`
+				} `json:"choices"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(text), &answer))
+			got[thread] = append(got[thread], answer.Choices[0].Message.Content)
+		}
+		for _, thread := range []string{"a", "b"} {
+			assert.Contains(t, [][]string{{"one", "one again"}, {"two", "two again"}}, got[thread], "order %v: thread %s keeps to one recorded thread", order, thread)
+		}
+		assert.NotEqual(t, got["a"][0], got["b"][0], "order %v: each its own thread", order)
+		m.Close()
+	}
+	m, err := Start(path, path, "", nil)
+	require.NoError(t, err)
+	defer m.Close()
+	anthropic := func(session, msgs string) (int, string) {
+		return post(t, m.URL+"/messages", `{"model":"x","max_tokens":1000,"metadata":{"user_id":"{\"device_id\":\"d\",\"session_id\":\"`+session+`\"}"},"tools":[{"name":"Read","input_schema":{}}],"messages":[`+msgs+`]}`)
+	}
+	_, a1 := anthropic("s1", first)
+	_, b1 := anthropic("s2", first)
+	assert.Contains(t, a1, `"text":"one"`)
+	assert.Contains(t, b1, `"text":"two"`)
+	_, b2 := anthropic("s2", second("two"))
+	assert.Contains(t, b2, `"text":"two again"`, "the session names the thread")
+	// Unnamed, threads with the same words take the recorded threads in
+	// turn, and each goes on by the answer its history carries.
+	m2, err := Start(path, path, "", nil)
+	require.NoError(t, err)
+	defer m2.Close()
+	for _, c := range []struct{ msgs, want string }{{first, "one"}, {first, "two"}, {second("two"), "two again"}, {second("one"), "one again"}} {
+		code, text := post(t, m2.URL+"/chat/completions", `{"model":"x","tools":`+chatTools+`,"messages":[`+c.msgs+`]}`)
+		require.Equal(t, 200, code)
+		assert.Contains(t, text, `"content":"`+c.want+`"`)
 	}
 }

@@ -31,11 +31,15 @@ func decodeAnthropic(body []byte) (*request, error) {
 		OutputFormat *struct {
 			Schema json.RawMessage `json:"schema"`
 		} `json:"output_format"`
+		Metadata struct {
+			UserID string `json:"user_id"`
+		} `json:"metadata"`
+		MaxTokens *int64 `json:"max_tokens"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, err
 	}
-	r := &request{model: req.Model, stream: req.Stream}
+	r := &request{model: req.Model, stream: req.Stream, key: anthropicSession(req.Metadata.UserID), probe: atMostOne(req.MaxTokens)}
 	for _, m := range req.Messages {
 		r.msgs = append(r.msgs, anthropicMessages(m.Role, m.Content)...)
 	}
@@ -47,6 +51,19 @@ func decodeAnthropic(body []byte) (*request, error) {
 	}
 	r.noteAnswers()
 	return r, nil
+}
+
+// anthropicSession is the conversation's key in a Messages request's
+// metadata.user_id: the session_id of the JSON object Claude Code puts
+// there; "" for any other user_id, which names a user, not a conversation.
+func anthropicSession(userID string) string {
+	var id struct {
+		SessionID string `json:"session_id"`
+	}
+	if json.Unmarshal([]byte(userID), &id) == nil && id.SessionID != "" {
+		return id.SessionID
+	}
+	return ""
 }
 
 // anthropicMessages are a message's blocks as the conversation's messages:
@@ -164,7 +181,15 @@ func (a *anthropicAnswer) event(typ string, data map[string]any) error {
 func (a *anthropicAnswer) message(stop any) map[string]any {
 	return map[string]any{"id": "msg_scenario", "type": "message", "role": "assistant", "model": a.model,
 		"content": a.blocks, "stop_reason": stop, "stop_sequence": nil,
-		"usage": map[string]any{"input_tokens": a.used.InputTokens, "output_tokens": a.used.OutputTokens}}
+		"usage": anthropicUsage(a.used)}
+}
+
+// anthropicUsage is a call's usage as the Messages API gives it, every
+// field present: claude adds the cache fields to the input and output
+// tokens for the context it reports, and one left out makes it null.
+func anthropicUsage(u model.Usage) map[string]any {
+	return map[string]any{"input_tokens": u.InputTokens, "output_tokens": u.OutputTokens,
+		"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
 }
 
 func (a *anthropicAnswer) finish(stop acp.StopReason, err error) {
@@ -192,7 +217,7 @@ func (a *anthropicAnswer) finish(stop acp.StopReason, err error) {
 		return
 	}
 	a.event("message_delta", map[string]any{"delta": map[string]any{"stop_reason": reason, "stop_sequence": nil},
-		"usage": map[string]any{"input_tokens": a.used.InputTokens, "output_tokens": a.used.OutputTokens}})
+		"usage": anthropicUsage(a.used)})
 	a.event("message_stop", map[string]any{})
 }
 

@@ -41,12 +41,17 @@ func decodeChat(body []byte) (*request, error) {
 				Schema json.RawMessage `json:"schema"`
 			} `json:"json_schema"`
 		} `json:"response_format"`
+		PromptCacheKey      string `json:"prompt_cache_key"`
+		MaxTokens           *int64 `json:"max_tokens"`
+		MaxCompletionTokens *int64 `json:"max_completion_tokens"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, err
 	}
-	r := &request{model: req.Model, stream: req.Stream}
-	for _, m := range req.Messages {
+	r := &request{model: req.Model, stream: req.Stream, key: req.PromptCacheKey, probe: atMostOne(req.MaxTokens, req.MaxCompletionTokens)}
+	roles := make([]string, len(req.Messages))
+	for i, m := range req.Messages {
+		roles[i] = m.Role
 		msg := model.Message{Role: m.Role, Text: contentText(m.Content), ToolCallID: m.ToolCallID}
 		for _, tc := range m.ToolCalls {
 			msg.ToolCalls = append(msg.ToolCalls, model.ToolCall{ID: tc.ID, Name: tc.Function.Name})
@@ -56,6 +61,7 @@ func decodeChat(body []byte) (*request, error) {
 	for _, t := range req.Tools {
 		r.tools = append(r.tools, offeredTool{Name: t.Function.Name, Params: t.Function.Parameters.params()})
 	}
+	r.context = leadingContext(roles)
 	if f := req.ResponseFormat; f != nil && f.Type != "text" {
 		r.schema = orEmptySchema(f.JSONSchema.Schema)
 	}

@@ -45,12 +45,13 @@ func decodeGemini(body []byte, modelName string, stream bool) (*request, error) 
 			ResponseMimeType   string          `json:"responseMimeType"`
 			ResponseJSONSchema json.RawMessage `json:"responseJsonSchema"`
 			ResponseSchema     json.RawMessage `json:"responseSchema"`
+			MaxOutputTokens    *int64          `json:"maxOutputTokens"`
 		} `json:"generationConfig"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, err
 	}
-	r := &request{model: modelName, stream: stream}
+	r := &request{model: modelName, stream: stream, probe: atMostOne(req.GenerationConfig.MaxOutputTokens)}
 	for _, c := range req.Contents {
 		role := "user"
 		if c.Role == "model" {

@@ -32,11 +32,13 @@ func decodeResponses(body []byte) (*request, error) {
 				Schema json.RawMessage `json:"schema"`
 			} `json:"format"`
 		} `json:"text"`
+		PromptCacheKey  string `json:"prompt_cache_key"`
+		MaxOutputTokens *int64 `json:"max_output_tokens"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, err
 	}
-	r := &request{model: req.Model, stream: req.Stream}
+	r := &request{model: req.Model, stream: req.Stream, key: req.PromptCacheKey, probe: atMostOne(req.MaxOutputTokens)}
 	var items []struct {
 		Type      string          `json:"type"`
 		Role      string          `json:"role"`
@@ -61,6 +63,9 @@ func decodeResponses(body []byte) (*request, error) {
 				role = "user" // developer and system messages are context, as the user's are
 			}
 			if text := contentText(it.Content); text != "" {
+				if (it.Role == "developer" || it.Role == "system") && r.context == len(r.msgs) {
+					r.context++
+				}
 				r.msgs = append(r.msgs, model.Message{Role: role, Text: text})
 			}
 		case "function_call", "custom_tool_call", "local_shell_call":

@@ -34,27 +34,89 @@ type request struct {
 	// schema is the JSON schema the answer is asked to meet ("{}" for any
 	// JSON); nil when the call asks for none.
 	schema json.RawMessage
+	// key is the agent's own name for the conversation, "" when it gives
+	// none: the Responses and Chat wires' prompt_cache_key (codex's
+	// thread), the session in Anthropic's metadata.user_id (claude's).
+	key string
+	// probe reports a call that allows at most one token of answer (claude
+	// checks its quota so): nothing a conversation's turn could be.
+	probe bool
+	// context is how many of msgs, from the first, are the agent's
+	// instructions (system and developer messages), not the user's.
+	context int
 }
 
-// side reports whether the call is an agent's side call (a title, a
-// routing decision, a summary): it offers no tools or asks for JSON. It is
-// answered without an entry.
-func (r *request) side() bool { return len(r.tools) == 0 || r.schema != nil }
+// marked reports whether the call carries an agent's mark of a side call
+// (a title, a routing decision, a summary, a quota check): it asks for
+// JSON, or for at most one token. It is answered without an entry. A call
+// without tools is not a side call for that alone: a chat-only agent
+// offers none (see Model.complete for the other side calls).
+func (r *request) marked() bool { return r.schema != nil || r.probe }
 
-// keys are the call's messages as conversations are told apart by them:
-// a key for each text, each tool call and each tool result, in order (an
-// agent that merges its earlier messages into one keeps its keys' order).
-func (r *request) keys() []messageKey {
-	keys := make([]messageKey, 0, len(r.msgs))
-	for _, m := range r.msgs {
+// messageKeys are a call's messages as conversations are told apart by
+// them: a key for each text, each tool call and each tool result, in
+// order (an agent that merges its earlier messages into one keeps its
+// keys' order).
+type messageKeys struct {
+	keys []messageKey
+	// opening is the index in keys of the user's first words, -1 when
+	// the call has none: what no two conversations of different users'
+	// words share, where a system prompt or other preamble may be shared.
+	opening int
+	// answer is the key of the newest of the model's messages, zero when
+	// the call carries none.
+	answer messageKey
+}
+
+func (r *request) keys() messageKeys {
+	k := messageKeys{keys: make([]messageKey, 0, len(r.msgs)), opening: -1}
+	for i, m := range r.msgs {
 		if m.Text != "" || m.Role == "tool" {
-			keys = append(keys, messageKeyOf(m.Role+"\x00"+m.ToolCallID+"\x00"+m.Text))
+			if k.opening < 0 && i >= r.context && m.Role == "user" && strings.TrimSpace(m.Text) != "" {
+				k.opening = len(k.keys)
+			}
+			k.keys = append(k.keys, messageKeyOf(m.Role+"\x00"+m.ToolCallID+"\x00"+m.Text))
+			if m.Role == "assistant" {
+				k.answer = k.keys[len(k.keys)-1]
+			}
 		}
 		for _, tc := range m.ToolCalls {
-			keys = append(keys, messageKeyOf("call\x00"+tc.ID+"\x00"+tc.Name))
+			k.keys = append(k.keys, messageKeyOf("call\x00"+tc.ID+"\x00"+tc.Name))
+			k.answer = k.keys[len(k.keys)-1]
 		}
 	}
-	return keys
+	return k
+}
+
+// newestAnswer is the text of the call's newest message of the model,
+// trimmed; "" when it has none or that message has no text.
+func (r *request) newestAnswer() string {
+	for i := len(r.msgs) - 1; i >= 0; i-- {
+		if r.msgs[i].Role == "assistant" {
+			return strings.TrimSpace(r.msgs[i].Text)
+		}
+	}
+	return ""
+}
+
+// leadingContext is how many of roles, from the first, are system or
+// developer messages.
+func leadingContext(roles []string) int {
+	n := 0
+	for n < len(roles) && (roles[n] == "system" || roles[n] == "developer") {
+		n++
+	}
+	return n
+}
+
+// atMostOne reports a token limit of at most one; nil is none.
+func atMostOne(limits ...*int64) bool {
+	for _, l := range limits {
+		if l != nil && *l <= 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // noteAnswers notes whether the newest non-assistant message answers tool

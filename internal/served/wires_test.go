@@ -80,7 +80,7 @@ func TestServedModel_anthropic(t *testing.T) {
 	for _, want := range []string{"event: message_start\n", `"content_block":{"signature":"","thinking":"","type":"thinking"}`, `"type":"signature_delta"`,
 		`"delta":{"text":"Writing.","type":"text_delta"}`, `"content_block":{"id":"w1","input":{},"name":"Write","type":"tool_use"}`,
 		`"partial_json":"{\"content\":\"hi\\n\",\"file_path\":\"/work/a.txt\"}"`, `"delta":{"stop_reason":"tool_use","stop_sequence":null}`,
-		`"usage":{"input_tokens":7,"output_tokens":3}`, "event: message_stop\n"} {
+		`"usage":{"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"input_tokens":7,"output_tokens":3}`, "event: message_stop\n"} {
 		assert.Contains(t, text, want)
 	}
 	assert.Equal(t, 3, strings.Count(text, "event: content_block_stop\n"), "each block is stopped, or claude drops it")
@@ -118,6 +118,31 @@ func TestServedModel_gemini(t *testing.T) {
 	assert.Equal(t, 200, code)
 	assert.Contains(t, text, `"totalTokens":`)
 	assert.Equal(t, 1, m.Served().SideCalls)
+}
+
+// Verify that a plain client, offering no tools, gets the recording's
+// entry on every wire, streamed and whole: its text, and its tool call as
+// recorded (the fixture's own tool name and input).
+func TestServedModel_plainClientEveryWire(t *testing.T) {
+	m := serveWireFixture(t)
+	gemini := strings.TrimSuffix(m.URL, "/v1") + "/v1beta/models/gemini-x"
+	for _, c := range []struct{ url, body string }{
+		{m.URL + "/chat/completions", `{"model":"x","messages":[{"role":"user","content":"write it"}]}`},
+		{m.URL + "/chat/completions", `{"model":"x","stream":true,"messages":[{"role":"user","content":"write it"}]}`},
+		{m.URL + "/responses", `{"model":"x","input":"write it"}`},
+		{m.URL + "/responses", `{"model":"x","stream":true,"input":[{"type":"message","role":"user","content":"write it"}]}`},
+		{m.URL + "/messages", `{"model":"x","max_tokens":1024,"messages":[{"role":"user","content":"write it"}]}`},
+		{m.URL + "/messages", `{"model":"x","max_tokens":1024,"stream":true,"messages":[{"role":"user","content":"write it"}]}`},
+		{gemini + ":generateContent", `{"contents":[{"role":"user","parts":[{"text":"write it"}]}]}`},
+		{gemini + ":streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"write it"}]}]}`},
+	} {
+		code, text := post(t, c.url, c.body)
+		assert.Equal(t, 200, code, c.body)
+		assert.Contains(t, text, "Writing.", "%s %s", c.url, c.body)
+		assert.Contains(t, text, "write_file", "the call as recorded: %s %s", c.url, c.body)
+		assert.NotContains(t, text, `"OK"`, c.body)
+	}
+	assert.Zero(t, m.Served().SideCalls)
 }
 
 // Verify the mapping of each intent onto the tools agents offer.

@@ -4,7 +4,9 @@
 // OPENAI_API_KEY) as agent_thought_chunk and agent_message_chunk updates.
 // Its two tools, write_file and run_command, run through the client (a
 // permission request, then fs/write_text_file or terminal/*), as a coding
-// agent's would. It uses the standard library only, so that
+// agent's would; with MULTIAGENT_TOOLS=none it offers the model no tools,
+// a chat-only agent (as the TypeScript SDK's example agent is). It uses the
+// standard library only, so that
 // `go build ./testdata/multiagent` needs nothing more.
 package main
 
@@ -219,7 +221,11 @@ func (a *agent) prompt(id, text string) (string, error) {
 // complete streams one model call into session updates and returns the
 // text and the tool calls.
 func (a *agent) complete(ctx context.Context, id string, history []map[string]any) (string, []toolCall, error) {
-	body, _ := json.Marshal(map[string]any{"model": "default", "stream": true, "messages": history, "tools": tools})
+	call := map[string]any{"model": "default", "stream": true, "messages": history}
+	if os.Getenv("MULTIAGENT_TOOLS") != "none" {
+		call["tools"] = tools
+	}
+	body, _ := json.Marshal(call)
 	req, _ := http.NewRequestWithContext(ctx, "POST", strings.TrimSuffix(os.Getenv("OPENAI_BASE_URL"), "/")+"/chat/completions", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+os.Getenv("OPENAI_API_KEY"))
