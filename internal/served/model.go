@@ -269,6 +269,9 @@ func (m *Model) handler(decode func(*http.Request, []byte) (*request, error), an
 // newest message that is not the model's, as in acpbridge.
 func (m *Model) complete(ctx context.Context, req *request, size int64, wire wireAnswer) (string, error) {
 	ans := &sink{wire: wire, req: req, cwd: m.cwd()}
+	// The input's estimate from the start: a wire that says the usage
+	// before the answer (Anthropic's message_start) has it to say.
+	wire.usage(model.Usage{InputTokens: size / 4})
 	conv := model.NewConversation(nil)
 	for _, msg := range req.msgs {
 		conv.Add(msg)

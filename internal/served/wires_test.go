@@ -84,6 +84,8 @@ func TestServedModel_anthropic(t *testing.T) {
 		assert.Contains(t, text, want)
 	}
 	assert.Equal(t, 3, strings.Count(text, "event: content_block_stop\n"), "each block is stopped, or claude drops it")
+	assert.Regexp(t, `data: \{"message":\{[^\n]*"usage":\{"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"input_tokens":[1-9][0-9]*,"output_tokens":0\}\},"type":"message_start"\}`, text,
+		"message_start says the input's tokens: claude reports the context from it")
 	code, text = post(t, m.URL+"/messages", `{"model":"claude-x","tools":`+tools+`,"messages":[{"role":"user","content":"write it"},{"role":"assistant","content":[{"type":"text","text":"Writing."},{"type":"tool_use","id":"w1","name":"Write","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"w1","content":"File created"},{"type":"text","text":"<system-reminder>y</system-reminder>"}]}]}`)
 	assert.Equal(t, 200, code)
 	assert.Contains(t, text, `"content":[{"text":"Done.","type":"text"}]`)
