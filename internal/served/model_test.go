@@ -206,7 +206,8 @@ func TestServedModel_sharedSystemPromptApart(t *testing.T) {
 // Verify that conversations the agent names (prompt_cache_key, as codex
 // sends it; the session in Anthropic's metadata, as claude sends it)
 // replay their own entries in any order, even with the same words; the
-// same words without names take the recorded threads in turn.
+// same words without names take the recorded threads in turn, and are
+// refused (422) where nothing tells them apart.
 func TestServedModel_namedConversations(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "model.jsonl")
 	require.NoError(t, os.WriteFile(path, []byte(`{"expect":"go","chunks":[{"text":"one"}]}
@@ -265,4 +266,17 @@ func TestServedModel_namedConversations(t *testing.T) {
 		require.Equal(t, 200, code)
 		assert.Contains(t, text, `"content":"`+c.want+`"`)
 	}
+	// Alike so far and carrying neither's answer (an agent that reworded
+	// it), two unnamed threads at different places cannot be told apart:
+	// refused, naming both, never answered with either's entry.
+	m3, err := Start(path, "given.txtar", "", nil)
+	require.NoError(t, err)
+	defer m3.Close()
+	for range 2 {
+		code, _ := post(t, m3.URL+"/chat/completions", `{"model":"x","tools":`+chatTools+`,"messages":[`+first+`]}`)
+		require.Equal(t, 200, code)
+	}
+	code, text := post(t, m3.URL+"/chat/completions", `{"model":"x","tools":`+chatTools+`,"messages":[`+second("reworded")+`]}`)
+	assert.Equal(t, 422, code)
+	assert.Contains(t, text, "continues conversations of the replay fixture given.txtar begun at entries 1 and 2 alike")
 }
