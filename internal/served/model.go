@@ -134,7 +134,7 @@ func (c Count) Since(before Count) Count {
 	return d
 }
 
-// count is what m has served so far; nothing for a run without a model.
+// Served is what m has served so far; nothing for a run without a model.
 func (m *Model) Served() Count {
 	if m == nil {
 		return Count{}
@@ -271,7 +271,7 @@ func (m *Model) complete(ctx context.Context, req *request, size int64, wire wir
 	ans := &sink{wire: wire, req: req, cwd: m.cwd()}
 	// The input's estimate from the start: a wire that says the usage
 	// before the answer (Anthropic's message_start) has it to say.
-	wire.usage(model.Usage{InputTokens: size / 4})
+	wire.usage(model.Usage{InputTokens: size / model.BytesPerToken})
 	conv := model.NewConversation(nil)
 	for _, msg := range req.msgs {
 		conv.Add(msg)
@@ -434,7 +434,8 @@ func (m *Model) find(req *request, keys messageKeys) (*conversation, error) {
 	if len(best) > 1 {
 		// Alike so far: the one whose last entry gave the answer the call
 		// carries.
-		gave := slices.DeleteFunc(slices.Clone(best), func(c *conversation) bool { return !m.gave(c.next-1, req) })
+		answer := req.carried()
+		gave := slices.DeleteFunc(slices.Clone(best), func(c *conversation) bool { return !m.gave(c.next-1, answer) })
 		if len(gave) > 0 {
 			best = gave
 		}
@@ -452,18 +453,16 @@ func (m *Model) find(req *request, keys messageKeys) (*conversation, error) {
 	return best[0], nil
 }
 
-// gave reports whether the fixture's entry gave the model's newest answer
-// the call carries: the tool calls its newest results answer, else its
-// text.
-func (m *Model) gave(entry int, req *request) bool {
-	if entry < 0 || entry >= len(m.expects) {
+// gave reports whether the fixture's entry gave the answer a call
+// carries: its tool calls, else its text.
+func (m *Model) gave(entry int, a carried) bool {
+	switch {
+	case entry < 0 || entry >= len(m.expects):
 		return false
+	case a.call != "":
+		return slices.Contains(m.calls[entry], a.call)
 	}
-	if len(req.answered) > 0 {
-		return slices.Contains(m.calls[entry], req.answered[len(req.answered)-1])
-	}
-	text := req.newestAnswer()
-	return text != "" && m.texts[entry] == messageKeyOf(text)
+	return a.text != messageKey{} && m.texts[entry] == a.text
 }
 
 // shared is how many of b's keys a holds.
@@ -513,35 +512,23 @@ func (m *Model) startOf(req *request, mreq *model.Request) int {
 }
 
 // answeredEntry is the entry that gave the model's newest answer the call
-// carries, -1 for none: the one that made the tool calls its newest tool
-// results answer, else the one whose text is the newest answer's text.
-// Of entries alike, the first whose next entry no conversation has had.
+// carries (gave), -1 for none; of entries alike, the first whose next
+// entry no conversation has had.
 func (m *Model) answeredEntry(req *request) int {
-	var matches []int
-	if len(req.answered) > 0 {
-		id := req.answered[len(req.answered)-1]
-		for i, ids := range m.calls {
-			if slices.Contains(ids, id) {
-				matches = append(matches, i)
-			}
+	answer := req.carried()
+	first := -1
+	for i := range m.expects {
+		if !m.gave(i, answer) {
+			continue
 		}
-	} else if text := req.newestAnswer(); text != "" {
-		key := messageKeyOf(text)
-		for i, t := range m.texts {
-			if t == key {
-				matches = append(matches, i)
-			}
-		}
-	}
-	for _, i := range matches {
 		if i+1 < len(m.owner) && m.owner[i+1] < 0 {
 			return i
 		}
+		if first < 0 {
+			first = i
+		}
 	}
-	if len(matches) > 0 {
-		return matches[0]
-	}
-	return -1
+	return first
 }
 
 // entryFor is the entry a continuing call of c gets (see the package

@@ -49,19 +49,16 @@ func decodeChat(body []byte) (*request, error) {
 		return nil, err
 	}
 	r := &request{model: req.Model, stream: req.Stream, key: req.PromptCacheKey, probe: atMostOne(req.MaxTokens, req.MaxCompletionTokens)}
-	roles := make([]string, len(req.Messages))
-	for i, m := range req.Messages {
-		roles[i] = m.Role
+	for _, m := range req.Messages {
 		msg := model.Message{Role: m.Role, Text: contentText(m.Content), ToolCallID: m.ToolCallID}
 		for _, tc := range m.ToolCalls {
 			msg.ToolCalls = append(msg.ToolCalls, model.ToolCall{ID: tc.ID, Name: tc.Function.Name})
 		}
-		r.msgs = append(r.msgs, msg)
+		r.add(msg, m.Role == "system" || m.Role == "developer")
 	}
 	for _, t := range req.Tools {
 		r.tools = append(r.tools, offeredTool{Name: t.Function.Name, Params: t.Function.Parameters.params()})
 	}
-	r.context = leadingContext(roles)
 	if f := req.ResponseFormat; f != nil && f.Type != "text" {
 		r.schema = orEmptySchema(f.JSONSchema.Schema)
 	}

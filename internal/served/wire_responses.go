@@ -63,10 +63,7 @@ func decodeResponses(body []byte) (*request, error) {
 				role = "user" // developer and system messages are context, as the user's are
 			}
 			if text := contentText(it.Content); text != "" {
-				if (it.Role == "developer" || it.Role == "system") && r.context == len(r.msgs) {
-					r.context++
-				}
-				r.msgs = append(r.msgs, model.Message{Role: role, Text: text})
+				r.add(model.Message{Role: role, Text: text}, it.Role == "developer" || it.Role == "system")
 			}
 		case "function_call", "custom_tool_call", "local_shell_call":
 			r.msgs = append(r.msgs, model.Message{Role: "assistant", ToolCalls: []model.ToolCall{{ID: it.CallID, Name: it.Name}}})

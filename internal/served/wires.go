@@ -50,7 +50,7 @@ type request struct {
 // (a title, a routing decision, a summary, a quota check): it asks for
 // JSON, or for at most one token. It is answered without an entry. A call
 // without tools is not a side call for that alone: a chat-only agent
-// offers none (see Model.complete for the other side calls).
+// offers none (see Model.choose for the other side calls).
 func (r *request) marked() bool { return r.schema != nil || r.probe }
 
 // messageKeys are a call's messages as conversations are told apart by
@@ -88,25 +88,37 @@ func (r *request) keys() messageKeys {
 	return k
 }
 
-// newestAnswer is the text of the call's newest message of the model,
-// trimmed; "" when it has none or that message has no text.
-func (r *request) newestAnswer() string {
-	for i := len(r.msgs) - 1; i >= 0; i-- {
-		if r.msgs[i].Role == "assistant" {
-			return strings.TrimSpace(r.msgs[i].Text)
-		}
-	}
-	return ""
+// carried is the model's newest answer a call carries, as an entry of the
+// fixture is found to have given it: the id of the tool call the call's
+// newest results answer, else the key of the answer's text (trimmed);
+// both empty when the call carries no answer.
+type carried struct {
+	call string
+	text messageKey
 }
 
-// leadingContext is how many of roles, from the first, are system or
-// developer messages.
-func leadingContext(roles []string) int {
-	n := 0
-	for n < len(roles) && (roles[n] == "system" || roles[n] == "developer") {
-		n++
+func (r *request) carried() carried {
+	if len(r.answered) > 0 {
+		return carried{call: r.answered[len(r.answered)-1]}
 	}
-	return n
+	for i := len(r.msgs) - 1; i >= 0; i-- {
+		if r.msgs[i].Role == "assistant" {
+			if t := strings.TrimSpace(r.msgs[i].Text); t != "" {
+				return carried{text: messageKeyOf(t)}
+			}
+			break
+		}
+	}
+	return carried{}
+}
+
+// add appends a message to the call's; instructions says it is a system
+// or developer message, counted in context while only such came before.
+func (r *request) add(m model.Message, instructions bool) {
+	if instructions && r.context == len(r.msgs) {
+		r.context++
+	}
+	r.msgs = append(r.msgs, m)
 }
 
 // atMostOne reports a token limit of at most one; nil is none.
