@@ -69,6 +69,43 @@ type testAgent struct {
 	// patience, when set, replaces hang as the wait for the next line
 	// (a test that sends a line of tens of MB, decoded under -race).
 	patience time.Duration
+	// reading pauses the reading of stdout: an editor that stops reading.
+	reading readGate
+}
+
+// readGate pauses a reader between lines.
+type readGate struct {
+	mu     sync.Mutex
+	resume chan struct{} // closed to resume; nil when not paused
+}
+
+// pause stops the reader once the line it is reading has been read.
+func (g *readGate) pause() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.resume == nil {
+		g.resume = make(chan struct{})
+	}
+}
+
+// unpause lets the reader go on.
+func (g *readGate) unpause() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.resume != nil {
+		close(g.resume)
+		g.resume = nil
+	}
+}
+
+// wait returns when the reader may read.
+func (g *readGate) wait() {
+	g.mu.Lock()
+	resume := g.resume
+	g.mu.Unlock()
+	if resume != nil {
+		<-resume
+	}
 }
 
 // awaitEvent waits for the event name (internal/events) with these
@@ -249,6 +286,7 @@ func (ta *testAgent) attach(run func(stdin io.Reader, stdout io.WriteCloser)) {
 	go func() {
 		r := bufio.NewReaderSize(outR, 1<<20)
 		for {
+			ta.reading.wait()
 			line, err := r.ReadBytes('\n')
 			if len(line) > 0 {
 				read <- bytes.TrimSuffix(line, []byte("\n"))
@@ -260,7 +298,7 @@ func (ta *testAgent) attach(run func(stdin io.Reader, stdout io.WriteCloser)) {
 		}
 	}()
 	go queueLines(read, ta.lines)
-	ta.t.Cleanup(func() { ta.close() })
+	ta.t.Cleanup(func() { ta.reading.unpause(); ta.close() })
 }
 
 // queueLines passes every line from in to out, holding as many as out's

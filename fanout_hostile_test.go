@@ -641,3 +641,54 @@ func TestFanoutHostile_crashToldAndBounded(t *testing.T) {
 		p.close()
 	}
 }
+
+// Verify that an editor that stops reading holds the router to a bound, not
+// to what its threads' agents write: 40 updates of 3 MiB for the thread's
+// own session while the client reads nothing stop at the child's pipe (the
+// router says it holds the child's output, and how much), and once the
+// client reads again every update arrives whole and in order.
+func TestFanoutHostile_slowEditor(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, nil)
+	p.call(initLine)
+	a := p.openSession(10)
+	const n, size = 40, 3 << 20
+	p.reading.pause()
+	p.send(prompt(20, a, fmt.Sprintf("burst %d of %d", n, size)))
+	p.awaitEvent("child_output_held")
+	held := eventInt(t, p.events.String(), "child_output_held", "bytes")
+	assert.LessOrEqual(t, held, 1<<20+2*(size+1024), "what the router holds of the child while the client reads nothing")
+	p.reading.unpause()
+	ups, r := p.updatesUntil(20)
+	require.Nil(t, r.Error)
+	var got []string
+	for _, u := range ups {
+		var m struct{ Content struct{ Text string } }
+		require.NoError(t, json.Unmarshal([]byte(u), &m))
+		if len(m.Content.Text) == 4+size {
+			got = append(got, m.Content.Text[:4])
+		}
+	}
+	want := make([]string, n)
+	for i := range want {
+		want[i] = fmt.Sprintf("%03d:", i)
+	}
+	assert.Equal(t, want, got, "every update, whole and in order")
+	assert.Less(t, vmHWM(t, p.cmd.Process.Pid), 100<<10, "the router's peak RSS (KiB) with 120 MiB written past a paused client")
+	p.close()
+}
+
+// eventInt is the integer attribute key of the first event name seen.
+func eventInt(t *testing.T, events, name, key string) int {
+	t.Helper()
+	for _, line := range strings.Split(events, "\n") {
+		var ev map[string]any
+		if json.Unmarshal([]byte(line), &ev) == nil && ev["event"] == name {
+			v, ok := ev[key].(float64)
+			require.True(t, ok, "the event %s has no number %s: %s", name, key, line)
+			return int(v)
+		}
+	}
+	t.Fatalf("no event %s", name)
+	return 0
+}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/events"
 	"acpbridge/internal/proc"
 )
 
@@ -105,9 +106,10 @@ func (r *router) queuedBytes() int { return 2*r.MaxLine + 1<<20 }
 
 // process is a started child's process and the router's ends of its pipes.
 type process struct {
-	cmd    *exec.Cmd
-	in     *outbox
-	stdout *os.File
+	cmd     *exec.Cmd
+	in      *outbox
+	stdout  *os.File
+	backlog *backlog // what its reader has handed the loop, not yet written
 }
 
 // startProcess starts c's process with pipes of the router's own (so that
@@ -146,10 +148,10 @@ func (r *router) startProcess(c *child, cmd *exec.Cmd, errTail *tail) (*process,
 			r.Log.Warn("an agent's children may outlive the router if it is killed", "err", err)
 		}
 	}
-	p := &process{cmd: cmd, in: &outbox{w: inW, wake: make(chan struct{}, 1)}, stdout: outR}
+	p := &process{cmd: cmd, in: &outbox{w: inW, wake: make(chan struct{}, 1)}, stdout: outR, backlog: newBacklog()}
 	read, copied := make(chan struct{}), make(chan struct{})
 	r.spawn(p.in.run)
-	r.spawn(func() { defer close(read); r.readChild(c, outR) })
+	r.spawn(func() { defer close(read); r.readChild(c, p) })
 	r.spawn(func() { defer close(copied); io.Copy(io.MultiWriter(r.Stderr, errTail), errR) })
 	r.spawn(func() { r.watch(c, p, read, copied, errR) })
 	return p, nil
@@ -192,11 +194,18 @@ func (r *router) watch(c *child, p *process, read, copied chan struct{}, errR *o
 		done chan struct{}
 		f    *os.File
 	}{{read, p.stdout}, {copied, errR}} {
-		select {
-		case <-pipe.done:
-		case <-time.After(drainWait):
-			pipe.f.Close() // its reader returns
-			<-pipe.done
+		for waited := false; !waited; {
+			select {
+			case <-pipe.done:
+				waited = true
+			case <-time.After(drainWait):
+				if pipe.f == p.stdout && p.backlog.clientBound() {
+					continue // read as fast as the client takes it, not held by a helper
+				}
+				pipe.f.Close() // its reader returns
+				<-pipe.done
+				waited = true
+			}
 		}
 		pipe.f.Close()
 	}
@@ -204,11 +213,12 @@ func (r *router) watch(c *child, p *process, read, copied chan struct{}, errR *o
 	r.post(func() { r.onChildExited(c) })
 }
 
-// readChild hands each of c's lines, decoded, to the loop. A line over the
-// limit is reported as soon as it passes the limit and read on to its end
-// without being kept: an endless line costs nothing but the reading.
-func (r *router) readChild(c *child, stdout io.Reader) {
-	br := bufio.NewReaderSize(stdout, 64<<10)
+// readChild hands each of c's lines, decoded, to the loop, no faster than
+// the loop writes them (backlog). A line over the limit is reported as soon
+// as it passes the limit and read on to its end without being kept: an
+// endless line costs nothing but the reading.
+func (r *router) readChild(c *child, p *process) {
+	br := bufio.NewReaderSize(p.stdout, 64<<10)
 	limit := r.MaxLine + lineSlack
 	for {
 		line, err := readLine(br, limit)
@@ -218,7 +228,14 @@ func (r *router) readChild(c *child, stdout io.Reader) {
 			err = skipLine(br)
 		case len(bytes.TrimSpace(line)) > 0:
 			m := decodeChildLine(line)
-			r.post(func() { r.onChildMessage(c, m) })
+			n := len(line)
+			held := p.backlog.take(n, r.done, func(out int) {
+				r.Log.Debug("a child's output waits for the client to read", events.Of("child_output_held"), "pid", p.cmd.Process.Pid, "bytes", out+n)
+			})
+			if !held {
+				return // the loop has returned
+			}
+			r.post(func() { r.onChildMessage(c, m); p.backlog.give(n) })
 		}
 		if err != nil {
 			return

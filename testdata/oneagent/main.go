@@ -22,7 +22,8 @@
 // reading its stdin for good (a long blocking call); "crash with helper"
 // starts a helper in a session of its own that holds its stdout and stderr,
 // ("start a daemon" starts one that holds nothing, and says its pid)
-// then exits; "endless N" writes a line of N MiB; "spoof ID" sends an
+// then exits; "burst N of SIZE" writes N updates of SIZE bytes at once;
+// "endless N" writes a line of N MiB; "spoof ID" sends an
 // update and a permission request naming session ID; "flood N" sends N
 // requests to the client at once and counts aloud those refused;
 // "withdraw" asks permission and withdraws the request at once
@@ -351,6 +352,12 @@ func (a *agent) misbehave(sid, text string) {
 		helper.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		helper.Start()
 		os.Exit(2)
+	case scan(text, "burst %d", &n): // N updates of SIZE bytes, as fast as they can be written
+		var size int
+		fmt.Sscanf(text[strings.Index(text, "burst "):], "burst %d of %d", &n, &size)
+		for i := range n {
+			a.update(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": fmt.Sprintf("%03d:%s", i, strings.Repeat("b", size))}})
+		}
 	case scan(text, "endless %d", &n):
 		a.mu.Lock()
 		a.w.WriteString(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"` + sid + `","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`)
