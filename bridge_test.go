@@ -702,6 +702,9 @@ func startProcessWith(t testing.TB, like *testAgent, prep func(*exec.Cmd, *testA
 	}
 	cmd.Env = append(cmd.Env, events.Var+"="+eventsPipe(t, ta.events))
 	p := &procAgent{testAgent: ta, cmd: cmd}
+	t.Cleanup(func() { // the router's state tables held (internal/fanout's move)
+		assert.NotContains(t, ta.events.String(), `"event":"move_refused"`, "a state moved along an edge not in its table")
+	})
 	started := make(chan error, 1)
 	ta.attach(func(stdin io.Reader, stdout io.WriteCloser) {
 		cmd.Stdin, cmd.Stdout = stdin, stdout

@@ -106,30 +106,28 @@ func (r *router) relay(req *request, m childMessage) []byte {
 	return b
 }
 
-// settle moves c, now initialized (and authenticated), to what it does:
-// ready in the pool, opening a thread, or serving one; its held lines go.
+// settle moves c, now initialized (and authenticated), to what it was
+// told it does (c.next: ready in the pool unless it was taken for a
+// thread); its held lines go.
 func (r *router) settle(c *child) {
-	switch {
-	case c.state == childEnding || c.state == childDead:
+	if c.state == childEnding || c.state == childDead {
 		return
-	case c.thread != nil && c.thread.state == threadOpen && c.thread.child == c:
-		c.state = childServing
-	case c.thread != nil || c.state == childOpening || r.opening(c):
-		c.state = childOpening
-	default:
-		c.state = childReady
+	}
+	if c.state != c.next {
+		r.moveChild(c, c.next)
 	}
 	r.release(c)
 }
 
-// opening reports whether c has a session/new of the client's pending.
-func (r *router) opening(c *child) bool {
-	for _, req := range c.pending {
-		if req.method == acp.MethodSessionNew {
-			return true
-		}
+// becomes tells c what it does from now: s at once when it is initialized
+// (its held lines then go), else once it is (settle).
+func (r *router) becomes(c *child, s childState) {
+	c.next = s
+	switch c.state {
+	case childStarting, childSpare, childInitializing, childAuthenticating, childEnding, childDead:
+		return
 	}
-	return false
+	r.settle(c)
 }
 
 // onChildExited: c's process ended and its output was read. What it left
@@ -140,7 +138,7 @@ func (r *router) onChildExited(c *child) {
 	wasEnding := c.state == childEnding
 	ownReopen := slices.ContainsFunc(slices.Collect(maps.Values(c.pending)), func(req *request) bool { return req.kind == kindReopen && req.clientID == nil })
 	asked := len(c.pending) > 0 // before answerUnanswered empties it
-	c.state = childDead
+	r.moveChild(c, childDead)
 	delete(r.children, c)
 	r.spares = slices.DeleteFunc(r.spares, func(s *child) bool { return s == c })
 	if r.transient == c {
@@ -150,28 +148,29 @@ func (r *router) onChildExited(c *child) {
 	for _, cancel := range c.calls {
 		cancel() // the client is told to drop them
 	}
-	if !wasEnding && !r.closing && (c.session != "" || asked) {
+	if !wasEnding && !r.ending() && (c.session != "" || asked) {
 		r.Log.Error("the process of a session ended", events.Of("child_ended"), "session", c.session, "pid", c.pid, "status", c.cmd.ProcessState.String())
 	}
-	if !wasEnding && !r.closing && c.session == "" && c.thread == nil {
+	if !wasEnding && !r.ending() && c.session == "" && c.thread == nil {
 		r.startFailed(c) // a spare, or a process taken for a thread, that never served one
 	}
 	if t := c.thread; t != nil && t.child == c && t.state != threadClosed {
 		switch t.state {
-		case threadReopening:
-			if t.deaths++; t.deaths == 1 && ownReopen && !r.closing {
-				t.state = threadLost // tried once more, below
+		case threadReopening, threadRetrying:
+			if t.state == threadReopening && ownReopen && !r.ending() {
+				r.moveThread(t, threadRetrying) // tried once more, below
 				break
 			}
 			r.reopenFailed(t, exitReason(c, "before it answered the reopening"))
 		case threadOpen:
-			t.state = threadLost
+			r.moveThread(t, threadLost)
 			r.crashed(t, c)
 		case threadEvicting:
-			t.state = threadLost
+			r.moveThread(t, threadLost)
 		}
-		t.child = nil
-		if t.state == threadLost && (len(t.held) > 0 || t.opener != nil) && !r.closing {
+		t.child = nil // loading: its old process has ended
+		again := t.state == threadLost && len(t.held) > 0 || t.state == threadLoading || t.state == threadRetrying
+		if again && !r.ending() {
 			r.reopen(t)
 		}
 	}
@@ -205,7 +204,7 @@ func (r *router) answerUnanswered(c *child) {
 			continue
 		}
 		switch {
-		case r.closing && req.method == acp.MethodSessionPrompt:
+		case r.ending() && req.method == acp.MethodSessionPrompt:
 			r.answer(req.clientID, acp.PromptResult{StopReason: acp.StopCancelled}, nil)
 		case req.method == acp.MethodInitialize:
 			how := fmt.Sprintf("ended (%s)", c.cmd.ProcessState)

@@ -29,8 +29,12 @@ func (r *router) onInitialize(m clientMessage) {
 	r.initArgs = m.params
 	if r.Command == nil {
 		r.answer(m.id, acp.AgentInitializeResult(r.Version), nil)
+		if r.conn == connNew {
+			r.moveConn(connReady)
+		}
 	} else {
 		r.initClient = &request{clientID: m.id, method: acp.MethodInitialize}
+		r.moveConn(connInitializing)
 		if len(r.spares) == 0 {
 			r.start(r.spareDir, nil) // a spare whatever the cap: the client waits on it
 		}
@@ -63,6 +67,13 @@ func (r *router) firstInitAnswered(line []byte, ok bool) {
 	} else {
 		r.initArgs = nil
 	}
+	if r.conn == connInitializing {
+		if ok {
+			r.moveConn(connReady)
+		} else {
+			r.moveConn(connNew)
+		}
+	}
 	for _, id := range r.initWaiting {
 		r.respond(id, withResponseID(line, id))
 	}
@@ -92,7 +103,7 @@ func (r *router) initialize(c *child) {
 	if req == nil {
 		req = &request{kind: kindInit, method: acp.MethodInitialize}
 	}
-	c.state = childInitializing
+	r.moveChild(c, childInitializing)
 	r.send(c, req, r.initArgs)
 	if r.Command == nil {
 		r.release(c) // acpbridge orders what it reads: what waited goes behind it
@@ -128,7 +139,7 @@ func (r *router) initAnswered(c *child, failed bool) {
 		r.Log.Warn("an agent process refused initialize", "pid", c.pid)
 		r.endChild(c, false)
 	case r.authArgs != nil:
-		c.state = childAuthenticating
+		r.moveChild(c, childAuthenticating)
 		r.send(c, &request{kind: kindAuth, method: acp.MethodAuthenticate}, r.authArgs)
 	default:
 		r.settle(c)
@@ -145,9 +156,10 @@ func (r *router) authenticated(done *child, params json.RawMessage) {
 	r.authArgs = params
 	for c := range r.children {
 		switch c.state {
-		case childReady, childOpening, childServing:
+		case childReady, childOpening, childReplaying, childServing:
 			if c != done {
-				c.state = childAuthenticating
+				c.next = c.state // back to it once answered
+				r.moveChild(c, childAuthenticating)
 				r.send(c, &request{kind: kindAuth, method: acp.MethodAuthenticate}, params)
 			}
 		}

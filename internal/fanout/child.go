@@ -25,28 +25,10 @@ import (
 	"acpbridge/internal/proc"
 )
 
-// childState is where a child is in its life (the table in doc.go).
-type childState int
-
-const (
-	childStarting childState = iota
-	childSpare
-	childInitializing
-	childAuthenticating
-	childReady
-	childOpening
-	childServing
-	childEnding
-	childDead
-)
-
-func (s childState) String() string {
-	return [...]string{"starting", "spare", "initializing", "authenticating", "ready", "opening", "serving", "ending", "dead"}[s]
-}
-
 // child is one process and what the router knows of it.
 type child struct {
 	state   childState
+	next    childState // what it does once initialized (settle): ready unless taken for a thread
 	pid     int
 	cmd     *exec.Cmd
 	session string  // the session it serves or opens, once known
@@ -54,7 +36,6 @@ type child struct {
 	claim   func(*child, error)
 	once    bool   // started past the cap for what names no session: it ends once it has nothing open
 	dir     string // where its process runs ("": the router's directory; see processDir)
-	swallow bool   // it replays a session the router reopens with session/load: not the client's
 
 	nextID  int64
 	pending map[int64]*request            // what it was sent and has not answered, by its id
@@ -427,12 +408,12 @@ func (o *outbox) run() {
 // toward --max-children until its process has ended.
 func (r *router) endChild(c *child, closeFirst bool) {
 	if c.state == childEnding || c.state == childDead {
-		if r.closing && c.endStep == 0 {
+		if r.ending() && c.endStep == 0 {
 			r.endStepNext(c) // the router's end: stdin now, not after a close
 		}
 		return
 	}
-	c.state = childEnding
+	r.moveChild(c, childEnding)
 	r.spares = slices.DeleteFunc(r.spares, func(s *child) bool { return s == c })
 	if r.transient == c {
 		r.transient = nil
@@ -440,7 +421,7 @@ func (r *router) endChild(c *child, closeFirst bool) {
 	if c.cmd == nil {
 		return // still starting: ended once it has started (onStarted)
 	}
-	if closeFirst && c.session != "" && !r.noClose && !r.closing {
+	if closeFirst && c.session != "" && !r.noClose && !r.ending() {
 		r.send(c, &request{kind: kindEvict, method: "session/close", thread: c.thread}, fmt.Appendf(nil, `{"sessionId":%q}`, c.session))
 		r.after(closeWait, func() { r.endStepAt(c, 0) })
 		return

@@ -5,7 +5,7 @@
 // agent (the root's session.go) is untouched, and the demultiplexing lives
 // here only.
 //
-// # One loop, two state machines
+// # One loop
 //
 // All of the router's state is owned by one goroutine, the loop (router.go).
 // Everything that happens reaches it as an event, a function posted to it:
@@ -16,41 +16,119 @@
 // starting a process, writing a child's stdin (a writer goroutine per child
 // with a bounded queue, so a child that stops reading stalls only its own
 // thread), reading a child's stdout (a reader per child, holding each line
-// to the line limit), waiting for a process to end, and the client's
+// to the line limit and at most 1 MiB ahead of what the client has been
+// written: backlog.go), waiting for a process to end, and the client's
 // answer to a child's request (a goroutine per request, bounded per child).
+//
+// # Three state machines, as tables
+//
+// Each machine is a table of edges (states.go): every state, what it is,
+// and each edge that leaves it with what moves it. A state moves only
+// through move, which refuses an edge not in its table (a panic in a test
+// binary, a logged error and no move otherwise); the tables below are the
+// code's, rendered, and a test holds them together.
 //
 // A child (child.go) is one process:
 //
-//	state           what it is                                  leaves on
-//	starting        its process is being started                started → spare or initializing; failed → gone
-//	spare           started, the client's initialize not known  the client's initialize → initializing
-//	initializing    initialize sent, not answered               answer → authenticating (an authenticate to repeat) or ready
-//	authenticating  the client's authenticate repeated to it    answer → ready (or back to opening or serving)
-//	ready           initialized, serving no session: a spare    taken for a thread → opening; a session-less request served
-//	opening         session/new, load or resume sent for it     success → serving; failure → ending
-//	serving         serves one thread                           close, eviction, load of its thread → ending; crash → dead
-//	ending          told to end: session/close, stdin, TERM,    its process ends → dead
-//	                KILL in turn; it still counts toward --max-children
-//	dead            its process ended and its output was read   (forgotten)
+//	starting: its process is being started; it counts toward --max-children
+//	  → spare           its process started
+//	  → ending          the router ends first: ended once started
+//	  → dead            its process could not be started
+//	spare: started; the client's initialize not seen yet
+//	  → initializing    the client's initialize (at once when it came first)
+//	  → ending          a spare in another directory gives way, or the router ends
+//	  → dead            its process ends
+//	initializing: initialize sent, not answered (bounded: --reopen-timeout, at least 5 s)
+//	  → authenticating  answered, and the client has authenticated: repeated to it
+//	  → ready           answered: a spare
+//	  → opening         answered: it was taken for a thread that the client sees opened
+//	  → replaying       answered: it was taken for the router's own load of a thread
+//	  → ending          refused, or not answered in time
+//	  → dead            its process ends
+//	authenticating: the client's successful authenticate repeated to it, not answered
+//	  → ready           answered: back to what it was told it does
+//	  → opening         answered: back to what it was told it does
+//	  → replaying       answered: back to what it was told it does
+//	  → serving         answered: back to what it was told it does
+//	  → ending          closed or evicted meanwhile, or the router ends
+//	  → dead            its process ends
+//	ready: initialized, serving no session: a spare (a session-less request is served here)
+//	  → opening         taken for a thread: session/new, a resume, or the client's load
+//	  → replaying       taken for the router's own session/load of a lost thread
+//	  → authenticating  the client authenticated through another child
+//	  → ending          gives way, a request of the moment answered, or the router ends
+//	  → dead            its process ends
+//	opening: session/new, a resume or the client's load sent for a thread, not answered
+//	  → serving         answered with success
+//	  → authenticating  the client authenticated through another child
+//	  → ending          refused, timed out, or its thread closed
+//	  → dead            its process ends
+//	replaying: the router's own session/load of a thread sent: its replay is dropped (the client shows it already)
+//	  → serving         answered with success
+//	  → authenticating  the client authenticated through another child
+//	  → ending          refused, timed out, or its thread closed
+//	  → dead            its process ends
+//	serving: serves one thread
+//	  → authenticating  the client authenticated through another child
+//	  → ending          session/close or delete, eviction, the client's load of its thread, or the router ends
+//	  → dead            its process ends: a crash, told to the thread
+//	ending: told to end: session/close, stdin, SIGTERM, SIGKILL, each after the last had its time; still counted
+//	  → dead            its process ends
+//	dead: its process ended and its output was read: forgotten
 //
-// A child taken while it is still starting or initializing keeps that state
-// and holds the thread's lines until it is ready (an acpbridge child, which
-// orders what it reads, takes them at once). Its process's end is seen by
-// waiting on the process, whatever still holds its pipes; its process group
-// is then ended.
+// A child taken while it is still starting or initializing is told what
+// it does (opening, replaying, serving) and moves there once initialized
+// (settle); until then it holds the thread's lines (an acpbridge child,
+// which orders what it reads, takes them at once). Its process's end is
+// seen by waiting on the process, whatever still holds its pipes; its
+// process group is then ended.
 //
 // A thread (thread.go) is a session the client has open on this connection:
 //
-//	state      what it is                                       leaves on
-//	open       served by its child                              child dies → lost; idle past --idle-timeout,
-//	                                                            or session/load of it → evicting
-//	evicting   its child is ending; requests wait on the thread the child ends → lost (reopened at once when
-//	                                                            something waits)
-//	lost       no process; reopened on its next request         a request, load or resume → reopening
-//	reopening  a new child opens it (resume, or load whose      answer → open, or lost with the agent's reason
-//	           replay the client does not see unless it asked); to every waiting request; --reopen-timeout or
-//	           requests wait on the thread                      session/close → lost or closed
-//	closed     session/close or session/delete: forgotten
+//	open: served by its child
+//	  → evicting        idle past --idle-timeout, or the idlest at --max-children
+//	  → loading         the client's session/load of it: its child is ended first
+//	  → lost            its child dies (the user is told)
+//	  → closed          session/close or delete, or its child died too often
+//	evicting: its child is ending; requests wait on the thread
+//	  → lost            the child's end (reopened at once when something waits)
+//	  → loading         the client's session/load or resume of it
+//	  → closed          session/close or delete
+//	lost: no process; reopened on its next request
+//	  → reopening       a request: the router reopens it
+//	  → loading         the client's session/load or resume of it
+//	  → closed          session/close or delete
+//	loading: the client's load or resume waits for a process: its old child's end, then one from the pool
+//	  → reopening       a child is given: the client's request is sent to it
+//	  → evicting        the request withdrawn while its old child still ends
+//	  → lost            the request withdrawn, or no child could be given
+//	  → closed          session/close or delete; withdrawn or failed for a session never open here
+//	reopening: a new child opens it (resume, the router's load, the client's load or resume); requests wait
+//	  → open            answered with success: what waited is routed, in order
+//	  → retrying        the router's own reopening's child died unanswered (a spare killed as it was taken): once more
+//	  → lost            refused, --reopen-timeout, or its child died
+//	  → evicting        refused or timed out while its child still ends
+//	  → closed          session/close or delete; a failed load of a session never open here
+//	retrying: reopened once more, in another new child; a second death is the agent's answer
+//	  → open            answered with success
+//	  → lost            refused, --reopen-timeout, or its child died again
+//	  → evicting        refused or timed out while its child still ends
+//	  → closed          session/close or delete
+//	closed: session/close or delete: forgotten
+//
+// The connection (router.go, auth.go):
+//
+//	new: no initialize answered yet
+//	  → initializing    the client's initialize, sent to the first child (-- CMD)
+//	  → ready           the client's initialize, answered by the router (acpbridge children)
+//	  → ending          stdin ends or a signal comes
+//	initializing: the first child's answer awaited; later initializes wait for it
+//	  → ready           answered with success: later initializes get the same answer
+//	  → new             refused, or its child died: the next initialize is a first one again
+//	  → ending          stdin ends or a signal comes
+//	ready: initialized: sessions are routed
+//	  → ending          stdin ends or a signal comes
+//	ending: every child is ending; the router exits once all are dead and stdin is read (5 s at most)
 //
 // A child is trusted with its own thread only: a line naming another
 // thread's session is dropped. The client's request ids and a child's are

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/channel"
 	"acpbridge/internal/events"
 )
 
@@ -24,7 +25,7 @@ import (
 // recently used idle thread is evicted, and want waits until a process has
 // ended. want runs on the loop.
 func (r *router) take(dir string, want func(*child, error)) {
-	if r.closing {
+	if r.ending() {
 		want(nil, errClosing)
 		return
 	}
@@ -162,7 +163,7 @@ func (r *router) warm() {
 }
 
 func (r *router) warmNow() {
-	for !r.closing && len(r.spares) < r.Spares && r.count() < r.MaxChildren && len(r.waiting) == 0 {
+	for !r.ending() && len(r.spares) < r.Spares && r.count() < r.MaxChildren && len(r.waiting) == 0 {
 		r.start(r.spareDir, nil)
 	}
 }
@@ -170,7 +171,7 @@ func (r *router) warmNow() {
 // start starts a child in dir for want, or as a spare when want is nil;
 // the start runs beside the loop, which hears of it in onStarted.
 func (r *router) start(dir string, want func(*child, error)) *child {
-	c := &child{state: childStarting, claim: want, dir: dir, pending: map[int64]*request{}, calls: map[string]context.CancelFunc{}, active: time.Now()}
+	c := &child{state: childStarting, next: childReady, claim: want, dir: dir, pending: map[int64]*request{}, calls: map[string]context.CancelFunc{}, active: time.Now()}
 	r.children[c] = true
 	if want == nil {
 		r.spares = append(r.spares, c)
@@ -193,6 +194,7 @@ func (r *router) onStarted(c *child, p *process, err error) {
 	c.claim = nil
 	if err != nil {
 		r.Log.Error("cannot start a child", "err", err)
+		r.moveChild(c, childDead)
 		delete(r.children, c)
 		r.spares = slices.DeleteFunc(r.spares, func(s *child) bool { return s == c })
 		if r.transient == c {
@@ -204,9 +206,11 @@ func (r *router) onStarted(c *child, p *process, err error) {
 				r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "%s could not be served: %v", req.method, err))
 			}
 		}
-		if r.initClient != nil { // the client's initialize waited for a child
-			r.answer(r.initClient.clientID, nil, acp.Errorf(acp.CodeInternal, "cannot start the agent (%v): check the command after -- in the agent's settings", err))
+		if r.initClient != nil { // the client's initialize waited for a child: it fails, and the next is a first one
+			e := acp.Errorf(acp.CodeInternal, "cannot start the agent (%v): check the command after -- in the agent's settings", err)
+			r.answer(r.initClient.clientID, nil, e)
 			r.initClient = nil
+			r.firstInitAnswered(channel.EncodeResponse("null", nil, e), false)
 		}
 		if want != nil {
 			want(nil, err)
@@ -222,7 +226,7 @@ func (r *router) onStarted(c *child, p *process, err error) {
 		}
 		return
 	}
-	c.state = childSpare
+	r.moveChild(c, childSpare)
 	if r.initArgs != nil || r.initClient != nil {
 		r.initialize(c)
 	} else if r.Command == nil {
@@ -257,5 +261,5 @@ func (r *router) evictLeastRecent() bool {
 			lru = t
 		}
 	}
-	return lru != nil && r.evict(lru, "--max-children")
+	return lru != nil && r.evict(lru, "--max-children", threadEvicting)
 }

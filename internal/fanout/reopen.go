@@ -18,29 +18,35 @@ import (
 	"acpbridge/internal/events"
 )
 
-// reopen starts t's reopening once its old process has ended: a child from
-// the pool is sent the client's load or resume (t.opener), else the
-// agent's way of reopening.
+// reopen takes a child for t once its old process has ended: lost, the
+// router reopens it the agent's way; loading, the client's load or resume
+// (t.opener) is sent; retrying, the router's way once more.
 func (r *router) reopen(t *thread) {
-	if t.state != threadLost {
-		return // evicting: reopened when its process has ended; reopening: under way
+	if t.child != nil {
+		return // its old process still ends (reopened when it has), or the reopening is under way
 	}
 	method := r.reopenBy
-	if t.opener != nil {
+	switch t.state {
+	case threadLost:
+		if method == "" {
+			r.failHeld(t, acp.Errorf(acp.CodeInternal, "the process of session %s ended, and the agent offers neither session/resume nor session/load to reopen it: open a new thread", t.id))
+			return
+		}
+		r.moveThread(t, threadReopening)
+	case threadLoading:
 		method = t.opener.method
-	}
-	if method == "" {
-		r.failHeld(t, acp.Errorf(acp.CodeInternal, "the process of session %s ended, and the agent offers neither session/resume nor session/load to reopen it: open a new thread", t.id))
+	case threadRetrying:
+	default:
 		return
 	}
-	t.state = threadReopening
+	taking := t.state
 	params := t.opened
 	if t.opener != nil {
 		params = t.opener.params
 	}
 	r.take(r.processDir(params), func(c *child, err error) {
-		if t.state != threadReopening || t.child != nil {
-			if c != nil { // closed meanwhile: the child goes back to the pool
+		if t.state != taking || t.child != nil {
+			if c != nil { // closed or withdrawn meanwhile: the child goes back to the pool
 				r.spares = append([]*child{c}, r.spares...)
 			}
 			return
@@ -56,18 +62,21 @@ func (r *router) reopen(t *thread) {
 // sendReopen sends c the reopening of t with method.
 func (r *router) sendReopen(t *thread, c *child, method string) {
 	t.child, c.thread, c.session = c, t, t.id
-	if c.state == childReady {
-		c.state = childOpening
-	}
 	req := &request{kind: kindReopen, method: method, thread: t}
 	params := t.opened
-	if t.opener != nil {
+	if t.state == threadLoading {
 		req.clientID, params = t.opener.id, t.opener.params
 		req.params = params // its thread's opening params once it succeeds
 		t.opener = nil
+		r.moveThread(t, threadReopening)
+		r.becomes(c, childOpening)
 	} else {
-		c.swallow = method == acp.MethodSessionLoad // the client shows the conversation already
 		params = withSessionID(params, t.id)
+		if method == acp.MethodSessionLoad {
+			r.becomes(c, childReplaying) // the client shows the conversation already
+		} else {
+			r.becomes(c, childOpening)
+		}
 	}
 	r.Log.Debug("reopening a session", events.Of("reopening"), "session", t.id, "with", method, "pid", c.pid)
 	r.send(c, req, params)
@@ -129,14 +138,13 @@ func (r *router) onReopened(c *child, req *request, m childMessage) {
 	if t.timer != nil {
 		t.timer.Stop()
 	}
-	c.swallow = false
 	r.Log.Debug("reopened a session", "session", t.id, "with", req.method, "failed", len(m.err) > 0, "took", time.Since(req.sent))
 	if req.clientID != nil {
 		r.answerJoiners(t, r.relay(req, m))
 	}
 	r.out.Flush() // the thread is open before its successor's process starts
 	r.warm()
-	if t.state != threadReopening || t.child != c {
+	if !t.reopening() || t.child != c {
 		return // closed or timed out meanwhile
 	}
 	if len(m.err) > 0 {
@@ -149,7 +157,7 @@ func (r *router) onReopened(c *child, req *request, m childMessage) {
 		r.reopenFailed(t, why)
 		return
 	}
-	t.state, t.deaths = threadOpen, 0
+	r.moveThread(t, threadOpen)
 	if req.params != nil {
 		t.opened = req.params
 	}
@@ -158,7 +166,7 @@ func (r *router) onReopened(c *child, req *request, m childMessage) {
 			fmt.Sprintf("The process serving this thread ended unexpectedly (%s). The thread was reopened in a new process with its conversation; a prompt that was running then was stopped, and can be sent again.", t.crashed))
 		t.crashed = ""
 	}
-	r.settle(c)
+	r.becomes(c, childServing)
 	held := t.held
 	t.held = nil
 	for _, h := range held {
@@ -181,9 +189,10 @@ func (r *router) reopenFailed(t *thread, why error) {
 		r.forget(t, "not opened")
 		return
 	}
-	t.state = threadLost
 	if t.child != nil && t.child.state != childDead {
-		t.state = threadEvicting // its process still ends; a later reopening waits for it
+		r.moveThread(t, threadEvicting) // its process still ends; a later reopening waits for it
+	} else {
+		r.moveThread(t, threadLost)
 	}
 	r.failHeld(t, acp.Errorf(acp.CodeInternal, "session %s could not be reopened in a new process (%v); send the request again to try again, or open a new thread", t.id, why))
 }
@@ -191,7 +200,7 @@ func (r *router) reopenFailed(t *thread, why error) {
 // onReopenTimeout: t's reopening took longer than --reopen-timeout; its
 // child is ended and what waits is told.
 func (r *router) onReopenTimeout(t *thread, c *child) {
-	if t.state != threadReopening || t.child != c {
+	if !t.reopening() || t.child != c {
 		return
 	}
 	for id, req := range c.pending {

@@ -59,7 +59,7 @@ func (r *router) onClientMessage(msg channel.Message) {
 
 // route sends m where it goes: a thread, the pool, or an answer here.
 func (r *router) route(m clientMessage) {
-	if r.closing && m.id != nil {
+	if r.ending() && m.id != nil {
 		r.answer(m.id, nil, acp.Errorf(acp.CodeInternal, "acpbridge --fanout is ending (stdin closed or a signal); %s was not served", m.method))
 		return
 	}
@@ -282,7 +282,7 @@ func (r *router) onChildMessage(c *child, m childMessage) {
 			r.toChild(c, acp.Response{JSONRPC: "2.0", ID: m.id, Result: json.RawMessage("null")})
 		}
 	case m.method != "" && len(m.id) == 0:
-		if c.swallow || c.state == childDead {
+		if c.state == childReplaying || c.state == childDead {
 			r.Trace.Child("from-child", c.pid, m.line)
 			return
 		}
@@ -320,7 +320,7 @@ func (r *router) trusted(c *child, session string) bool {
 func (r *router) onChildLineTooLong(c *child) {
 	c.dropped++
 	r.Log.Warn("a child wrote a line over --max-line-bytes; it is dropped", "pid", c.pid, "session", c.session, "limit", r.MaxLine, "dropped", c.dropped)
-	if c.session == "" || c.swallow {
+	if c.session == "" || c.state == childReplaying {
 		return
 	}
 	text := fmt.Sprintf("[acpbridge: the agent wrote a message longer than the line limit (--max-line-bytes %d); it was dropped. If a request waits on it, cancel it.]", r.MaxLine)

@@ -93,7 +93,7 @@ type router struct {
 	openings     map[string]bool    // session/new requests waiting for a process, by the client's id
 	transient    *child             // a child started past the cap for what names no session, or nil
 	started      int                // children started, for their deterministic part
-	closing      bool               // stdin ended or a signal came: every child is ending
+	conn         connState          // the connection's state (connMachine)
 	clientDone   bool               // stdin's reader has returned (or a signal: it is not waited for)
 	detPart      int                // ACPBRIDGE_DETERMINISTIC's part, or 0
 	idleTimer    *time.Timer
@@ -187,8 +187,8 @@ func (r *router) after(d time.Duration, event func()) *time.Timer {
 func (r *router) run() {
 	defer close(r.done)
 	var deadline <-chan time.Time
-	for !(r.closing && r.clientDone && len(r.children) == 0) {
-		if r.closing && deadline == nil {
+	for !(r.ending() && r.clientDone && len(r.children) == 0) {
+		if r.ending() && deadline == nil {
 			t := time.NewTimer(fanoutExitWait)
 			defer t.Stop()
 			deadline = t.C
@@ -262,10 +262,10 @@ func (r *router) readClient() {
 // acpbridge: each answers its running prompt cancelled and persists it.
 // What waits on a thread is answered now.
 func (r *router) onStdinEnd() {
-	if r.closing {
+	if r.ending() {
 		return
 	}
-	r.closing = true
+	r.moveConn(connEnding)
 	if r.idleTimer != nil {
 		r.idleTimer.Stop()
 	}
@@ -280,6 +280,10 @@ func (r *router) onStdinEnd() {
 		r.endChild(c, false)
 	}
 }
+
+// ending reports whether stdin has ended or a signal came: every child is
+// ending.
+func (r *router) ending() bool { return r.conn == connEnding }
 
 // errClosing answers what could not start because the router is ending.
 var errClosing = fmt.Errorf("acpbridge --fanout is ending (stdin closed or a signal)")

@@ -16,21 +16,6 @@ import (
 	"acpbridge/internal/events"
 )
 
-// threadState is where a thread is (the table in doc.go).
-type threadState int
-
-const (
-	threadOpen threadState = iota
-	threadEvicting
-	threadLost
-	threadReopening
-	threadClosed
-)
-
-func (s threadState) String() string {
-	return [...]string{"open", "evicting", "lost", "reopening", "closed"}[s]
-}
-
 // thread is a session the client has open on this connection.
 type thread struct {
 	id     string
@@ -38,14 +23,9 @@ type thread struct {
 	child  *child          // open: its process; evicting: the one ending; reopening: the one opening it
 	opened json.RawMessage // its opening params (cwd, MCP servers), to reopen it
 	held   []clientMessage // what waits for its process (evicting, lost, reopening)
-	opener *clientMessage  // the client's load or resume that the coming reopening serves, or nil
+	opener *clientMessage  // loading: the client's load or resume, until it is sent
 	timer  *time.Timer     // the reopening's bound
 	why    string          // why it is evicting, for the log
-	// deaths counts the processes that died reopening it since it was
-	// last open: the first such death (a spare killed before it was
-	// taken, say) is not the agent's answer, and the reopening is tried
-	// once more.
-	deaths int
 	// listed says the agent's session/list has shown the session: an
 	// agent that lists sessions can reopen only those it lists (gemini
 	// keeps none before its first prompt), so a thread of such an agent is
@@ -63,6 +43,12 @@ type thread struct {
 	// load by the client was in flight (Zed restoring a thread shown in
 	// two panes): answered from that one opening, never replayed twice.
 	joiners []json.RawMessage
+}
+
+// reopening reports whether a new process is being found for t or opens
+// it: loading, reopening or retrying.
+func (t *thread) reopening() bool {
+	return t.state == threadLoading || t.state == threadReopening || t.state == threadRetrying
 }
 
 // openNew gives a session/new a child of its own; the thread exists once
@@ -83,9 +69,7 @@ func (r *router) openNew(m clientMessage) {
 			r.answer(m.id, nil, acp.Errorf(acp.CodeInternal, "%v", err))
 			return
 		}
-		if c.state == childReady {
-			c.state = childOpening
-		}
+		r.becomes(c, childOpening)
 		r.send(c, &request{clientID: m.id, method: m.method, params: m.params}, m.params)
 	})
 }
@@ -101,7 +85,7 @@ func (r *router) opened(c *child, req *request, sid string) bool {
 	r.threads[sid] = t
 	c.thread, c.session = t, sid
 	r.served()
-	r.settle(c)
+	r.becomes(c, childServing)
 	return true
 }
 
@@ -121,22 +105,23 @@ func (r *router) loadOrResume(t *thread, m clientMessage) {
 		r.send(t.child, &request{clientID: m.id, method: m.method, thread: t}, m.params)
 	case m.method == acp.MethodSessionLoad && r.clientLoading(t):
 		t.joiners = append(t.joiners, m.id)
-	case t.state == threadReopening || t.opener != nil:
+	case t.reopening():
 		r.hold(t, m)
 	case t.state == threadOpen && r.busy(t):
 		r.answer(m.id, nil, acp.Errorf(acp.CodeTurnRunning, "session %s has a prompt or another request in flight; wait for its answer or cancel it, then load it again", t.id).
 			WithData(map[string]string{"sessionId": t.id}))
 	case t.state == threadOpen:
 		t.opener = &m
-		if !r.evict(t, "session/load") {
+		if !r.evict(t, "session/load", threadLoading) {
 			// It cannot be reopened in a new process (its agent does not
 			// list it yet, or cannot reopen at all): the process that
 			// serves it loads it, and any refusal is the agent's own.
 			t.opener = nil
 			r.send(t.child, &request{clientID: m.id, method: m.method, thread: t}, m.params)
 		}
-	default:
+	default: // lost, or evicting
 		t.opener = &m
+		r.moveThread(t, threadLoading)
 		r.reopen(t)
 	}
 }
@@ -153,7 +138,7 @@ func (r *router) closeThread(t *thread, m clientMessage) {
 	case t.state == threadOpen: // a close the client asked for ends its turn cancelled, not as a crash
 		r.promptsCancelled(t.child)
 		r.endChild(t.child, false)
-	case t.state == threadReopening:
+	case t.reopening():
 		r.stopReopen(t)
 		if t.child != nil { // else it still waits for a process: given back when it comes
 			r.endChild(t.child, false)
@@ -177,7 +162,7 @@ func (r *router) deleteThread(t *thread, m clientMessage) {
 		return
 	}
 	c := t.child
-	if t.state == threadReopening {
+	if t.reopening() {
 		r.stopReopen(t)
 	}
 	if c != nil && c.state != childDead {
@@ -219,7 +204,10 @@ func (r *router) answerJoiners(t *thread, line []byte) {
 // forget closes t for the client: what waits on it is answered, and later
 // requests naming it are not open here.
 func (r *router) forget(t *thread, why string) {
-	t.state = threadClosed
+	if t.state == threadClosed {
+		return
+	}
+	r.moveThread(t, threadClosed)
 	delete(r.threads, t.id)
 	r.failHeldWith(t, func(m clientMessage) error {
 		return acp.Errorf(acp.CodeResourceNotFound, "session %s was %s before %s could be served", t.id, why, m.method)
@@ -263,8 +251,16 @@ func (r *router) unhold(t *thread, id []byte) bool {
 		// Not sent yet: its thread waits for its old process to end.
 		r.answer(t.opener.id, nil, acp.Errorf(acp.CodeRequestCancelled, "%s of session %s was cancelled", t.opener.method, t.id))
 		t.opener = nil
-		if t.opened == nil && len(t.held) == 0 {
+		switch {
+		case t.opened == nil && len(t.held) == 0:
 			r.forget(t, "not opened")
+		case t.child != nil: // its old process still ends
+			r.moveThread(t, threadEvicting)
+		default: // the process being given goes back to the pool
+			r.moveThread(t, threadLost)
+			if len(t.held) > 0 {
+				r.reopen(t)
+			}
 		}
 		return true
 	}
@@ -353,14 +349,15 @@ func (r *router) listed(t *thread, m childMessage) {
 
 // evict gives back t's process: the session is closed in it (where the
 // agent offers session/close) and the child ends; the thread waits for the
-// end, then is lost until its next request reopens it (at once, when
-// something waits).
-func (r *router) evict(t *thread, why string) bool {
+// end (evicting), then is lost until its next request reopens it (at once,
+// when something waits); or, loading, is opened by the client's load.
+func (r *router) evict(t *thread, why string, to threadState) bool {
 	if !r.evictable(t) {
 		return false
 	}
 	c := t.child
-	t.state, t.why = threadEvicting, why
+	r.moveThread(t, to)
+	t.why = why
 	r.Log.Debug("evicting a thread's process", events.Of("evicting"), "session", t.id, "why", why, "pid", c.pid, "idle", time.Since(c.active).Round(time.Millisecond))
 	r.endChild(c, true)
 	return true
@@ -368,7 +365,7 @@ func (r *router) evict(t *thread, why string) bool {
 
 // armIdle checks for idle threads every so often (--idle-timeout).
 func (r *router) armIdle() {
-	if r.IdleTimeout > 0 && !r.closing {
+	if r.IdleTimeout > 0 && !r.ending() {
 		r.idleTimer = r.after(min(r.IdleTimeout/2, time.Second), r.onIdleCheck)
 	}
 }
@@ -376,7 +373,7 @@ func (r *router) armIdle() {
 // onIdleCheck evicts the threads idle for --idle-timeout.
 func (r *router) onIdleCheck() {
 	for _, t := range r.threads {
-		if t.state == threadOpen && time.Since(t.child.active) >= r.IdleTimeout && !r.evict(t, "idle") && !t.keptIdle {
+		if t.state == threadOpen && time.Since(t.child.active) >= r.IdleTimeout && !r.evict(t, "idle", threadEvicting) && !t.keptIdle {
 			t.keptIdle = true // said once: the check runs every so often
 			r.Log.Debug("an idle thread is kept", events.Of("idle_kept"), "session", t.id, "why", cmp.Or(r.noEvict, "not evictable now"))
 		}

@@ -1,0 +1,230 @@
+// states.go holds the router's three state machines as tables: a child's,
+// a thread's and the connection's, each state with what it is and every
+// edge that leaves it. A state moves only through move, which refuses an
+// edge that is not in its table; the package doc's tables are these,
+// rendered (TestDocTables holds them together).
+
+package fanout
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"acpbridge/internal/events"
+)
+
+// childState is where a child is in its life (childMachine).
+type childState int
+
+const (
+	childStarting childState = iota
+	childSpare
+	childInitializing
+	childAuthenticating
+	childReady
+	childOpening
+	childReplaying
+	childServing
+	childEnding
+	childDead
+)
+
+func (s childState) String() string { return childMachine.states[s].name }
+
+// threadState is where a thread is (threadMachine).
+type threadState int
+
+const (
+	threadOpen threadState = iota
+	threadEvicting
+	threadLost
+	threadLoading
+	threadReopening
+	threadRetrying
+	threadClosed
+)
+
+func (s threadState) String() string { return threadMachine.states[s].name }
+
+// connState is where the client's connection is (connMachine).
+type connState int
+
+const (
+	connNew connState = iota
+	connInitializing
+	connReady
+	connEnding
+)
+
+func (s connState) String() string { return connMachine.states[s].name }
+
+// machine is one state machine: its states, in the order of their
+// constants, each with what it is and the edges that leave it.
+type machine[S ~int] struct {
+	name   string
+	states []state[S]
+}
+
+type state[S ~int] struct {
+	name  string
+	is    string
+	edges []edge[S]
+}
+
+// edge is a move to another state, and what makes it.
+type edge[S ~int] struct {
+	to S
+	on string
+}
+
+// allows reports whether from → to is an edge of m.
+func (m *machine[S]) allows(from, to S) bool {
+	for _, e := range m.states[from].edges {
+		if e.to == to {
+			return true
+		}
+	}
+	return false
+}
+
+// move sets *at to to along an edge of m, for what who names (the log's
+// words). An edge not in the table is refused: in a test binary it
+// panics; otherwise it is logged as an error (the event move_refused,
+// which the process tests watch for) and the state stays.
+func move[S ~int](log *slog.Logger, m *machine[S], at *S, to S, who ...any) bool {
+	if m.allows(*at, to) {
+		*at = to
+		return true
+	}
+	from := m.states[*at].name
+	if testing.Testing() {
+		panic(fmt.Sprintf("fanout: %s %s → %s is not an edge of its table (%v)", m.name, from, m.states[to].name, who))
+	}
+	log.Error("the router refused a move not in its table; this is a bug of acpbridge's, please report it", append([]any{events.Of("move_refused"), "machine", m.name, "from", from, "to", m.states[to].name}, who...)...)
+	return false
+}
+
+// moveChild moves c to s.
+func (r *router) moveChild(c *child, s childState) bool {
+	return move(r.Log, &childMachine, &c.state, s, "pid", c.pid, "session", c.session)
+}
+
+// moveThread moves t to s.
+func (r *router) moveThread(t *thread, s threadState) bool {
+	return move(r.Log, &threadMachine, &t.state, s, "session", t.id)
+}
+
+// moveConn moves the connection to s.
+func (r *router) moveConn(s connState) bool {
+	return move(r.Log, &connMachine, &r.conn, s)
+}
+
+var childMachine = machine[childState]{name: "child", states: []state[childState]{
+	childStarting: {"starting", "its process is being started; it counts toward --max-children", []edge[childState]{
+		{childSpare, "its process started"},
+		{childEnding, "the router ends first: ended once started"},
+		{childDead, "its process could not be started"}}},
+	childSpare: {"spare", "started; the client's initialize not seen yet", []edge[childState]{
+		{childInitializing, "the client's initialize (at once when it came first)"},
+		{childEnding, "a spare in another directory gives way, or the router ends"},
+		{childDead, "its process ends"}}},
+	childInitializing: {"initializing", "initialize sent, not answered (bounded: --reopen-timeout, at least 5 s)", []edge[childState]{
+		{childAuthenticating, "answered, and the client has authenticated: repeated to it"},
+		{childReady, "answered: a spare"},
+		{childOpening, "answered: it was taken for a thread that the client sees opened"},
+		{childReplaying, "answered: it was taken for the router's own load of a thread"},
+		{childEnding, "refused, or not answered in time"},
+		{childDead, "its process ends"}}},
+	childAuthenticating: {"authenticating", "the client's successful authenticate repeated to it, not answered", []edge[childState]{
+		{childReady, "answered: back to what it was told it does"},
+		{childOpening, "answered: back to what it was told it does"},
+		{childReplaying, "answered: back to what it was told it does"},
+		{childServing, "answered: back to what it was told it does"},
+		{childEnding, "closed or evicted meanwhile, or the router ends"},
+		{childDead, "its process ends"}}},
+	childReady: {"ready", "initialized, serving no session: a spare (a session-less request is served here)", []edge[childState]{
+		{childOpening, "taken for a thread: session/new, a resume, or the client's load"},
+		{childReplaying, "taken for the router's own session/load of a lost thread"},
+		{childAuthenticating, "the client authenticated through another child"},
+		{childEnding, "gives way, a request of the moment answered, or the router ends"},
+		{childDead, "its process ends"}}},
+	childOpening: {"opening", "session/new, a resume or the client's load sent for a thread, not answered", []edge[childState]{
+		{childServing, "answered with success"},
+		{childAuthenticating, "the client authenticated through another child"},
+		{childEnding, "refused, timed out, or its thread closed"},
+		{childDead, "its process ends"}}},
+	childReplaying: {"replaying", "the router's own session/load of a thread sent: its replay is dropped (the client shows it already)", []edge[childState]{
+		{childServing, "answered with success"},
+		{childAuthenticating, "the client authenticated through another child"},
+		{childEnding, "refused, timed out, or its thread closed"},
+		{childDead, "its process ends"}}},
+	childServing: {"serving", "serves one thread", []edge[childState]{
+		{childAuthenticating, "the client authenticated through another child"},
+		{childEnding, "session/close or delete, eviction, the client's load of its thread, or the router ends"},
+		{childDead, "its process ends: a crash, told to the thread"}}},
+	childEnding: {"ending", "told to end: session/close, stdin, SIGTERM, SIGKILL, each after the last had its time; still counted", []edge[childState]{
+		{childDead, "its process ends"}}},
+	childDead: {"dead", "its process ended and its output was read: forgotten", nil},
+}}
+
+var threadMachine = machine[threadState]{name: "thread", states: []state[threadState]{
+	threadOpen: {"open", "served by its child", []edge[threadState]{
+		{threadEvicting, "idle past --idle-timeout, or the idlest at --max-children"},
+		{threadLoading, "the client's session/load of it: its child is ended first"},
+		{threadLost, "its child dies (the user is told)"},
+		{threadClosed, "session/close or delete, or its child died too often"}}},
+	threadEvicting: {"evicting", "its child is ending; requests wait on the thread", []edge[threadState]{
+		{threadLost, "the child's end (reopened at once when something waits)"},
+		{threadLoading, "the client's session/load or resume of it"},
+		{threadClosed, "session/close or delete"}}},
+	threadLost: {"lost", "no process; reopened on its next request", []edge[threadState]{
+		{threadReopening, "a request: the router reopens it"},
+		{threadLoading, "the client's session/load or resume of it"},
+		{threadClosed, "session/close or delete"}}},
+	threadLoading: {"loading", "the client's load or resume waits for a process: its old child's end, then one from the pool", []edge[threadState]{
+		{threadReopening, "a child is given: the client's request is sent to it"},
+		{threadEvicting, "the request withdrawn while its old child still ends"},
+		{threadLost, "the request withdrawn, or no child could be given"},
+		{threadClosed, "session/close or delete; withdrawn or failed for a session never open here"}}},
+	threadReopening: {"reopening", "a new child opens it (resume, the router's load, the client's load or resume); requests wait", []edge[threadState]{
+		{threadOpen, "answered with success: what waited is routed, in order"},
+		{threadRetrying, "the router's own reopening's child died unanswered (a spare killed as it was taken): once more"},
+		{threadLost, "refused, --reopen-timeout, or its child died"},
+		{threadEvicting, "refused or timed out while its child still ends"},
+		{threadClosed, "session/close or delete; a failed load of a session never open here"}}},
+	threadRetrying: {"retrying", "reopened once more, in another new child; a second death is the agent's answer", []edge[threadState]{
+		{threadOpen, "answered with success"},
+		{threadLost, "refused, --reopen-timeout, or its child died again"},
+		{threadEvicting, "refused or timed out while its child still ends"},
+		{threadClosed, "session/close or delete"}}},
+	threadClosed: {"closed", "session/close or delete: forgotten", nil},
+}}
+
+var connMachine = machine[connState]{name: "connection", states: []state[connState]{
+	connNew: {"new", "no initialize answered yet", []edge[connState]{
+		{connInitializing, "the client's initialize, sent to the first child (-- CMD)"},
+		{connReady, "the client's initialize, answered by the router (acpbridge children)"},
+		{connEnding, "stdin ends or a signal comes"}}},
+	connInitializing: {"initializing", "the first child's answer awaited; later initializes wait for it", []edge[connState]{
+		{connReady, "answered with success: later initializes get the same answer"},
+		{connNew, "refused, or its child died: the next initialize is a first one again"},
+		{connEnding, "stdin ends or a signal comes"}}},
+	connReady: {"ready", "initialized: sessions are routed", []edge[connState]{
+		{connEnding, "stdin ends or a signal comes"}}},
+	connEnding: {"ending", "every child is ending; the router exits once all are dead and stdin is read (5 s at most)", nil},
+}}
+
+// render is m's table as the package doc shows it: each state with what
+// it is, then each edge that leaves it and what makes it.
+func (m *machine[S]) render() string {
+	var b strings.Builder
+	for _, s := range m.states {
+		fmt.Fprintf(&b, "%s: %s\n", s.name, s.is)
+		for _, e := range s.edges {
+			fmt.Fprintf(&b, "  → %-15s %s\n", m.states[e.to].name, e.on)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,86 @@
+// states_test.go holds the state tables to the package doc and checks
+// that move refuses what they do not allow.
+
+package fanout
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// docBlock is m's table as doc.go writes it: rendered, each line an
+// indented comment line.
+func docBlock[S ~int](m *machine[S]) string {
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimSuffix(m.render(), "\n"), "\n") {
+		b.WriteString("//\t" + line + "\n")
+	}
+	return b.String()
+}
+
+// Verify that the package doc shows each machine's table as the code
+// has it: a state or an edge added, removed or reworded in one is in the
+// other.
+func TestDocTables(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	for name, block := range map[string]string{
+		"child": docBlock(&childMachine), "thread": docBlock(&threadMachine), "connection": docBlock(&connMachine),
+	} {
+		assert.Contains(t, string(doc), block, "doc.go's %s table; it should read:\n%s", name, block)
+	}
+}
+
+// Verify that every table is whole: each state named once, in the order
+// of its constants, every state reachable from the first, every edge to a
+// state of the table and none to itself; only the last state has no edge
+// out (dead, closed, ending).
+func TestStateTables(t *testing.T) {
+	checkMachine(t, &childMachine)
+	checkMachine(t, &threadMachine)
+	checkMachine(t, &connMachine)
+}
+
+func checkMachine[S ~int](t *testing.T, m *machine[S]) {
+	t.Helper()
+	seen := map[S]bool{0: true}
+	for grew := true; grew; {
+		grew = false
+		for from := range m.states {
+			if !seen[S(from)] {
+				continue
+			}
+			for _, e := range m.states[from].edges {
+				if !seen[e.to] {
+					seen[e.to], grew = true, true
+				}
+			}
+		}
+	}
+	for i, s := range m.states {
+		assert.NotEmpty(t, s.name, "%s state %d", m.name, i)
+		assert.True(t, seen[S(i)], "%s: %s cannot be reached", m.name, s.name)
+		assert.Equal(t, i == len(m.states)-1, len(s.edges) == 0, "%s: only the last state ends the machine (%s)", m.name, s.name)
+		for _, e := range s.edges {
+			assert.NotEqual(t, S(i), e.to, "%s: %s to itself", m.name, s.name)
+			assert.NotEmpty(t, e.on, "%s: %s → %s says what moves it", m.name, s.name, m.states[e.to].name)
+		}
+	}
+}
+
+// Verify that a move not in the table is refused: in a test binary it
+// panics, and the state stays; a move in it is made.
+func TestMoveRefused(t *testing.T) {
+	r := &router{}
+	c := &child{state: childDead}
+	assert.Panics(t, func() { r.moveChild(c, childServing) })
+	assert.Equal(t, childDead, c.state)
+	th := &thread{state: threadLost}
+	assert.True(t, r.moveThread(th, threadReopening))
+	assert.Equal(t, threadReopening, th.state)
+	assert.Panics(t, func() { r.moveConn(connInitializing); r.moveConn(connInitializing) })
+}
