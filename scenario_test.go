@@ -581,7 +581,9 @@ func TestScenario_threads(t *testing.T) {
 	assert.Contains(t, report, "ok   testdata/scenarios/compare_text.txtar [multi] (run 1 of 2) (3 sessions at once")
 	assert.Contains(t, report, "ok   testdata/scenarios/compare_text.txtar [fanout] (run 2 of 2) (3 sessions at once")
 	assert.Contains(t, report, "12 passed, 0 failed", "2 runs of 3 sessions, each agent")
-	assert.Contains(t, report, "(3 sessions at once a run: median over 6 sessions, the agent's figures over 2 runs")
+	assert.Contains(t, report, "(2 runs after a warm-up run, each 3 sessions at once")
+	assert.Contains(t, report, "| runs passed (every session) | 2/2 |")
+	assert.Contains(t, report, "| turn 1: model requests | – |", "a session owns no model figures: they are every session's")
 	assert.Regexp(t, `\| processes \| 1 \| [4-9] \|`, report, "multi: one process for three sessions; the router: one a session, and itself")
 
 	var got struct {
@@ -601,6 +603,7 @@ func TestScenario_threads(t *testing.T) {
 		require.Len(t, ar.Runs, 6, "%s: a record per session", ar.Agent)
 		for i, run := range ar.Runs {
 			assert.Equal(t, float64(i%3+1), run["session"], "%s", ar.Agent)
+			assert.Equal(t, -1.0, run["turns"].([]any)[0].(map[string]any)["model_requests"], "%s: a session's turn owns no model figures", ar.Agent)
 			if i%3 == 0 {
 				whole := run["model_whole_run"].(map[string]any)
 				assert.Equal(t, 6.0, whole["requests"], "%s: two turns of three sessions", ar.Agent)

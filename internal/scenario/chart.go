@@ -1,7 +1,7 @@
-// chart.go draws a comparison's charts as SVG: a figure per chart, a bar
-// per agent at its median with the median's interval and a dot per run,
-// on a log axis where the values span more than 20×; and a chart of every
-// agent's ratios to the baseline with their intervals.
+// chart.go draws a comparison's charts as SVG: a figure per chart, per
+// agent a dot per run beside the median and its interval, on a log axis
+// where the values span more than 20×; and a chart of every agent's ratios
+// to the baseline with their intervals. Every chart says its n.
 
 package scenario
 
@@ -12,11 +12,11 @@ import (
 	"strings"
 )
 
-// barSeries is one agent's values of one figure, in the unit shown.
-type barSeries struct {
+// series is one agent's values of one figure, in the unit shown.
+type series struct {
 	name string
 	sum  summary   // median and interval in the unit shown
-	runs []float64 // each run's value (NaN: none)
+	runs []float64 // each run's (or session's) value (NaN: none)
 }
 
 // axis maps values onto a chart's height: linear from 0, or logarithmic
@@ -79,18 +79,21 @@ func (a axis) at(v float64) float64 {
 	return min(1, max(0, (v-a.lo)/(a.hi-a.lo)))
 }
 
-// barChart is one figure's chart for scenario: a bar per agent at its
-// median, a whisker over the median's 95% interval (none on a constant
-// figure), a dot per run, the median written above; n, the scenario and
-// the axis's kind said.
-func barChart(title, scenario string, series []barSeries) string {
-	const width, height, top, bottom, left = 560, 300, 52, 56, 64
+// dotChart is one figure's chart for scenario: per agent, a dot per run
+// (or session), the median's 95% interval as a line with caps beside them
+// (none on a constant figure) and the median as a bar across it, its value
+// written to its right, within the agent's own column so that no two
+// labels meet; n under each agent's name (runs, and sessions with
+// --threads); the axis logarithmic where the values span more than 20×.
+// No bars from a floor: on a log axis a bar's length is the floor's.
+func dotChart(title, scenario string, agents []series) string {
+	const width, height, top, bottom, left = 560, 300, 52, 70, 64
 	var all []float64
-	n := 0
-	for _, s := range series {
-		all = append(all, s.sum.Median, s.sum.CI95[0], s.sum.CI95[1])
+	for _, s := range agents {
+		if s.sum.N > 0 {
+			all = append(all, s.sum.Median, s.sum.CI95[0], s.sum.CI95[1])
+		}
 		all = append(all, s.runs...)
-		n = max(n, s.sum.N)
 	}
 	ax := newAxis(all, false)
 	plot := float64(height - top - bottom)
@@ -98,45 +101,53 @@ func barChart(title, scenario string, series []barSeries) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
 	fmt.Fprintf(&sb, `<text x="%d" y="18" font-size="14">%s</text>`+"\n", left, html.EscapeString(title))
-	fmt.Fprintf(&sb, `<text x="%d" y="36" font-size="11" fill="#555">%s · n = %d runs per agent</text>`+"\n", left, html.EscapeString(scenario), n)
+	fmt.Fprintf(&sb, `<text x="%d" y="36" font-size="11" fill="#555">%s</text>`+"\n", left, html.EscapeString(scenario))
 	for _, t := range ax.ticks {
 		fmt.Fprintf(&sb, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>`+"\n", left, y(t), width-10, y(t))
 		fmt.Fprintf(&sb, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", left-4, y(t)+4, html.EscapeString(tick(t)))
 	}
-	fmt.Fprintf(&sb, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", left, height-bottom, width-10, height-bottom)
 	fmt.Fprintf(&sb, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", left, top, left, height-bottom)
-	slot := float64(width-left-10) / float64(max(1, len(series)))
-	for i, s := range series {
-		x := float64(left) + slot*float64(i) + slot*0.2
-		w := slot * 0.6
-		cx := x + w/2
-		fmt.Fprintf(&sb, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", cx, height-bottom+16, html.EscapeString(s.name))
+	slot := float64(width-left-10) / float64(max(1, len(agents)))
+	for i, s := range agents {
+		x0 := float64(left) + slot*float64(i)
+		dots, whisker := x0+slot*0.3, x0+slot*0.5 // the runs left of the interval, its label right of it
+		fmt.Fprintf(&sb, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x0+slot/2, height-bottom+16, html.EscapeString(s.name))
+		fmt.Fprintf(&sb, `<text x="%.1f" y="%d" text-anchor="middle" font-size="10" fill="#555">%s</text>`+"\n", x0+slot/2, height-bottom+30, html.EscapeString(s.sum.n()))
 		if s.sum.N == 0 {
-			fmt.Fprintf(&sb, `<text x="%.1f" y="%d" text-anchor="middle">no value</text>`+"\n", cx, height-bottom-4)
+			fmt.Fprintf(&sb, `<text x="%.1f" y="%d" text-anchor="middle">no value</text>`+"\n", x0+slot/2, height-bottom-4)
 			continue
 		}
-		fmt.Fprintf(&sb, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#a9c4e0"/>`+"\n", x, y(s.sum.Median), w, float64(height-bottom)-y(s.sum.Median))
 		for k, v := range s.runs {
 			if !math.IsNaN(v) {
-				dx := (float64(k%7) - 3) * w / 10 // spread apart, the same every time
-				fmt.Fprintf(&sb, `<circle cx="%.1f" cy="%.1f" r="2.5" fill="#1f3f66" fill-opacity="0.7"/>`+"\n", cx+dx, y(v))
+				dx := (float64(k%5) - 2) * slot / 40 // spread apart, the same every time
+				fmt.Fprintf(&sb, `<circle cx="%.1f" cy="%.1f" r="2.5" fill="#7a9cc6" fill-opacity="0.8"/>`+"\n", dots+dx, y(v))
 			}
 		}
 		if lo, hi := s.sum.CI95[0], s.sum.CI95[1]; hi > lo {
-			fmt.Fprintf(&sb, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="black"/>`+"\n", cx, y(lo), cx, y(hi))
+			fmt.Fprintf(&sb, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="black" stroke-width="2"/>`+"\n", whisker, y(lo), whisker, y(hi))
 			for _, v := range []float64{lo, hi} {
-				fmt.Fprintf(&sb, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="black"/>`+"\n", cx-6, y(v), cx+6, y(v))
+				fmt.Fprintf(&sb, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="black"/>`+"\n", whisker-4, y(v), whisker+4, y(v))
 			}
 		}
-		fmt.Fprintf(&sb, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", cx, min(y(s.sum.Median), y(s.sum.CI95[1]))-4, html.EscapeString(tick(s.sum.Median)))
+		fmt.Fprintf(&sb, `<rect x="%.1f" y="%.1f" width="14" height="3" fill="#1f3f66"/>`+"\n", whisker-7, y(s.sum.Median)-1.5)
+		fmt.Fprintf(&sb, `<text x="%.1f" y="%.1f" font-size="11">%s</text>`+"\n", whisker+9, y(s.sum.Median)+4, html.EscapeString(tick(s.sum.Median)))
 	}
 	scale := "linear axis"
 	if ax.log {
 		scale = "log axis"
 	}
-	fmt.Fprintf(&sb, `<text x="%d" y="%d" font-size="10" fill="#555">bar: median; whisker: its 95%% interval; dots: the runs; %s</text>`+"\n", left, height-8, scale)
+	fmt.Fprintf(&sb, `<text x="%d" y="%d" font-size="10" fill="#555">dots: the runs; bar: the median, its value beside it; line: its 95%% interval; %s</text>`+"\n", left, height-8, scale)
 	sb.WriteString("</svg>\n")
 	return sb.String()
+}
+
+// n is how many values a summary is over, as a chart says it: "n = 10
+// runs", or with sessions "n = 10 runs, 50 sessions".
+func (s summary) n() string {
+	if s.Runs > 0 && s.N != s.Runs {
+		return fmt.Sprintf("n = %d runs, %d sessions", s.Runs, s.N)
+	}
+	return fmt.Sprintf("n = %d runs", s.N)
 }
 
 // tick is a value as an axis label: short, without trailing zeros.
@@ -181,7 +192,7 @@ func ratioChart(scenario, baseline string, rows []ratioRow) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
 	fmt.Fprintf(&sb, `<text x="10" y="18" font-size="14">%s</text>`+"\n", html.EscapeString("ratio to "+baseline+" (below 1: less than "+baseline+")"))
-	fmt.Fprintf(&sb, `<text x="10" y="36" font-size="11" fill="#555">%s · dot: the median of the paired ratios; line: its 95%% interval; log axis</text>`+"\n", html.EscapeString(scenario))
+	fmt.Fprintf(&sb, `<text x="10" y="36" font-size="11" fill="#555">%s · dot: the ratio of the medians; line: its 95%% interval; n: the rounds paired; log axis</text>`+"\n", html.EscapeString(scenario))
 	bottom := top + rowH*len(rows)
 	for _, t := range ax.ticks {
 		fmt.Fprintf(&sb, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#ddd"/>`+"\n", x(t), top-6, x(t), bottom)
@@ -190,7 +201,7 @@ func ratioChart(scenario, baseline string, rows []ratioRow) string {
 	fmt.Fprintf(&sb, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="black"/>`+"\n", x(1), top-6, x(1), bottom)
 	for i, r := range rows {
 		cy := float64(top + rowH*i + rowH/2)
-		fmt.Fprintf(&sb, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", left-8, cy+4, html.EscapeString(r.agent+": "+r.figure))
+		fmt.Fprintf(&sb, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", left-8, cy+4, html.EscapeString(fmt.Sprintf("%s: %s (n = %d)", r.agent, r.figure, r.r.Rounds)))
 		fmt.Fprintf(&sb, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#1f3f66"/>`+"\n", x(r.r.CI95[0]), cy, x(r.r.CI95[1]), cy)
 		fmt.Fprintf(&sb, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="#1f3f66"/>`+"\n", x(r.r.Median), cy)
 	}

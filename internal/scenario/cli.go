@@ -321,6 +321,9 @@ func (rr rounds) run(path string, stdout io.Writer) (runs, warmups [][]Result, f
 				warmups[i] = append(warmups[i], res...) // not counted, but kept
 				continue
 			}
+			for k := range res {
+				res[k].Round = counted + 1
+			}
 			runs[i] = append(runs[i], res...)
 		}
 	}

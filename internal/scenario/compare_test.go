@@ -139,9 +139,9 @@ func TestOverServedModel(t *testing.T) {
 	assert.Equal(t, []string{"--model", "openai:scenario-model", "--base-url", "$MODEL_URL"}, overServedModel([]string{"--model=replay:m.jsonl"}))
 	assert.Equal(t, []string{"--model", "openai:x", "--base-url", "$MODEL_URL"}, overServedModel([]string{"--model", "openai:x", "--base-url", "$MODEL_URL"}))
 
-	rec := newRunRecord(Result{Env: Env{ModelURL: "http://127.0.0.1:1/v1"}, Turns: []Turn{{}}})
+	rec := newRunRecord(Result{Env: Env{ModelURL: "http://127.0.0.1:1/v1"}, Turns: []Turn{{Model: &served.Count{}}}})
 	assert.Contains(t, rec.Note, "no request reached the served model")
-	rec = newRunRecord(Result{Env: Env{ModelURL: "http://127.0.0.1:1/v1"}, Turns: []Turn{{Model: served.Count{Requests: 2, SideCalls: 1, Mapped: map[string]int{"write_file → Write {content, file_path}": 1}}}}})
+	rec = newRunRecord(Result{Env: Env{ModelURL: "http://127.0.0.1:1/v1"}, Turns: []Turn{{Model: &served.Count{Requests: 2, SideCalls: 1, Mapped: map[string]int{"write_file → Write {content, file_path}": 1}}}}})
 	assert.Empty(t, rec.Note)
 	assert.Equal(t, 1, rec.Turns[0].SideCalls)
 	assert.Equal(t, map[string]int{"write_file → Write {content, file_path}": 1}, rec.Turns[0].ToolCalls)
@@ -171,7 +171,7 @@ func TestView_joinsLinearly(t *testing.T) {
 func TestWriteCSV(t *testing.T) {
 	run := func(init time.Duration, pss int64) Result {
 		return Result{Initialize: init, NewSession: -1, Stats: Stats{PeakPSS: pss},
-			Turns: []Turn{{FirstOutput: 2 * time.Millisecond, Answer: 5 * time.Millisecond, Bytes: 300, Model: served.Count{Requests: 3}}}}
+			Turns: []Turn{{FirstOutput: 2 * time.Millisecond, Answer: 5 * time.Millisecond, Bytes: 300, Model: &served.Count{Requests: 3}}}}
 	}
 	runs := [][]Result{{run(10*time.Millisecond, 1<<20), run(12*time.Millisecond, 2<<20)}, {run(30*time.Millisecond, 0)}}
 	cmp := &comparison{Agents: []agentRecord{{Name: "a"}, {Name: "b"}}}

@@ -15,7 +15,8 @@ import (
 // Turn is one prompt as the client saw it: from the request's write to the
 // first session/update after it, and to its answer; the lines the agent
 // sent meanwhile (the answer included) and their bytes; and what the
-// served model was asked meanwhile.
+// served model was asked meanwhile (nil for a session of RunThreads: what
+// the model was asked meanwhile is every session's, not the turn's).
 type Turn struct {
 	// FirstOutput is to the first update that carries the model's output
 	// (modelOutput), Answer to the prompt's answer; -1: none came.
@@ -23,7 +24,7 @@ type Turn struct {
 	Failed              bool // the prompt was answered with an error: its answer time is no answer's
 	Messages            int
 	Bytes               int64
-	Model               served.Count
+	Model               *served.Count
 	// Sent counts the agent's messages meanwhile by kind (sentKind):
 	// "update tool_call", "request session/request_permission".
 	Sent map[string]int

@@ -84,6 +84,16 @@ func figuresOf(turns int) []figure {
 		turn := func(f func(Turn) float64) func(Result) (float64, bool) {
 			return turnOK(func(t Turn) (float64, bool) { return f(t), true })
 		}
+		// A session of --threads owns no model figures: the model's calls
+		// meanwhile are every session's (the whole run's rows have them).
+		model := func(f func(served.Count) int64) func(Result) (float64, bool) {
+			return turnOK(func(t Turn) (float64, bool) {
+				if t.Model == nil {
+					return 0, false
+				}
+				return float64(f(*t.Model)), true
+			})
+		}
 		fs = append(fs,
 			// A turn with no output has no first output (missing, never 0);
 			// an error answer is no answer time.
@@ -96,11 +106,11 @@ func figuresOf(turns int) []figure {
 			})},
 			figure{"agent_messages", k + 1, "agent messages", "", turn(func(t Turn) float64 { return float64(t.Messages) })},
 			figure{"agent_bytes", k + 1, "agent messages' size", "bytes", turn(func(t Turn) float64 { return float64(t.Bytes) })},
-			figure{"model_requests", k + 1, "model requests", "", turn(func(t Turn) float64 { return float64(t.Model.Requests) })},
-			figure{"model_request_bytes", k + 1, "model requests' size", "bytes", turn(func(t Turn) float64 { return float64(t.Model.Bytes) })},
-			figure{"prompt_tokens_estimated", k + 1, "prompt tokens, estimated", "", turn(func(t Turn) float64 { return float64(t.Model.PromptTokens) })},
-			figure{"completion_tokens_estimated", k + 1, "completion tokens, estimated", "", turn(func(t Turn) float64 { return float64(t.Model.CompletionTokens) })},
-			figure{"tokens_served", k + 1, "tokens served (the fixture's usage)", "", turn(func(t Turn) float64 { return float64(t.Model.Tokens) })},
+			figure{"model_requests", k + 1, "model requests", "", model(func(c served.Count) int64 { return int64(c.Requests) })},
+			figure{"model_request_bytes", k + 1, "model requests' size", "bytes", model(func(c served.Count) int64 { return c.Bytes })},
+			figure{"prompt_tokens_estimated", k + 1, "prompt tokens, estimated", "", model(func(c served.Count) int64 { return c.PromptTokens })},
+			figure{"completion_tokens_estimated", k + 1, "completion tokens, estimated", "", model(func(c served.Count) int64 { return c.CompletionTokens })},
+			figure{"tokens_served", k + 1, "tokens served (the fixture's usage)", "", model(func(c served.Count) int64 { return c.Tokens })},
 		)
 	}
 	known := func(v int64) (float64, bool) { return float64(v), v > 0 }
@@ -136,13 +146,14 @@ func maxTurns(runs [][]Result) int {
 
 // summary is one figure over an agent's runs: its median and spread.
 type summary struct {
-	N      int     `json:"n"`      // runs that gave the figure
+	N      int     `json:"n"`      // values: runs that gave the figure, or with --threads their sessions
+	Runs   int     `json:"runs"`   // runs that gave it: the unit its interval resamples
 	Median float64 `json:"median"` // of those runs
 	Low    float64 `json:"low"`    // the spread: the quartiles, or min and max for fewer than 5 runs
 	High   float64 `json:"high"`
 	Spread string  `json:"spread"` // "IQR" or "min-max"
-	// CI95 is the median's 95% interval (a percentile bootstrap seeded
-	// with the comparison's seed); Mean and SD are the runs' mean and
+	// CI95 is the median's 95% interval (a bootstrap drawing runs, seeded
+	// with the comparison's seed); Mean and SD are the values' mean and
 	// sample standard deviation.
 	CI95 [2]float64 `json:"ci95"`
 	Mean float64    `json:"mean"`
@@ -167,21 +178,41 @@ func valuesOf(f figure, runs []Result) []float64 {
 	return vs
 }
 
-// summarize is f over runs; N is 0 when no run gave it.
-func summarize(f figure, runs []Result) summary {
-	var vs []float64
-	for _, r := range runs {
+// byRound is f's values in runs grouped by the round they ran in (a
+// round's: one, or one per session under --threads; none where the run
+// gave none), in round order: what intervals resample and ratios pair.
+// A Result with no round (a run of its own) is a round of its own.
+func byRound(f figure, runs []Result) [][]float64 {
+	var rounds [][]float64
+	for i, r := range runs {
+		k := r.Round
+		if k <= 0 {
+			k = i + 1
+		}
+		for len(rounds) < k {
+			rounds = append(rounds, nil)
+		}
 		if v, ok := f.of(r); ok {
-			vs = append(vs, v)
+			rounds[k-1] = append(rounds[k-1], v)
 		}
 	}
+	return rounds
+}
+
+// summarize is f over runs; N is 0 when no run gave it.
+func summarize(f figure, runs []Result) summary {
+	rounds := byRound(f, runs)
+	vs := slices.Concat(rounds...)
 	s := summary{N: len(vs)}
+	for _, r := range rounds {
+		s.Runs += btoi(len(r) > 0)
+	}
 	if len(vs) == 0 {
 		return s
 	}
 	slices.Sort(vs)
 	s.Median = quantile(vs, 0.5)
-	s.CI95 = medianCI95(vs)
+	s.CI95 = medianCI95(rounds)
 	s.Mean, s.SD = meanSD(vs)
 	s.Outliers = outliers(valuesOf(f, runs))
 	if len(vs) < 5 {
@@ -242,6 +273,23 @@ func passed(runs []Result) int {
 	return n
 }
 
+// runsPassed is how many of the runs that runs' sessions (Results) make
+// up passed in every session, and how many runs there were.
+func runsPassed(runs []Result) (ok, all int) {
+	failed := map[int]bool{}
+	for i, r := range runs {
+		k := r.Round
+		if k <= 0 {
+			k = -i - 1 // a run of its own
+		}
+		failed[k] = failed[k] || r.Err != nil
+	}
+	for _, f := range failed {
+		ok += btoi(!f)
+	}
+	return ok, len(failed)
+}
+
 // exitedAtEOF is how many of runs passed with the agent exiting by itself
 // at its stdin's end (the others it did not, and the run ended it).
 func exitedAtEOF(runs []Result) int {
@@ -280,7 +328,15 @@ func figuresTable(indent string, names []string, runs [][]Result, baseline, thre
 	}
 	row("figure", func(i int) (string, string) { return names[i], names[i] + " ÷ " + names[baseline] })
 	row("---", func(int) (string, string) { return "---", "---" })
-	row("runs passed", func(i int) (string, string) { return fmt.Sprintf("%d/%d", passed(runs[i]), len(runs[i])), "" })
+	if threads > 1 {
+		row("runs passed (every session)", func(i int) (string, string) {
+			ok, all := runsPassed(runs[i])
+			return fmt.Sprintf("%d/%d", ok, all), ""
+		})
+		row("sessions passed", func(i int) (string, string) { return fmt.Sprintf("%d/%d", passed(runs[i]), len(runs[i])), "" })
+	} else {
+		row("runs passed", func(i int) (string, string) { return fmt.Sprintf("%d/%d", passed(runs[i]), len(runs[i])), "" })
+	}
 	row("exited at stdin's end", func(i int) (string, string) { return fmt.Sprintf("%d/%d", exitedAtEOF(runs[i]), len(runs[i])), "" })
 	for _, f := range figuresOf(maxTurns(runs)) {
 		row(f.label(), func(i int) (string, string) {
@@ -288,12 +344,13 @@ func figuresTable(indent string, names []string, runs [][]Result, baseline, thre
 			if !ratios || i == baseline {
 				return own, ""
 			}
-			return own, pairedRatio(valuesOf(f, runs[i]), valuesOf(f, runs[baseline])).cell()
+			return own, pairedRatio(byRound(f, runs[i]), byRound(f, runs[baseline])).cell()
 		})
 	}
 	if n > 1 {
 		if threads > 1 {
-			fmt.Fprintf(&sb, indent+"(%d sessions at once a run: median over %d sessions, the agent's figures over %d runs, after a warm-up run; its 95%% interval in brackets", threads, n, n/threads)
+			_, all := runsPassed(runs[0])
+			fmt.Fprintf(&sb, indent+"(%d runs after a warm-up run, each %d sessions at once: a session's figures are the median over every session of every run, the agent's (CPU, memory, processes, the whole run's model figures) over its runs; a session owns no model figures, which are every session's; the 95%% interval in brackets resamples runs, whose sessions are not independent", all, threads)
 		} else {
 			fmt.Fprintf(&sb, indent+"(median over %d runs after a warm-up run, its 95%% interval in brackets", n)
 		}

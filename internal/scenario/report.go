@@ -189,7 +189,8 @@ type agentResults struct {
 // runRecord is one run's figures; times in milliseconds, sizes in bytes,
 // -1 where the run gave none.
 type runRecord struct {
-	Index int `json:"index"` // among the agent's counted runs, from 1
+	Index int `json:"index"` // among the agent's counted records (runs, or with --threads sessions), from 1
+	Round int `json:"round,omitempty"` // the counted round it ran in, from 1: a run's sessions share it
 	// Session is the session's number among the run's --threads (from
 	// 1), absent without --threads: each session is a record.
 	Session      int          `json:"session,omitempty"`
@@ -254,15 +255,22 @@ func newRunRecord(r Result) runRecord {
 	if r.Err != nil {
 		rec.Error = r.Err.Error()
 	}
-	requests := 0
+	requests, known := 0, r.Model != nil // a thread's session but the first knows no model figures
 	for _, t := range r.Turns {
-		rec.Turns = append(rec.Turns, turnRecord{FirstOutputMs: millis(t.FirstOutput), AnswerMs: millis(t.Answer), AnswerFailed: t.Failed, Messages: t.Messages,
-			Bytes: t.Bytes, ModelRequests: t.Model.Requests, ModelBytes: t.Model.Bytes, Tokens: t.Model.Tokens,
-			PromptTokens: t.Model.PromptTokens, CompletionTokens: t.Model.CompletionTokens,
-			SideCalls: t.Model.SideCalls, ToolCalls: t.Model.Mapped, Sent: t.Sent})
-		requests += t.Model.Requests
+		tr := turnRecord{FirstOutputMs: millis(t.FirstOutput), AnswerMs: millis(t.Answer), AnswerFailed: t.Failed, Messages: t.Messages, Bytes: t.Bytes, Sent: t.Sent,
+			ModelRequests: -1, ModelBytes: -1, Tokens: -1, PromptTokens: -1, CompletionTokens: -1, SideCalls: -1}
+		if m := t.Model; m != nil {
+			tr.ModelRequests, tr.ModelBytes, tr.Tokens = m.Requests, m.Bytes, m.Tokens
+			tr.PromptTokens, tr.CompletionTokens, tr.SideCalls, tr.ToolCalls = m.PromptTokens, m.CompletionTokens, m.SideCalls, m.Mapped
+			requests += m.Requests
+			known = true
+		}
+		rec.Turns = append(rec.Turns, tr)
 	}
-	if r.Env.ModelURL != "" && len(r.Turns) > 0 && requests == 0 {
+	if r.Model != nil {
+		requests = r.Model.Requests
+	}
+	if r.Env.ModelURL != "" && len(r.Turns) > 0 && known && requests == 0 {
 		rec.Note = "no request reached the served model: the agent answered with a model of its own, so its figures are not comparable"
 	}
 	return rec
@@ -279,13 +287,13 @@ func newScenarioRecord(path string, names []string, runs [][]Result, diffs []pai
 		ar.PassRateCI95 = wilson95(ar.Passed, len(rs))
 		for n, r := range rs {
 			rec := newRunRecord(r)
-			rec.Index, rec.Agent, rec.StartedAt, rec.Session, rec.LoadAverage = n+1, names[i], r.StartedAt, r.Session, r.Load
+			rec.Index, rec.Round, rec.Agent, rec.StartedAt, rec.Session, rec.LoadAverage = n+1, r.Round, names[i], r.StartedAt, r.Session, r.Load
 			ar.Runs = append(ar.Runs, rec)
 		}
 		for _, f := range figs {
 			s := summarize(f, rs)
 			if i != baseline && baseline < len(runs) {
-				s.RatioToBaseline = pairedRatio(valuesOf(f, rs), valuesOf(f, runs[baseline]))
+				s.RatioToBaseline = pairedRatio(byRound(f, rs), byRound(f, runs[baseline]))
 			}
 			ar.Summary[f.id()] = s
 		}
@@ -397,7 +405,7 @@ func (sr scenarioRecord) failures() string {
 		list(func(runRecord) string { return "warm-up run" }, ar.WarmUp)
 		list(func(rec runRecord) string {
 			if rec.Session > 0 {
-				return fmt.Sprintf("run %d, session %d", rec.Index, rec.Session)
+				return fmt.Sprintf("run %d, session %d", rec.Round, rec.Session)
 			}
 			return fmt.Sprintf("run %d", rec.Index)
 		}, ar.Runs)
@@ -418,7 +426,7 @@ func (c *comparison) writeScenario(md *strings.Builder, dir string, n int, sr sc
 	baseline := max(0, slices.Index(names, c.Baseline))
 	fmt.Fprintf(md, "\n## %s\n\nsha256 %s; %d counted runs per agent after a warm-up run each, the agents interleaved and their order rotated each round.", sr.Path, sr.SHA256, sr.Repeat)
 	if c.Threads > 1 {
-		fmt.Fprintf(md, " Each run is %d sessions of the scenario at once on one agent process and connection (`--threads %d`): a session's figures are over every session of every run, the agent's (CPU, memory, processes, the whole run's model requests) once per run, and a turn's model figures count what every session asked meanwhile.", c.Threads, c.Threads)
+		fmt.Fprintf(md, " Each run is %d sessions of the scenario at once on one agent process and connection (`--threads %d`): a session's figures are over every session of every run, the agent's (CPU, memory, processes, the whole run's model figures) once per run; a session owns no model figures (the model's calls meanwhile are every session's); intervals and ratios resample runs, not sessions, since a run's sessions share its process and its minute of the machine.", c.Threads, c.Threads)
 	}
 	md.WriteString("\n\n")
 	md.WriteString(figuresTable("", names, sr.runs, baseline, c.Threads))
@@ -427,7 +435,7 @@ func (c *comparison) writeScenario(md *strings.Builder, dir string, n int, sr sc
 	md.WriteString("\n### Differences\n\n```\n" + showDifferences(sr.Differences) + "```\n\n### Charts\n\n")
 	var rows []ratioRow
 	for k, f := range figuresOf(maxTurns(sr.runs)) {
-		var series []barSeries
+		var agents []series
 		for i, rs := range sr.runs {
 			s := summarize(f, rs)
 			s.Median, s.CI95 = f.shown(s.Median), [2]float64{f.shown(s.CI95[0]), f.shown(s.CI95[1])}
@@ -435,13 +443,13 @@ func (c *comparison) writeScenario(md *strings.Builder, dir string, n int, sr sc
 			for j := range runs {
 				runs[j] = f.shown(runs[j])
 			}
-			series = append(series, barSeries{name: names[i], sum: s, runs: runs})
-			if r := pairedRatio(valuesOf(f, rs), valuesOf(f, sr.runs[baseline])); i != baseline && r != nil && f.ratioCharted() {
+			agents = append(agents, series{name: names[i], sum: s, runs: runs})
+			if r := pairedRatio(byRound(f, rs), byRound(f, sr.runs[baseline])); i != baseline && r != nil && f.ratioCharted() {
 				rows = append(rows, ratioRow{figure: f.label(), agent: names[i], r: r})
 			}
 		}
 		name := fmt.Sprintf("s%d-%02d-%s.svg", n+1, k+1, slug(f.id()))
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(barChart(f.label(), sr.Path, series)), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(dotChart(f.label(), sr.Path, agents)), 0o644); err != nil {
 			return err
 		}
 		fmt.Fprintf(md, "![%s](%s)\n", f.label(), name)
@@ -512,7 +520,7 @@ const figureDefinitions = `
 - **session/new answered**: from the client's write of the first ` + "`session/new`" + ` to its reading of the answer.
 - **turn N: first output**: from the client's write of the turn's ` + "`session/prompt`" + ` to its reading of the first ` + "`session/update`" + ` after it that carries the model's output (text, a thought, a tool call or a plan): an agent's command list or usage sent at the prompt is not counted, so the figure means the same for every agent; **answer**: to its reading of the prompt's answer.
 - **agent messages** and their **size**: the lines the agent wrote meanwhile (the answer included) and their bytes, newlines counted.
-- **model requests**: the HTTP requests that reached the served model meanwhile, side calls (a title, a summary: no tools offered, or a JSON schema asked for) included; **model requests' size**: their bodies' bytes.
+- **model requests**: the HTTP requests that reached the served model meanwhile (not given for a session under ` + "`--threads`" + `: what the model was asked meanwhile is every session's), side calls (a title, a summary: no tools offered, or a JSON schema asked for) included; **model requests' size**: their bodies' bytes.
 - **prompt tokens, estimated**: for each model request, the bytes of every string value of its JSON body (messages, system prompt, tool descriptions and schemas, tool inputs and results; not keys or syntax) divided by 4, added up; **completion tokens, estimated**: the bytes of the answers' text, thoughts and tool inputs divided by 4. The same estimator for every agent and wire.
 - **tokens served (the fixture's usage)**: the usage the fixture's entries report (an estimate where an entry has none): the same for every agent by construction, shown to tell the two apart.
 - **model requests, the whole run** and **prompt tokens, estimated, the whole run**: the same over the whole run, the handshake and every session included: with ` + "`--threads N`" + `, the cost of N sessions at once.
@@ -521,7 +529,7 @@ const figureDefinitions = `
 - **peak USS of the tree (private pages)**: the largest sum, sampled as PSS is, of each process's private pages (clean and dirty: the unique set size). PSS divides a shared page among the processes that map it, so it moves when another process on the machine maps the same files (a second codex-acp running meanwhile); USS does not: it is the memory the tree alone holds, a lower bound of what it costs.
 - **sum of per-process peak RSS (an upper bound)**: each process's own peak RSS (VmHWM) added, over the processes alive whenever every request was answered: pages shared are counted once per process and peaks at different moments added, so it is never below the tree's true peak.
 - **processes**: the most processes in the tree at once whenever every request was answered.
-- Cells: the median over the counted runs and, in brackets, its 95% interval (a percentile bootstrap of the median, 2,000 resamples, seeded); a ratio is the ratio of the median to the baseline agent's median, over the rounds both gave the figure, with its 95% interval from a paired bootstrap over those rounds (runs paired by round). Runs outside three interquartile ranges are flagged in the JSON (` + "`outliers`" + `).
+- Cells: the median over the counted runs (with ` + "`--threads`" + `, over every session of every run) and, in brackets, its 95% interval: a percentile bootstrap of the median, 2,000 resamples, seeded, that draws runs (a run's sessions together: they share its process and its minute of the machine, so they are not independent); a ratio is the ratio of the median to the baseline agent's median, over the rounds both gave the figure, with its 95% interval from a paired bootstrap over those rounds (both agents' runs of a round drawn together). n on a chart: the runs, and the sessions where they differ. Runs outside three interquartile ranges are flagged in the JSON (` + "`outliers`" + `).
 `
 
 func cmpOr(s, or string) string {

@@ -5,8 +5,12 @@
 package scenario
 
 import (
+	"acpbridge/internal/served"
+	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,29 +47,50 @@ func TestFiguresTable_intervalsAndRatios(t *testing.T) {
 	assert.Contains(t, table, "| 0.50× |")
 }
 
-// Verify a chart: a log axis said when the values span more than 20×, n
-// and the scenario named, a dot per run, no whisker on a constant figure.
-func TestBarChart(t *testing.T) {
-	wide := barChart("start (ms)", "coding.txtar", []barSeries{
-		{name: "fast", sum: summary{N: 3, Median: 2, CI95: [2]float64{1.5, 2.5}}, runs: []float64{1.5, 2, 2.5}},
-		{name: "slow", sum: summary{N: 3, Median: 400, CI95: [2]float64{380, 420}}, runs: []float64{380, 400, 420}},
+// Verify a figure's chart: dots and intervals, never a bar from a floor
+// (on a log axis its length would be the floor's, not the value's); a log
+// axis said when the values span more than 20×; n under every agent, runs
+// and sessions told apart; a dot per run; the medians' labels each in its
+// own agent's column (they never meet the dots or each other); no
+// interval on a constant figure.
+func TestDotChart(t *testing.T) {
+	wide := dotChart("start (ms)", "coding.txtar", []series{
+		{name: "fast", sum: summary{N: 3, Runs: 3, Median: 2, CI95: [2]float64{1.5, 2.5}}, runs: []float64{1.5, 2, 2.5}},
+		{name: "slow", sum: summary{N: 15, Runs: 3, Median: 400, CI95: [2]float64{380, 420}}, runs: []float64{380, 400, 420}},
 	})
 	assert.Contains(t, wide, "log axis")
-	assert.Contains(t, wide, "coding.txtar · n = 3 runs per agent")
+	assert.Contains(t, wide, ">n = 3 runs<")
+	assert.Contains(t, wide, ">n = 3 runs, 15 sessions<", "--threads: runs and sessions")
 	assert.Equal(t, 6, strings.Count(wide, "<circle"), "a dot per run")
 	assert.Contains(t, wide, `>1000</text>`, "a tick at each power of ten")
+	for _, m := range regexp.MustCompile(`<rect [^>]*height="([0-9.]+)"`).FindAllStringSubmatch(wide, -1) {
+		assert.Equal(t, "3", m[1], "only the medians' marks: no bar from the axis's floor")
+	}
+	labels := regexp.MustCompile(`<text x="([0-9.]+)" y="[0-9.]+" font-size="11">(2|400)</text>`).FindAllStringSubmatch(wide, -1)
+	require.Len(t, labels, 2, "each median written once")
+	dots := regexp.MustCompile(`<circle cx="([0-9.]+)"`).FindAllStringSubmatch(wide, -1)
+	for _, l := range labels {
+		x, _ := strconv.ParseFloat(l[1], 64)
+		for _, d := range dots {
+			cx, _ := strconv.ParseFloat(d[1], 64)
+			assert.False(t, x <= cx && cx < x+30, "the label at %v clears the dot at %v", x, cx)
+		}
+	}
+	x0, _ := strconv.ParseFloat(labels[0][1], 64)
+	x1, _ := strconv.ParseFloat(labels[1][1], 64)
+	assert.Greater(t, x1-x0, 100.0, "the two agents' labels apart")
 
-	flat := barChart("processes", "coding.txtar", []barSeries{
+	flat := dotChart("processes", "coding.txtar", []series{
 		{name: "a", sum: summary{N: 3, Median: 1, CI95: [2]float64{1, 1}}, runs: []float64{1, 1, 1}},
 		{name: "b", sum: summary{N: 3, Median: 2, CI95: [2]float64{2, 2}}, runs: []float64{2, 2, 2}},
 	})
 	assert.Contains(t, flat, "linear axis")
 	assert.Equal(t, 6, strings.Count(flat, "<circle"))
-	assert.Equal(t, 0, strings.Count(flat, `x1="`)-strings.Count(flat, `stroke="#ddd"`)-2, "no whisker: only gridlines and the two axes")
+	assert.NotContains(t, flat, `stroke-width="2"`, "no interval on a constant figure")
 
-	ratios := ratioChart("coding.txtar", "a", []ratioRow{{figure: "CPU (ms)", agent: "b", r: &ratio{Median: 3, CI95: [2]float64{2, 4}}}})
+	ratios := ratioChart("coding.txtar", "a", []ratioRow{{figure: "CPU (ms)", agent: "b", r: &ratio{Median: 3, CI95: [2]float64{2, 4}, Rounds: 10}}})
 	assert.Contains(t, ratios, "ratio to a")
-	assert.Contains(t, ratios, "b: CPU (ms)")
+	assert.Contains(t, ratios, "b: CPU (ms) (n = 10)", "n on the ratio chart")
 	assert.Contains(t, ratios, ">1×</text>")
 }
 
@@ -134,4 +159,36 @@ func TestVersions(t *testing.T) {
 	require.NoError(t, os.WriteFile(wrapper, []byte("#!/bin/sh\nexec codex-acp \"$@\"\n"), 0o755))
 	assert.Equal(t, "", sdkOf(wrapper), "a wrapper beside the package, which names none, is credited with none")
 	assert.Equal(t, "", sdkOf(""))
+}
+
+// Verify the table under --threads: the unit is the run. Two runs of three
+// sessions, one session failed: runs passed counts runs (1/2) and sessions
+// passed sessions (5/6); a session owns no model figures (the served
+// model's calls meanwhile are every session's), so no per-turn model row
+// has a value, while the whole run's do, once per run.
+func TestFiguresTable_threadsByRun(t *testing.T) {
+	var rs []Result
+	for round := 1; round <= 2; round++ {
+		for s := 1; s <= 3; s++ {
+			r := runOf(time.Duration(round)*time.Millisecond, nil)
+			r.Round, r.Session = round, s
+			if s == 1 {
+				r.Model = &served.Count{Requests: 7}
+			}
+			if round == 2 && s == 3 {
+				r.Err = errors.New("a session failed")
+			}
+			rs = append(rs, r)
+		}
+	}
+	table := figuresTable("", []string{"a"}, [][]Result{rs}, 0, 3)
+	assert.Contains(t, table, "| runs passed (every session) | 1/2 |")
+	assert.Contains(t, table, "| sessions passed | 5/6 |")
+	assert.Contains(t, table, "| turn 1: model requests | – |", "a session owns no model figures")
+	assert.Contains(t, table, "| turn 1: tokens served (the fixture's usage) | – |")
+	assert.Contains(t, table, "| model requests, the whole run | 7 |")
+	assert.Contains(t, table, "resamples runs")
+	s := summarize(figuresOf(1)[0], rs) // spawn → initialize: per run
+	assert.Equal(t, 6, s.N)
+	assert.Equal(t, 2, s.Runs)
 }

@@ -100,6 +100,10 @@ type Result struct {
 	// Session is the thread's number among RunThreads' (from 1); 0 for
 	// a run of its own.
 	Session int
+	// Round is the counted round of `scenario run --repeat` it ran in
+	// (from 1; 0 for a warm-up or a run of its own): a run's sessions
+	// share it, and intervals resample rounds.
+	Round int
 }
 
 // eofGrace is how long an agent with Agent.End is given to exit at its
@@ -632,7 +636,10 @@ func (r *run) answered(line []byte) {
 			t := &r.turns[p.turn]
 			t.Answer = now.Sub(p.sent)
 			t.Failed = len(m.Error) > 0 && string(m.Error) != "null"
-			t.Model = r.model.Served().Since(p.model)
+			if r.opt.shared == nil { // a thread's turn shares the model with the others'
+				c := r.model.Served().Since(p.model)
+				t.Model = &c
+			}
 			delete(r.prompts, id)
 		}
 		if len(r.pending) == 0 && r.agent.Settled != nil {
