@@ -191,7 +191,7 @@ func runCommand(ctx context.Context, args []string, self, version string, stdout
 		return 2
 	}
 	cmp.Threads = *threads
-	cmp.Baseline, cmp.AgentOrder = names[rr.baseline], "interleaved, rotated each round: counted round k begins with agent k mod n"
+	cmp.Baseline, cmp.AgentOrder = names[rr.baseline], agentOrder
 	total, failed := rr.runAll(files, cmp, *diffLimit, stdout)
 	fmt.Fprintf(stdout, "%d passed, %d failed\n", total-failed, failed)
 	if ctx.Err() != nil {
@@ -285,17 +285,17 @@ func (rr rounds) runAll(files []string, cmp *comparison, diffLimit int, stdout i
 // run runs the scenario at path on every agent: one warm-up run each
 // (files cached, binaries paged in) when repeating, then the counted runs,
 // the agents interleaved so that a slower minute of the machine falls on
-// all of them, and their order rotated each round (the k-th counted round
-// begins with agent k mod n) so that none always runs after the same one.
+// all of them, in the order of a Williams design (roundOrder), so that
+// none always runs after the same one.
 // It returns each agent's counted runs, its warm-up runs, and how many
 // runs failed, warm-ups included (a failed warm-up is a failure too).
 func (rr rounds) run(path string, stdout io.Writer) (runs, warmups [][]Result, failed int) {
 	runs, warmups = make([][]Result, len(rr.agents)), make([][]Result, len(rr.agents))
 	warm := rr.repeat > 0
+	seq := 0
 	for round := range max(1, rr.repeat) + btoi(warm) {
 		counted := round - btoi(warm)
-		for j := range rr.agents {
-			i := (j + max(0, counted)) % len(rr.agents)
+		for _, i := range roundOrder(max(0, counted), len(rr.agents)) {
 			a := rr.agents[i]
 			opt := rr.opt
 			opt.Start, opt.Flags = Exec(a.command), a.flags
@@ -321,8 +321,9 @@ func (rr rounds) run(path string, stdout io.Writer) (runs, warmups [][]Result, f
 				warmups[i] = append(warmups[i], res...) // not counted, but kept
 				continue
 			}
+			seq++
 			for k := range res {
-				res[k].Round = counted + 1
+				res[k].Round, res[k].Seq = counted+1, seq
 			}
 			runs[i] = append(runs[i], res...)
 		}
@@ -355,6 +356,35 @@ func (rr rounds) runOnce(path string, opt Options, label string, stdout io.Write
 		fmt.Fprintf(stdout, "ok   %s%s (%d sessions at once, %.2fs)\n", path, label, len(res), time.Since(start).Seconds())
 	}
 	return res, failed
+}
+
+// agentOrder is how the counted runs are ordered, as the JSON says.
+const agentOrder = "interleaved: each round runs every agent once, in the order of a Williams design (over n rounds, 2n for an odd n, each agent runs in each place and follows each other agent equally often)"
+
+// roundOrder is the order agents run in counted round k of n agents: row k
+// of a Williams design. Its first row is 0, 1, n-1, 2, n-2, …; row k adds
+// k to every place (mod n); for an odd n the rows of every other cycle of
+// n rounds are reversed. Over a whole cycle each agent runs in each place
+// equally often and follows each other agent equally often, so that no
+// agent always inherits the same predecessor's cache, heat or leftovers.
+func roundOrder(k, n int) []int {
+	first := make([]int, n)
+	lo, hi := 1, n-1
+	for p := 1; p < n; p++ {
+		if p%2 == 1 {
+			first[p], lo = lo, lo+1
+		} else {
+			first[p], hi = hi, hi-1
+		}
+	}
+	order := make([]int, n)
+	for p := range n {
+		order[p] = (first[p] + k) % n
+	}
+	if n%2 == 1 && (k/n)%2 == 1 {
+		slices.Reverse(order)
+	}
+	return order
 }
 
 // isClosed reports whether c is closed (nil: never).

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -169,11 +170,11 @@ func TestView_joinsLinearly(t *testing.T) {
 // Verify --csv's rows: a row per run and figure, turns numbered, names in
 // snake_case with the unit, sizes in bytes, a figure a run lacks left out.
 func TestWriteCSV(t *testing.T) {
-	run := func(init time.Duration, pss int64) Result {
-		return Result{Initialize: init, NewSession: -1, Stats: Stats{PeakPSS: pss},
+	run := func(init time.Duration, pss int64, round, seq int) Result {
+		return Result{Initialize: init, NewSession: -1, Stats: Stats{PeakPSS: pss}, Round: round, Seq: seq,
 			Turns: []Turn{{FirstOutput: 2 * time.Millisecond, Answer: 5 * time.Millisecond, Bytes: 300, Model: &served.Count{Requests: 3}}}}
 	}
-	runs := [][]Result{{run(10*time.Millisecond, 1<<20), run(12*time.Millisecond, 2<<20)}, {run(30*time.Millisecond, 0)}}
+	runs := [][]Result{{run(10*time.Millisecond, 1<<20, 1, 1), run(12*time.Millisecond, 2<<20, 2, 4)}, {run(30*time.Millisecond, 0, 1, 2)}}
 	cmp := &comparison{Agents: []agentRecord{{Name: "a"}, {Name: "b"}}}
 	cmp.Scenarios = append(cmp.Scenarios, newScenarioRecord("s.txtar", []string{"a", "b"}, runs, nil, 0))
 	path := filepath.Join(t.TempDir(), "runs.csv")
@@ -182,7 +183,7 @@ func TestWriteCSV(t *testing.T) {
 	require.NoError(t, err)
 	text := string(b)
 	assert.True(t, strings.HasPrefix(text, "run,round,session,agent,scenario,passed,turn,figure,unit,value\n"))
-	for _, row := range []string{ // a's round 1 runs first, b's second; round 2 begins with b
+	for _, row := range []string{ // a's round 1 runs first, b's second; round 2 begins with b (Seq, as the rounds ran)
 		"1,1,,a,s.txtar,true,0,spawn_to_initialize_ms,ms,10\n",
 		"4,2,,a,s.txtar,true,0,spawn_to_initialize_ms,ms,12\n",
 		"2,1,,b,s.txtar,true,0,spawn_to_initialize_ms,ms,30\n",
@@ -241,10 +242,10 @@ func TestDifferences_deadline(t *testing.T) {
 // Verify the CSV under --threads: each session is a row of its run, with
 // its round and session, and a failed session says so.
 func TestWriteCSV_threads(t *testing.T) {
-	s := func(session int, err error) Result {
-		return Result{Initialize: time.Millisecond, NewSession: -1, Session: session, Err: err}
+	s := func(round, session int, err error) Result {
+		return Result{Initialize: time.Millisecond, NewSession: -1, Round: round, Seq: round, Session: session, Err: err}
 	}
-	runs := [][]Result{{s(1, nil), s(2, errors.New("no")), s(1, nil), s(2, nil)}}
+	runs := [][]Result{{s(1, 1, nil), s(1, 2, errors.New("no")), s(2, 1, nil), s(2, 2, nil)}}
 	cmp := &comparison{Agents: []agentRecord{{Name: "a"}}}
 	cmp.Scenarios = append(cmp.Scenarios, newScenarioRecord("s.txtar", []string{"a"}, runs, nil, 0))
 	path := filepath.Join(t.TempDir(), "runs.csv")
@@ -258,5 +259,44 @@ func TestWriteCSV_threads(t *testing.T) {
 		"2,2,2,a,s.txtar,true,0,spawn_to_initialize_ms,ms,1\n",
 	} {
 		assert.Contains(t, string(b), row)
+	}
+}
+
+// Verify the order of the counted runs: a Williams design, so that over a
+// cycle (n rounds, 2n for an odd n) each agent runs in each place and
+// follows each other agent equally often (a rotation gives each agent the
+// same predecessor in n-1 of n rounds).
+func TestRoundOrder(t *testing.T) {
+	for _, n := range []int{2, 3, 4, 5} {
+		cycle := n
+		if n%2 == 1 {
+			cycle = 2 * n
+		}
+		places := map[[2]int]int{}
+		follows := map[[2]int]int{}
+		for k := range cycle {
+			order := roundOrder(k, n)
+			require.ElementsMatch(t, slices.Collect(func(yield func(int) bool) {
+				for i := range n {
+					if !yield(i) {
+						return
+					}
+				}
+			}), order, "every agent once a round")
+			for p, a := range order {
+				places[[2]int{a, p}]++
+				if p > 0 {
+					follows[[2]int{order[p-1], a}]++
+				}
+			}
+		}
+		for a := range n {
+			for b := range n {
+				assert.Equal(t, cycle/n, places[[2]int{a, b}], "n=%d: agent %d in place %d", n, a, b)
+				if a != b {
+					assert.Equal(t, (n-1)*cycle/(n*(n-1)), follows[[2]int{a, b}], "n=%d: %d then %d", n, a, b)
+				}
+			}
+		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 // writeCSV writes one row per counted run (under --threads, per session)
 // and figure: the run (its place in the order the scenario's counted runs
-// ran, from 1: rounds of every agent, their order rotated each round), the
+// of every agent ran, from 1), the
 // round (from 1), the session (its number among the run's --threads, else
 // empty), the agent, the scenario, whether the run (session) passed, the
 // turn (0 for a figure of the whole run), the figure in snake_case with its
@@ -27,14 +27,8 @@ func (c *comparison) writeCSV(path string) error {
 	w.Write([]string{"run", "round", "session", "agent", "scenario", "passed", "turn", "figure", "unit", "value"})
 	for _, sr := range c.Scenarios {
 		figs := figuresOf(maxTurns(sr.runs))
-		agents := len(sr.runs)
 		for i, rs := range sr.runs {
-			round := 0
 			for _, r := range rs {
-				if r.Session <= 1 {
-					round++ // a run's first session, or a run without --threads
-				}
-				run := (round-1)*agents + ((i-(round-1))%agents+agents)%agents + 1
 				session := ""
 				if r.Session > 0 {
 					session = strconv.Itoa(r.Session)
@@ -44,7 +38,7 @@ func (c *comparison) writeCSV(path string) error {
 					if !ok {
 						continue
 					}
-					w.Write([]string{strconv.Itoa(run), strconv.Itoa(round), session, c.Agents[i].Name, sr.Path, strconv.FormatBool(r.Err == nil),
+					w.Write([]string{strconv.Itoa(r.Seq), strconv.Itoa(r.Round), session, c.Agents[i].Name, sr.Path, strconv.FormatBool(r.Err == nil),
 						strconv.Itoa(fg.Turn), fg.Key, fg.Unit, strconv.FormatFloat(v, 'f', -1, 64)})
 				}
 			}

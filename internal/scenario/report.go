@@ -189,7 +189,7 @@ type agentResults struct {
 // runRecord is one run's figures; times in milliseconds, sizes in bytes,
 // -1 where the run gave none.
 type runRecord struct {
-	Index int `json:"index"` // among the agent's counted records (runs, or with --threads sessions), from 1
+	Index int `json:"index"`           // among the agent's counted records (runs, or with --threads sessions), from 1
 	Round int `json:"round,omitempty"` // the counted round it ran in, from 1: a run's sessions share it
 	// Session is the session's number among the run's --threads (from
 	// 1), absent without --threads: each session is a record.
@@ -424,7 +424,7 @@ func (c *comparison) writeScenario(md *strings.Builder, dir string, n int, sr sc
 		names[i] = ar.Agent
 	}
 	baseline := max(0, slices.Index(names, c.Baseline))
-	fmt.Fprintf(md, "\n## %s\n\nsha256 %s; %d counted runs per agent after a warm-up run each, the agents interleaved and their order rotated each round.", sr.Path, sr.SHA256, sr.Repeat)
+	fmt.Fprintf(md, "\n## %s\n\nsha256 %s; %d counted runs per agent after a warm-up run each, the agents interleaved, each round in the order of a Williams design (each agent runs in each place and follows each other agent equally often).", sr.Path, sr.SHA256, sr.Repeat)
 	if c.Threads > 1 {
 		fmt.Fprintf(md, " Each run is %d sessions of the scenario at once on one agent process and connection (`--threads %d`): a session's figures are over every session of every run, the agent's (CPU, memory, processes, the whole run's model figures) once per run; a session owns no model figures (the model's calls meanwhile are every session's); intervals and ratios resample runs, not sessions, since a run's sessions share its process and its minute of the machine.", c.Threads, c.Threads)
 	}

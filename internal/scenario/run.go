@@ -102,8 +102,10 @@ type Result struct {
 	Session int
 	// Round is the counted round of `scenario run --repeat` it ran in
 	// (from 1; 0 for a warm-up or a run of its own): a run's sessions
-	// share it, and intervals resample rounds.
-	Round int
+	// share it, and intervals resample rounds. Seq is the run's place
+	// among the scenario's counted runs of every agent, in the order they
+	// ran (from 1).
+	Round, Seq int
 }
 
 // eofGrace is how long an agent with Agent.End is given to exit at its
