@@ -687,7 +687,7 @@ func TestScenario_repeatJSONAndReport(t *testing.T) {
 	assert.Contains(t, got.Environment.Acpbridge, "acpbridge ")
 	assert.Equal(t, []string{other}, got.Agents[1].Command)
 	assert.Equal(t, "acpbridge", got.Baseline, "the first agent by default")
-	assert.Contains(t, got.AgentOrder, "rotated")
+	assert.Contains(t, got.AgentOrder, "Williams design")
 	assert.True(t, strings.HasPrefix(got.Agents[0].Version, "acpbridge "), "the version it gave: %q", got.Agents[0].Version)
 	if runtime.GOOS == "linux" {
 		assert.Positive(t, got.Environment.MemoryBytes)
@@ -733,9 +733,14 @@ func TestScenario_repeatJSONAndReport(t *testing.T) {
 		for _, ar := range sc.Results {
 			for _, run := range ar.Runs {
 				assert.Len(t, run["load_average"], 3, "the load as each run began")
+				assert.Len(t, run["load_average_at_end"], 3, "and as it ended")
+				if cpuinfo, _ := os.ReadFile("/proc/cpuinfo"); strings.Contains(string(cpuinfo), "cpu MHz") {
+					assert.Len(t, run["cpu_mhz"], 2, "the CPU clock as each run began and ended")
+				}
 			}
 		}
-		assert.Contains(t, string(md), "| load average (1 min) as each run began | ", "sampled through the comparison")
+		assert.Contains(t, string(md), "| load average (1 min) as each run began and ended | ", "sampled through the comparison")
+		assert.Regexp(t, `\| CPU clock (\(the CPUs' mean\) as each run began and ended \| [0-9]+ to [0-9]+ MHz|\| not readable here) \|`, string(md))
 	}
 	assert.Contains(t, string(md), "| runs passed | 3/3 | 3/3 |")
 	assert.Contains(t, string(md), "![turn 1: answer (ms)](")
@@ -743,6 +748,7 @@ func TestScenario_repeatJSONAndReport(t *testing.T) {
 	assert.Contains(t, string(md), "### What each agent sent, per turn")
 	assert.Contains(t, string(md), "| 1 | update agent_message_chunk |")
 	assert.Contains(t, string(md), "## Figures", "every row defined")
+	assert.Contains(t, string(md), "## Limits of this comparison", "what the figures do not cover")
 	assert.Contains(t, string(md), "![ratios to acpbridge](")
 	svgs, _ := filepath.Glob(filepath.Join(reportDir, "*.svg"))
 	assert.GreaterOrEqual(t, len(svgs), 10, "a chart per figure")
@@ -760,7 +766,7 @@ func TestScenario_repeatJSONAndReport(t *testing.T) {
 		assert.Contains(t, string(b), `<svg xmlns="http://www.w3.org/2000/svg"`)
 		if !strings.HasSuffix(svg, "ratios.svg") {
 			assert.Contains(t, string(b), ">multi</text>", "a bar per agent")
-			assert.Contains(t, string(b), "compare_text.txtar · n = 3 runs per agent")
+			assert.Contains(t, string(b), ">n = 3 runs<")
 		}
 	}
 }

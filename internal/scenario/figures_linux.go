@@ -125,6 +125,27 @@ func machine() machineInfo {
 	return m
 }
 
+// cpuMHz is the mean of the CPUs' clocks now as /proc/cpuinfo gives them
+// ("cpu MHz"; a virtual machine may give a fixed figure), or 0.
+func cpuMHz() float64 {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return 0
+	}
+	sum, n := 0.0, 0
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if name, val, ok := bytes.Cut(line, []byte(":")); ok && string(bytes.TrimSpace(name)) == "cpu MHz" {
+			if v, err := strconv.ParseFloat(string(bytes.TrimSpace(val)), 64); err == nil {
+				sum, n = sum+v, n+1
+			}
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
+}
+
 // loadAverage is the load over 1, 5 and 15 minutes now, or nil.
 func loadAverage() []float64 {
 	b, err := os.ReadFile("/proc/loadavg")

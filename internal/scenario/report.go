@@ -197,6 +197,8 @@ type runRecord struct {
 	Agent        string       `json:"agent"`
 	StartedAt    time.Time    `json:"started_at"`
 	LoadAverage  []float64    `json:"load_average,omitempty"` // as the run began: the load is sampled through the comparison, not only at its start
+	LoadAtEnd    []float64    `json:"load_average_at_end,omitempty"`
+	CPUMHz       []float64    `json:"cpu_mhz,omitempty"` // the CPUs' mean clock as the run began and ended, where readable
 	Passed       bool         `json:"passed"`
 	Error        string       `json:"error,omitempty"`
 	AgentLines   int          `json:"agent_lines"`
@@ -287,7 +289,10 @@ func newScenarioRecord(path string, names []string, runs [][]Result, diffs []pai
 		ar.PassRateCI95 = wilson95(ar.Passed, len(rs))
 		for n, r := range rs {
 			rec := newRunRecord(r)
-			rec.Index, rec.Round, rec.Agent, rec.StartedAt, rec.Session, rec.LoadAverage = n+1, r.Round, names[i], r.StartedAt, r.Session, r.Load
+			rec.Index, rec.Round, rec.Agent, rec.StartedAt, rec.Session, rec.LoadAverage, rec.LoadAtEnd = n+1, r.Round, names[i], r.StartedAt, r.Session, r.Load, r.LoadEnd
+			if r.MHz[0] > 0 {
+				rec.CPUMHz = r.MHz[:]
+			}
 			ar.Runs = append(ar.Runs, rec)
 		}
 		for _, f := range figs {
@@ -327,6 +332,7 @@ func (c *comparison) writeReport(dir string) error {
 			return err
 		}
 	}
+	c.writeLimits(&md)
 	md.WriteString(figureDefinitions)
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(md.String()), 0o644)
 }
@@ -342,9 +348,14 @@ func (c *comparison) writeSetting(md *strings.Builder) {
 	}
 	if len(e.LoadAverage) == 3 {
 		fmt.Fprintf(md, "| load average at the start | %.2f, %.2f, %.2f (1, 5, 15 min) |\n", e.LoadAverage[0], e.LoadAverage[1], e.LoadAverage[2])
-		if lo, hi, ok := c.loadRange(); ok {
-			fmt.Fprintf(md, "| load average (1 min) as each run began | %.2f to %.2f |\n", lo, hi)
+		if lo, hi, ok := c.sampledRange(func(rec runRecord) []float64 { return firsts(rec.LoadAverage, rec.LoadAtEnd) }); ok {
+			fmt.Fprintf(md, "| load average (1 min) as each run began and ended | %.2f to %.2f |\n", lo, hi)
 		}
+	}
+	if lo, hi, ok := c.sampledRange(func(rec runRecord) []float64 { return rec.CPUMHz }); ok {
+		fmt.Fprintf(md, "| CPU clock (the CPUs' mean) as each run began and ended | %.0f to %.0f MHz |\n", lo, hi)
+	} else {
+		md.WriteString("| CPU clock | not readable here |\n")
 	}
 	fmt.Fprintf(md, "| Go | %s |\n| Node | %s |\n| bootstrap seed | %d |\n\n", e.Go, cmpOr(e.Node, "not on the PATH"), c.Seed)
 	md.WriteString("| agent | says it is | command | file run | sha256 | ACP library |\n|---|---|---|---|---|---|\n")
@@ -353,27 +364,37 @@ func (c *comparison) writeSetting(md *strings.Builder) {
 	}
 }
 
-// loadRange is the least and most 1-minute load average seen as the
-// counted runs began.
-func (c *comparison) loadRange() (lo, hi float64, ok bool) {
+// sampledRange is the least and most of what of gives of each counted
+// run (the machine as it began and ended: load, clock).
+func (c *comparison) sampledRange(of func(runRecord) []float64) (lo, hi float64, ok bool) {
 	for _, sr := range c.Scenarios {
 		for _, ar := range sr.Results {
 			for _, rec := range ar.Runs {
-				if len(rec.LoadAverage) == 0 {
-					continue
+				for _, v := range of(rec) {
+					if !ok || v < lo {
+						lo = v
+					}
+					if !ok || v > hi {
+						hi = v
+					}
+					ok = true
 				}
-				v := rec.LoadAverage[0]
-				if !ok || v < lo {
-					lo = v
-				}
-				if !ok || v > hi {
-					hi = v
-				}
-				ok = true
 			}
 		}
 	}
 	return lo, hi, ok
+}
+
+// firsts is the first value of each of lists that has one (the 1-minute
+// load of each sample).
+func firsts(lists ...[]float64) []float64 {
+	var out []float64
+	for _, l := range lists {
+		if len(l) > 0 {
+			out = append(out, l[0])
+		}
+	}
+	return out
 }
 
 // addWarmUps records each agent's warm-up runs.

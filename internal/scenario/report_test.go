@@ -192,3 +192,41 @@ func TestFiguresTable_threadsByRun(t *testing.T) {
 	assert.Equal(t, 6, s.N)
 	assert.Equal(t, 2, s.Runs)
 }
+
+// Verify report.md's "Limits of this comparison", written from what the run
+// knows: the served model, the machine and its load as sampled, the order
+// and whether the rounds balance it, n (runs, and sessions with
+// --threads), the failures counted, an agent that used a model of its own
+// named.
+func TestLimits(t *testing.T) {
+	rec := func(passed bool, note string, load float64) runRecord {
+		return runRecord{Passed: passed, Note: note, LoadAverage: []float64{load, 1, 1}, LoadAtEnd: []float64{load + 1, 1, 1}}
+	}
+	c := &comparison{Threads: 1, Environment: environment{CPU: "Test CPU", CPUs: 2, OS: "linux", Arch: "amd64"},
+		Agents: []agentRecord{{Name: "a"}, {Name: "b"}, {Name: "c"}},
+		Scenarios: []scenarioRecord{{Repeat: 4, Results: []agentResults{
+			{Agent: "a", Runs: []runRecord{rec(true, "", 0.5), rec(false, "", 2)}},
+			{Agent: "b", Runs: []runRecord{rec(true, "no request reached the served model", 1)}},
+		}}}}
+	var md strings.Builder
+	c.writeLimits(&md)
+	text := md.String()
+	for _, want := range []string{
+		"## Limits of this comparison",
+		"**The model is a recording.**",
+		"No request of b reached the served model",
+		"All runs ran on Test CPU × 2, linux/amd64; its 1-minute load ran from 0.50 to 3.00",
+		"4 counted rounds", "Williams design", "each cycle of 6 rounds", "4 rounds are not a whole number of cycles",
+		"4 runs per agent.",
+		"1 runs failed",
+		"not by any model's tokenizer",
+	} {
+		assert.Contains(t, text, want)
+	}
+	c.Threads = 5
+	c.Scenarios[0].Repeat = 6
+	md.Reset()
+	c.writeLimits(&md)
+	assert.Contains(t, md.String(), "6 runs per agent, each 5 sessions at once", "n as runs and sessions")
+	assert.NotContains(t, md.String(), "not a whole number of cycles", "6 rounds are a whole cycle of 3 agents")
+}

@@ -92,7 +92,11 @@ type Result struct {
 	// closed, and the run ended it (Agent.End).
 	EndedByRun bool
 	StartedAt  time.Time // when the run began (UTC)
-	Load       []float64 // the machine's load average as it began (1, 5, 15 min; nil where unread)
+	// Load and LoadEnd are the machine's load average as it began and
+	// ended (1, 5, 15 min; nil where unread); MHz the CPUs' mean clock
+	// then (0 where unread): the machine sampled through the comparison.
+	Load, LoadEnd []float64
+	MHz           [2]float64
 	// Model is what the served model was asked over the whole run, nil
 	// without one (and for a thread of RunThreads but the first, whose
 	// Model is every thread's).
@@ -181,7 +185,7 @@ func Run(sc *Scenario, opt Options) Result {
 	}
 	r := &run{sc: sc, opt: opt, v: newVars(), pending: map[string]sentRequest{}, options: map[string][]permissionOption{},
 		prompts: map[string]*promptClock{}, initialize: -1, newSession: -1, beforeTurns: -1}
-	res := Result{Path: sc.Path, StartedAt: time.Now().UTC(), Load: loadAverage()}
+	res := Result{Path: sc.Path, StartedAt: time.Now().UTC(), Load: loadAverage(), MHz: [2]float64{cpuMHz()}}
 	dir, err := r.prepare()
 	if dir != "" {
 		defer os.RemoveAll(dir)
@@ -212,6 +216,7 @@ func Run(sc *Scenario, opt Options) Result {
 		c := r.model.Served()
 		res.Model = &c
 	}
+	res.LoadEnd, res.MHz[1] = loadAverage(), cpuMHz()
 	return res
 }
 
