@@ -154,6 +154,7 @@ func runCommand(ctx context.Context, args []string, self, version string, stdout
 	csvOut := fs.String("csv", "", "write every run's figures to `FILE`, a row per run and figure (run,agent,scenario,turn,figure,unit,value)")
 	threads := fs.Int("threads", 1, "run `N` sessions of each scenario at once on one agent process and connection (for an agent that serves several)")
 	diffLimit := fs.Int("diff-limit", 20, "list at most `N` differences per pair of agents (0: all)")
+	verbose := fs.Bool("verbose", false, "show every turn's figures in the table printed (by default the first turn's, and turns 2–N folded; --json, --csv and --report have every turn's)")
 	files, ok, status := parseInterspersed(fs, args, "acpbridge scenario run", stdout, stderr)
 	if !ok {
 		return status
@@ -182,7 +183,7 @@ func runCommand(ctx context.Context, args []string, self, version string, stdout
 	for i, a := range agents {
 		cmp.Agents = append(cmp.Agents, newAgentRecord(names[i], a.command))
 	}
-	rr := rounds{agents: agents, names: names, named: named, repeat: *repeat, threads: *threads,
+	rr := rounds{agents: agents, names: names, named: named, repeat: *repeat, threads: *threads, verbose: *verbose,
 		opt: Options{Timeout: timeout, Update: *upd, AcceptErrors: *acceptErrors, Stop: ctx.Done()}}
 	if rr.baseline = slices.Index(names, *baseline); *baseline == "" {
 		rr.baseline = 0
@@ -244,6 +245,9 @@ type rounds struct {
 	opt     Options
 	// baseline is the agent the others' figures are a ratio to.
 	baseline int
+	// verbose shows every turn's figures in the terminal's table, not the
+	// first turn's and the rest folded.
+	verbose bool
 }
 
 // runAll runs every file, adds each to cmp and prints each one's table and
@@ -270,7 +274,11 @@ func (rr rounds) runAll(files []string, cmp *comparison, diffLimit int, stdout i
 			diffs = compareAll(rr.names, first, diffLimit, rr.opt.Timeout)
 		}
 		if len(rr.agents) > 1 || rr.repeat > 0 {
-			fmt.Fprintf(stdout, "  %s, side by side:\n%s%s", path, figuresTable("  ", rr.names, runs, rr.baseline, rr.threads), showDifferences(diffs))
+			figs := foldedFigures(maxTurns(runs))
+			if rr.verbose {
+				figs = figuresOf(maxTurns(runs))
+			}
+			fmt.Fprintf(stdout, "  %s, side by side:\n%s%s", path, figuresTable("  ", rr.names, runs, rr.baseline, rr.threads, figs), showDifferences(diffs))
 		}
 		sr := newScenarioRecord(path, rr.names, runs, diffs, rr.baseline)
 		sr.addWarmUps(warmups)

@@ -133,6 +133,74 @@ func figuresOf(turns int) []figure {
 	)
 }
 
+// foldedFigures are the figures a terminal shows of runs of turns
+// prompts: the handshake, the first turn's, the rest folded into one row
+// per figure (turns 2–N: the total over them, or for the first output the
+// median of theirs), and the whole run's. The JSON, the CSV and report.md
+// keep every turn's.
+func foldedFigures(turns int) []figure {
+	all := figuresOf(turns)
+	var out, rest, whole []figure
+	byKey := map[string][]figure{}
+	for _, f := range all {
+		switch {
+		case f.Turn == 0 && len(byKey) == 0:
+			out = append(out, f) // the handshake
+		case f.Turn == 0:
+			whole = append(whole, f)
+		case f.Turn == 1:
+			out = append(out, f)
+			byKey[f.Key] = nil
+		default:
+			byKey[f.Key] = append(byKey[f.Key], f)
+		}
+	}
+	for _, f := range out {
+		if f.Turn != 1 || len(byKey[f.Key]) == 0 {
+			continue
+		}
+		rest = append(rest, foldTurns(f, byKey[f.Key], turns))
+	}
+	return slices.Concat(out, rest, whole)
+}
+
+// foldTurns is one row for a figure's turns 2–N (each turn's figure in
+// turns): for the first output the median of the turns that had one, for
+// the rest their total, missing when a turn has none (a run that failed
+// before the end: a total over fewer turns would not compare).
+func foldTurns(first figure, turns []figure, n int) figure {
+	median := first.Key == "first_output_ms"
+	how := "total"
+	if median {
+		how = "median of the turns"
+	}
+	f := figure{Key: fmt.Sprintf("turns_2_to_%d_%s", n, first.Key), Name: fmt.Sprintf("turns 2–%d: %s, %s", n, first.Name, how), Unit: first.Unit}
+	f.of = func(r Result) (float64, bool) {
+		var vs []float64
+		for _, t := range turns {
+			v, ok := t.of(r)
+			if !ok && !median {
+				return 0, false
+			}
+			if ok {
+				vs = append(vs, v)
+			}
+		}
+		if len(vs) == 0 {
+			return 0, false
+		}
+		if median {
+			return quantile(slices.Sorted(slices.Values(vs)), 0.5), true
+		}
+		total := 0.0
+		for _, v := range vs {
+			total += v
+		}
+		return total, true
+	}
+	return f
+}
+
 // maxTurns is the most prompts any of the runs sent.
 func maxTurns(runs [][]Result) int {
 	n := 0
@@ -303,12 +371,12 @@ func exitedAtEOF(runs []Result) int {
 }
 
 // figuresTable is the agents' figures for one scenario, side by side: a
-// row per figure, a column per agent (the median over its runs and, with
-// several, the median's 95% interval) and after each agent but the
-// baseline its ratio to the baseline (with several runs, paired by round,
-// and its interval); threads is how many sessions each run had at once.
-// Every line starts with indent.
-func figuresTable(indent string, names []string, runs [][]Result, baseline, threads int) string {
+// row per figure of figs, a column per agent (the median over its runs
+// and, with several, the median's 95% interval) and after each agent but
+// the baseline its ratio to the baseline (with several runs, paired by
+// round, and its interval); threads is how many sessions each run had at
+// once. Every line starts with indent.
+func figuresTable(indent string, names []string, runs [][]Result, baseline, threads int, figs []figure) string {
 	var sb strings.Builder
 	n := 0
 	for _, rs := range runs {
@@ -338,7 +406,7 @@ func figuresTable(indent string, names []string, runs [][]Result, baseline, thre
 		row("runs passed", func(i int) (string, string) { return fmt.Sprintf("%d/%d", passed(runs[i]), len(runs[i])), "" })
 	}
 	row("exited at stdin's end", func(i int) (string, string) { return fmt.Sprintf("%d/%d", exitedAtEOF(runs[i]), len(runs[i])), "" })
-	for _, f := range figuresOf(maxTurns(runs)) {
+	for _, f := range figs {
 		row(f.label(), func(i int) (string, string) {
 			own := summarize(f, runs[i]).cell(f)
 			if !ratios || i == baseline {

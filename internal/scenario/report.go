@@ -450,7 +450,7 @@ func (c *comparison) writeScenario(md *strings.Builder, dir string, n int, sr sc
 		fmt.Fprintf(md, " Each run is %d sessions of the scenario at once on one agent process and connection (`--threads %d`): a session's figures are over every session of every run, the agent's (CPU, memory, processes, the whole run's model figures) once per run; a session owns no model figures (the model's calls meanwhile are every session's); intervals and ratios resample runs, not sessions, since a run's sessions share its process and its minute of the machine.", c.Threads, c.Threads)
 	}
 	md.WriteString("\n\n")
-	md.WriteString(figuresTable("", names, sr.runs, baseline, c.Threads))
+	md.WriteString(figuresTable("", names, sr.runs, baseline, c.Threads, figuresOf(maxTurns(sr.runs))))
 	md.WriteString("\n### Failures\n\n" + sr.failures())
 	md.WriteString("\n### What each agent sent, per turn\n\n" + sentTable(names, sr.runs))
 	md.WriteString("\n### Differences\n\n```\n" + showDifferences(sr.Differences) + "```\n\n### Charts\n\n")

@@ -35,14 +35,14 @@ func TestFiguresTable_intervalsAndRatios(t *testing.T) {
 	for i := range a {
 		a[i].Stats.PeakPSS, b[i].Stats.PeakPSS = 10<<20, 5<<20
 	}
-	table := figuresTable("", []string{"a", "b"}, [][]Result{a, b}, 0, 1)
+	table := figuresTable("", []string{"a", "b"}, [][]Result{a, b}, 0, 1, figuresOf(1))
 	assert.Contains(t, table, "| figure | a | b | b ÷ a |")
 	assert.Contains(t, table, "| spawn → initialize answered (ms) | 11.0 [10.0–12.0] | 22.0 [20.0–24.0] | 2.00× |", "every round's ratio is 2")
 	assert.Contains(t, table, "| peak PSS of the tree (MiB) | 10.0 | 5.0 | 0.50× |")
 	assert.Contains(t, table, "ratios to a paired by round")
 
 	// The baseline named second: the ratio column follows the first.
-	table = figuresTable("", []string{"a", "b"}, [][]Result{a, b}, 1, 1)
+	table = figuresTable("", []string{"a", "b"}, [][]Result{a, b}, 1, 1, figuresOf(1))
 	assert.Contains(t, table, "| figure | a | a ÷ b | b |")
 	assert.Contains(t, table, "| 0.50× |")
 }
@@ -181,7 +181,7 @@ func TestFiguresTable_threadsByRun(t *testing.T) {
 			rs = append(rs, r)
 		}
 	}
-	table := figuresTable("", []string{"a"}, [][]Result{rs}, 0, 3)
+	table := figuresTable("", []string{"a"}, [][]Result{rs}, 0, 3, figuresOf(1))
 	assert.Contains(t, table, "| runs passed (every session) | 1/2 |")
 	assert.Contains(t, table, "| sessions passed | 5/6 |")
 	assert.Contains(t, table, "| turn 1: model requests | – |", "a session owns no model figures")
@@ -229,4 +229,44 @@ func TestLimits(t *testing.T) {
 	c.writeLimits(&md)
 	assert.Contains(t, md.String(), "6 runs per agent, each 5 sessions at once", "n as runs and sessions")
 	assert.NotContains(t, md.String(), "not a whole number of cycles", "6 rounds are a whole cycle of 3 agents")
+}
+
+// Verify the terminal's table: the first turn's figures, turns 2–N folded
+// into one row per figure (answer times added up, first output the median
+// of the turns), the whole run's after; a run that did not finish every
+// turn gives no total (it would not compare), and the table's length does
+// not grow with the turns.
+func TestFoldedFigures(t *testing.T) {
+	turn := func(first, answer time.Duration) Turn {
+		return Turn{FirstOutput: first, Answer: answer, Model: &served.Count{Requests: 2}}
+	}
+	full := Result{Initialize: time.Millisecond, NewSession: -1, Turns: []Turn{turn(1, 10), turn(3*time.Millisecond, 20*time.Millisecond), turn(5*time.Millisecond, 30*time.Millisecond), turn(4*time.Millisecond, 40*time.Millisecond)}}
+	cut := full
+	cut.Turns = append([]Turn{}, full.Turns...)
+	cut.Turns[3].Answer = -1
+	figs := foldedFigures(4)
+	get := func(key string, r Result) (float64, bool) {
+		for _, f := range figs {
+			if f.Key == key {
+				return f.of(r)
+			}
+		}
+		t.Fatalf("no %s among %d figures", key, len(figs))
+		return 0, false
+	}
+	v, ok := get("turns_2_to_4_answer_ms", full)
+	assert.True(t, ok)
+	assert.InDelta(t, 90.0, v, 1e-9, "20 + 30 + 40")
+	v, _ = get("turns_2_to_4_first_output_ms", full)
+	assert.InDelta(t, 4.0, v, 1e-9, "the median of 3, 5, 4")
+	v, _ = get("turns_2_to_4_model_requests", full)
+	assert.InDelta(t, 6.0, v, 1e-9)
+	_, ok = get("turns_2_to_4_answer_ms", cut)
+	assert.False(t, ok, "a run short of a turn has no total")
+	assert.Len(t, foldedFigures(24), len(figs), "as many rows for 24 turns as for 4")
+	table := figuresTable("", []string{"a"}, [][]Result{{full}}, 0, 1, figs)
+	assert.Contains(t, table, "| turn 1: answer (ms) |")
+	assert.Contains(t, table, "| turns 2–4: answer, total (ms) | 90.0 |")
+	assert.NotContains(t, table, "turn 3:")
+	assert.Contains(t, table, "| CPU, user + system (ms) |")
 }
