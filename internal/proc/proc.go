@@ -374,6 +374,9 @@ func (g *Guard) KillTagged(tag string) {
 // may have since) does not make it loop.
 func Descendants(pid int) []int { return descendantsIn(childLister(), pid) }
 
+// Children are pid's own child processes.
+func Children(pid int) []int { return childLister()(pid) }
+
 func descendantsIn(children func(int) []int, pid int) []int {
 	var out []int
 	seen := map[int]bool{pid: true}

@@ -268,6 +268,9 @@ func (rr rounds) runAll(files []string, cmp *comparison, diffLimit int, stdout i
 			if a.Version == "" && len(runs[i]) > 0 {
 				cmp.Agents[i].Version = agentInfo(runs[i][0].Received)
 			}
+			if a.Program == nil && len(runs[i]) > 0 {
+				cmp.Agents[i].Program = a.ranProgram(runs[i][0].Stats.Program)
+			}
 		}
 		var diffs []pairDifferences
 		if len(first) == len(rr.agents) { // else stopped before every agent ran

@@ -52,6 +52,10 @@ type Stats struct {
 	// keeps running, counted the same way every run, not a command's
 	// short-lived shell a sampler may or may not catch (-1: never seen).
 	Processes int
+	// Program is the command line of the program the tree ran, read as
+	// the agent first answered everything (programOf: under a wrapper
+	// script, what it started); nil where it could not be read.
+	Program []string
 }
 
 // machineInfo is the machine a comparison ran on, as far as the platform
@@ -142,6 +146,9 @@ func (s *sampler) measure(count bool) {
 	}
 	if count {
 		s.stats.Processes = max(s.stats.Processes, len(procs))
+		if s.stats.Program == nil {
+			s.stats.Program = programOf(s.pid)
+		}
 	}
 }
 

@@ -6,7 +6,9 @@ import (
 	"bufio"
 	"bytes"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,6 +29,49 @@ func treeMemory(pid int) ([]procMemory, bool) {
 		}
 	}
 	return out, len(out) > 0
+}
+
+// programOf is the command line of the program a process tree runs: the
+// root's, or where the root is a shell running one program (a wrapper
+// script that did not exec it), that program's, and so on down; its
+// program as the executable file that runs (/proc/PID/exe), and its
+// arguments that name files in its directory made absolute. nil where it
+// cannot be read.
+func programOf(pid int) []string {
+	for range 8 {
+		dir := "/proc/" + strconv.Itoa(pid)
+		b, err := os.ReadFile(dir + "/cmdline")
+		if err != nil || len(b) == 0 {
+			return nil
+		}
+		args := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+		if kids := proc.Children(pid); isShell(args[0]) && len(kids) == 1 {
+			pid = kids[0]
+			continue
+		}
+		if exe, err := os.Readlink(dir + "/exe"); err == nil {
+			args[0] = exe
+		}
+		if cwd, err := os.Readlink(dir + "/cwd"); err == nil {
+			for i, a := range args[1:] {
+				if p := filepath.Join(cwd, a); !filepath.IsAbs(a) && fileExists(p) {
+					args[i+1] = p
+				}
+			}
+		}
+		return args
+	}
+	return nil
+}
+
+
+// isShell reports whether program is a shell a wrapper script runs in.
+func isShell(program string) bool {
+	switch filepath.Base(program) {
+	case "sh", "bash", "dash", "zsh", "env":
+		return true
+	}
+	return false
 }
 
 // ownCPU is a process's own user and system time so far, from its stat

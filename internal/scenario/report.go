@@ -117,6 +117,32 @@ type agentRecord struct {
 	// the package.json of the SDK beside a Node script).
 	Version string `json:"version,omitempty"`
 	SDK     string `json:"sdk,omitempty"`
+	// Program is what the command ran, read from its process, where that
+	// is another file than Path (a wrapper script's program).
+	Program *programRecord `json:"program,omitempty"`
+}
+
+// programRecord is the program an agent's command ran, where that is not
+// the file its command names (a wrapper script started it): as read from
+// the process that ran, hashed.
+type programRecord struct {
+	Command []string `json:"command"`
+	Path    string   `json:"path,omitempty"`
+	SHA256  string   `json:"sha256,omitempty"`
+	SDK     string   `json:"sdk,omitempty"`
+}
+
+// ranProgram is what a run's tree ran (Stats.Program), for an agent whose
+// command ran a wrapper: nil when it is the command's own file, or unread.
+func (a agentRecord) ranProgram(program []string) *programRecord {
+	if len(program) == 0 {
+		return nil
+	}
+	path := ranFile(program)
+	if path == "" || path == a.Path {
+		return nil
+	}
+	return &programRecord{Command: program, Path: path, SHA256: fileSHA256(path), SDK: sdkOf(path)}
 }
 
 // newAgentRecord is an agent's record, its executable found and hashed.
@@ -361,6 +387,9 @@ func (c *comparison) writeSetting(md *strings.Builder) {
 	md.WriteString("| agent | says it is | command | file run | sha256 | ACP library |\n|---|---|---|---|---|---|\n")
 	for _, a := range c.Agents {
 		fmt.Fprintf(md, "| %s | %s | `%s` | %s | %s | %s |\n", a.Name, cmpOr(a.Version, "–"), shellLine(a.Command), cmpOr(a.Path, "not found"), cmpOr(a.SHA256, "–"), cmpOr(a.SDK, "–"))
+		if p := a.Program; p != nil {
+			fmt.Fprintf(md, "| %s, the program it started | | `%s` | %s | %s | %s |\n", a.Name, shellLine(p.Command), p.Path, cmpOr(p.SHA256, "–"), cmpOr(p.SDK, "–"))
+		}
 	}
 }
 
