@@ -64,7 +64,6 @@ func programOf(pid int) []string {
 	return nil
 }
 
-
 // isShell reports whether program is a shell a wrapper script runs in.
 func isShell(program string) bool {
 	switch filepath.Base(program) {
