@@ -139,6 +139,7 @@ func (r *router) onChildExited(c *child) {
 	ownReopen := slices.ContainsFunc(slices.Collect(maps.Values(c.pending)), func(req *request) bool { return req.kind == kindReopen && req.clientID == nil })
 	asked := len(c.pending) > 0 // before answerUnanswered empties it
 	r.moveChild(c, childDead)
+	r.endedMeanwhile = r.ending()
 	delete(r.children, c)
 	r.spares = slices.DeleteFunc(r.spares, func(s *child) bool { return s == c })
 	if r.transient == c {

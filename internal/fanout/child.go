@@ -455,6 +455,9 @@ func (r *router) endStepNext(c *child) {
 	switch c.endStep {
 	case 1:
 		c.in.close()
+		if r.Command == nil && r.ending() {
+			return // it persists its turn and exits: the router's end waits while children end (run)
+		}
 		wait := agentEOFWait
 		if r.Command == nil {
 			wait = childEOFWait

@@ -72,31 +72,32 @@ type router struct {
 	wg     sync.WaitGroup
 
 	// ---- the loop's
-	initArgs     json.RawMessage    // the client's initialize params, for every child
-	initClient   *request           // the client's initialize, for the first child to be initialized (-- CMD)
-	initAnswer   []byte             // the agent's answer to it, as relayed (-- CMD): a later initialize gets it too
-	initWaiting  []json.RawMessage  // later initializes waiting for that answer
-	authArgs     json.RawMessage    // a successful authenticate's params, repeated to every child
-	noClose      bool               // the agent offers no session/close: the router answers it, ending the child
-	reopenBy     string             // how a lost thread is reopened: session/resume, session/load, or "" (it cannot be)
-	canList      bool               // the agent offers session/list: a thread is evicted once the agent lists its session
-	noEvict      string             // why threads are not evicted: the agent cannot reopen them ("": they are)
-	inSessionDir bool               // a thread's process runs in its session's cwd (knownAgents)
-	failing      failing            // the pool's back-off from an agent that exits at its start
-	children     map[*child]bool    // every child not dead, ending ones included: they count toward --max-children
-	spares       []*child           // children for the next threads, in the order they were started
-	waiting      []take             // takes waiting for a process slot to free (--max-children)
-	cwd          string             // the router's own directory
-	spareDir     string             // where spares start: the directory of the thread opened last ("": cwd, always unless knownAgents says otherwise)
-	threads      map[string]*thread // the client's open sessions, by id
-	inflight     map[string]bool    // the client's request ids not answered yet
-	openings     map[string]bool    // session/new requests waiting for a process, by the client's id
-	transient    *child             // a child started past the cap for what names no session, or nil
-	started      int                // children started, for their deterministic part
-	conn         connState          // the connection's state (connMachine)
-	clientDone   bool               // stdin's reader has returned (or a signal: it is not waited for)
-	detPart      int                // ACPBRIDGE_DETERMINISTIC's part, or 0
-	idleTimer    *time.Timer
+	initArgs       json.RawMessage    // the client's initialize params, for every child
+	initClient     *request           // the client's initialize, for the first child to be initialized (-- CMD)
+	initAnswer     []byte             // the agent's answer to it, as relayed (-- CMD): a later initialize gets it too
+	initWaiting    []json.RawMessage  // later initializes waiting for that answer
+	authArgs       json.RawMessage    // a successful authenticate's params, repeated to every child
+	noClose        bool               // the agent offers no session/close: the router answers it, ending the child
+	reopenBy       string             // how a lost thread is reopened: session/resume, session/load, or "" (it cannot be)
+	canList        bool               // the agent offers session/list: a thread is evicted once the agent lists its session
+	noEvict        string             // why threads are not evicted: the agent cannot reopen them ("": they are)
+	inSessionDir   bool               // a thread's process runs in its session's cwd (knownAgents)
+	failing        failing            // the pool's back-off from an agent that exits at its start
+	children       map[*child]bool    // every child not dead, ending ones included: they count toward --max-children
+	spares         []*child           // children for the next threads, in the order they were started
+	waiting        []take             // takes waiting for a process slot to free (--max-children)
+	cwd            string             // the router's own directory
+	spareDir       string             // where spares start: the directory of the thread opened last ("": cwd, always unless knownAgents says otherwise)
+	threads        map[string]*thread // the client's open sessions, by id
+	inflight       map[string]bool    // the client's request ids not answered yet
+	openings       map[string]bool    // session/new requests waiting for a process, by the client's id
+	transient      *child             // a child started past the cap for what names no session, or nil
+	started        int                // children started, for their deterministic part
+	conn           connState          // the connection's state (connMachine)
+	endedMeanwhile bool               // ending: a child ended since the end's wait was last armed
+	clientDone     bool               // stdin's reader has returned (or a signal: it is not waited for)
+	detPart        int                // ACPBRIDGE_DETERMINISTIC's part, or 0
+	idleTimer      *time.Timer
 }
 
 // deterministicVar makes a child's ids and clock stable (main.go).
@@ -183,23 +184,41 @@ func (r *router) after(d time.Duration, event func()) *time.Timer {
 }
 
 // run is the loop: one event at a time until stdin has ended (or a signal
-// came) and every child is dead, or the end's budget is spent.
+// came) and every child is dead. The end's wait is bounded by progress,
+// not by a total: while children keep ending (persisting their turns
+// takes long on a loaded machine) it waits on; once fanoutExitWait passes
+// with none ending, those left are killed, and once they are reaped (1 s
+// at most) what they left unanswered is answered and the loop returns.
 func (r *router) run() {
 	defer close(r.done)
+	var end *time.Timer
 	var deadline <-chan time.Time
+	killed := false
 	for !(r.ending() && r.clientDone && len(r.children) == 0) {
-		if r.ending() && deadline == nil {
-			t := time.NewTimer(fanoutExitWait)
-			defer t.Stop()
-			deadline = t.C
+		if r.ending() && end == nil {
+			end = time.NewTimer(fanoutExitWait)
+			defer end.Stop()
+			deadline = end.C
 		}
 		select {
 		case event := <-r.events:
 			event()
 		case <-deadline:
-			r.killAll()
-			r.out.Flush()
-			return
+			switch {
+			case killed:
+				for c := range r.children {
+					r.answerUnanswered(c) // killed and not reaped in time: what it held is answered here
+				}
+				r.out.Flush()
+				return
+			case r.endedMeanwhile:
+				r.endedMeanwhile = false // a slow machine, not a stuck child
+				end.Reset(fanoutExitWait)
+			default:
+				r.killAll()
+				killed = true
+				end.Reset(time.Second)
+			}
 		}
 		if len(r.events) == 0 {
 			r.out.Flush()
@@ -225,9 +244,10 @@ func (r *router) watchSignal(ctx context.Context) {
 	}
 }
 
-// fanoutExitWait bounds how long the end waits for the children, each
-// ending as at EOF (its turn answered and persisted, which takes well under
-// a second); only one stuck past it is killed.
+// fanoutExitWait bounds how long the end waits for the next child to end,
+// each ending as at EOF (its turn answered and persisted, which takes well
+// under a second on an idle machine); only children stuck past it, with
+// none ending meanwhile, are killed.
 const fanoutExitWait = 5 * time.Second
 
 // waitGoroutines waits, bounded, for the goroutines the router started:
