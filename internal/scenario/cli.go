@@ -151,7 +151,8 @@ func runCommand(ctx context.Context, args []string, self, version string, stdout
 	jsonOut := fs.String("json", "", "write every run's figures and the machine's description to `FILE`")
 	reportDir := fs.String("report", "", "write report.md and an SVG chart per figure to `DIR`")
 	baseline := fs.String("baseline", "", "the agent `NAME` the others' figures are given as a ratio to, in --json (default: the first)")
-	csvOut := fs.String("csv", "", "write every run's figures to `FILE`, a row per run and figure (run,agent,scenario,turn,figure,unit,value)")
+	csvOut := fs.String("csv", "", "write every run's figures to `FILE`, a row per run and figure (run,round,session,agent,scenario,passed,turn,figure,unit,value)")
+	benchOut := fs.String("benchfmt", "", "write every run's figures to `FILE` in Go's benchmark format, for `benchstat -col /agent FILE`")
 	threads := fs.Int("threads", 1, "run `N` sessions of each scenario at once on one agent process and connection (for an agent that serves several)")
 	diffLimit := fs.Int("diff-limit", 20, "list at most `N` differences per pair of agents (0: all)")
 	verbose := fs.Bool("verbose", false, "show every turn's figures in the table printed (by default the first turn's, and turns 2–N folded; --json, --csv and --report have every turn's)")
@@ -199,7 +200,7 @@ func runCommand(ctx context.Context, args []string, self, version string, stdout
 		fmt.Fprintf(stderr, "acpbridge scenario run: stopped by a signal after %d runs; what ran is reported\n", total)
 		failed++
 	}
-	if !cmp.writeFiles(*jsonOut, *csvOut, *reportDir, stdout, stderr) {
+	if !cmp.writeFiles(outputs{*jsonOut, *csvOut, *benchOut, *reportDir}, stdout, stderr) {
 		return 1
 	}
 	if failed > 0 {
@@ -208,16 +209,19 @@ func runCommand(ctx context.Context, args []string, self, version string, stdout
 	return 0
 }
 
-// writeFiles writes --json, --csv and --report where asked, and says
-// where the report is; false when one could not be written.
-func (c *comparison) writeFiles(jsonOut, csvOut, reportDir string, stdout, stderr io.Writer) bool {
-	if jsonOut != "" || reportDir != "" {
+// outputs are the files `scenario run` was asked to write ("": not).
+type outputs struct{ json, csv, benchfmt, report string }
+
+// writeFiles writes --json, --csv, --benchfmt and --report where asked,
+// and says where the report is; false when one could not be written.
+func (c *comparison) writeFiles(o outputs, stdout, stderr io.Writer) bool {
+	if o.json != "" || o.report != "" {
 		c.Environment.Node = nodeVersion() // asked only for a file that shows it
 	}
 	for _, out := range []struct {
 		flag, path string
 		write      func(string) error
-	}{{"--json", jsonOut, c.writeJSON}, {"--csv", csvOut, c.writeCSV}, {"--report", reportDir, c.writeReport}} {
+	}{{"--json", o.json, c.writeJSON}, {"--csv", o.csv, c.writeCSV}, {"--benchfmt", o.benchfmt, c.writeBenchfmt}, {"--report", o.report, c.writeReport}} {
 		if out.path == "" {
 			continue
 		}
@@ -226,8 +230,8 @@ func (c *comparison) writeFiles(jsonOut, csvOut, reportDir string, stdout, stder
 			return false
 		}
 	}
-	if reportDir != "" {
-		fmt.Fprintf(stdout, "the report is in %s\n", filepath.Join(reportDir, "report.md"))
+	if o.report != "" {
+		fmt.Fprintf(stdout, "the report is in %s\n", filepath.Join(o.report, "report.md"))
 	}
 	return true
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -299,4 +300,30 @@ func TestRoundOrder(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Verify --benchfmt: Go's benchmark format, a line per run named by the
+// scenario and agent, one iteration, each figure the run gave as a value
+// and a unit named by it; what benchstat -col /agent reads.
+func TestWriteBenchfmt(t *testing.T) {
+	run := func(init time.Duration) Result {
+		return Result{Initialize: init, NewSession: -1, Stats: Stats{PeakPSS: 1 << 20},
+			Turns: []Turn{{FirstOutput: 2 * time.Millisecond, Answer: 5 * time.Millisecond, Model: &served.Count{Requests: 3}}}}
+	}
+	cmp := &comparison{Agents: []agentRecord{{Name: "a"}, {Name: "b c"}}, Environment: environment{CPU: "Test CPU", Acpbridge: "acpbridge 1"}}
+	cmp.Scenarios = append(cmp.Scenarios, newScenarioRecord("dir/coding.txtar", []string{"a", "b c"}, [][]Result{{run(10 * time.Millisecond), run(12 * time.Millisecond)}, {run(30 * time.Millisecond)}}, nil, 0))
+	path := filepath.Join(t.TempDir(), "runs.bench")
+	require.NoError(t, cmp.writeBenchfmt(path))
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	text := string(b)
+	assert.Contains(t, text, "cpu: Test CPU\n")
+	line := regexp.MustCompile(`(?m)^Benchmark\S+ 1( [0-9.]+ [a-z0-9-]+)+$`)
+	lines := line.FindAllString(text, -1)
+	require.Len(t, lines, 3, "a line per run:\n%s", text)
+	assert.True(t, strings.HasPrefix(lines[0], "BenchmarkScenario/coding/agent=a 1 10 spawn-to-initialize-ms "), lines[0])
+	assert.Contains(t, lines[0], " 5 turn1-answer-ms")
+	assert.Contains(t, lines[0], " 1048576 peak-pss-bytes")
+	assert.True(t, strings.HasPrefix(lines[2], "BenchmarkScenario/coding/agent=b_c 1 30 "), "a name without spaces: %s", lines[2])
+	assert.NotContains(t, text, "session-new-ms", "a figure no run gave")
 }

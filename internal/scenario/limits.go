@@ -43,7 +43,7 @@ func (c *comparison) writeLimits(md *strings.Builder) {
 	if lo, hi, ok := c.sampledRange(func(rec runRecord) []float64 { return firsts(rec.LoadAverage, rec.LoadAtEnd) }); ok {
 		load = fmt.Sprintf("its 1-minute load ran from %.2f to %.2f as runs began and ended", lo, hi)
 	}
-	item("**One machine, one afternoon.** All runs ran on %s; %s. The intervals say how far each median would move if these runs were made again here, now; they do not cover another machine, another day, another load, or another version of an agent or its runtime (between two machines the ratios to a baseline have moved two- to fourfold).", machine, load)
+	item("**One machine, one sitting.** All runs ran on %s; %s. The intervals say how far each median would move if these runs were made again here, now; they do not cover another machine, another day, another load, or another version of an agent or its runtime (between two machines the ratios to a baseline have moved two- to fourfold).", machine, load)
 	order := "one run per agent, in the order the agents were named"
 	if runs > 1 {
 		order = fmt.Sprintf("%d counted rounds after one warm-up run per agent, each round every agent once, in the order of a Williams design (each agent in each place, and after each other agent, equally often over %s)", runs, cycleWords(agents))

@@ -50,10 +50,15 @@ func (f figure) label() string {
 // shownUnit is the unit a table or chart shows the figure in: memory in
 // MiB, other sizes in bytes.
 func (f figure) shownUnit() string {
-	if f.Unit == "bytes" && f.Turn == 0 {
+	if f.Unit == "bytes" && f.memory() {
 		return "MiB"
 	}
 	return f.Unit
+}
+
+// memory reports whether f is one of the tree's memory figures.
+func (f figure) memory() bool {
+	return strings.HasPrefix(f.Key, "peak_") || f.Key == "rss_peaks_sum_bytes"
 }
 
 // shown is v in the figure's shown unit.
@@ -341,6 +346,18 @@ func passed(runs []Result) int {
 	return n
 }
 
+// anyGave reports whether any run of any agent gave f.
+func anyGave(f figure, runs [][]Result) bool {
+	for _, rs := range runs {
+		for _, r := range rs {
+			if _, ok := f.of(r); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // runsPassed is how many of the runs that runs' sessions (Results) make
 // up passed in every session, and how many runs there were.
 func runsPassed(runs []Result) (ok, all int) {
@@ -407,6 +424,9 @@ func figuresTable(indent string, names []string, runs [][]Result, baseline, thre
 	}
 	row("exited at stdin's end", func(i int) (string, string) { return fmt.Sprintf("%d/%d", exitedAtEOF(runs[i]), len(runs[i])), "" })
 	for _, f := range figs {
+		if !anyGave(f, runs) {
+			continue // no agent gave it (a session's model figures under --threads): the footnote says why
+		}
 		row(f.label(), func(i int) (string, string) {
 			own := summarize(f, runs[i]).cell(f)
 			if !ratios || i == baseline {
