@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An editor's first thread: through --fanout against a direct acpbridge.
 
-  first_thread.py ACPBRIDGE [ROUNDS]
+  first_thread.py ACPBRIDGE [ROUNDS [ROUTER FLAGS...]]
 
 Times, interleaved over ROUNDS rounds (default 20), from the process's
 spawn to the answer of the first session/new, sent as soon as initialize is
@@ -16,12 +16,13 @@ from acpclient import Agent
 
 binary = sys.argv[1]
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 20
+router_flags = sys.argv[3:]  # e.g. --spares 1
 work = tempfile.mkdtemp()
 init = {"protocolVersion": 1, "clientCapabilities": {}}
 new = {"cwd": work, "mcpServers": []}
 r = {"direct": [], "router": []}
 for k in range(rounds):
-    order = (("direct", []), ("router", ["--fanout"]))
+    order = (("direct", []), ("router", ["--fanout", *router_flags]))
     for name, args in (order if k % 2 == 0 else order[::-1]):
         t0 = time.perf_counter()
         a = Agent([binary, "--state-dir", os.path.join(work, "state"), *args])
@@ -30,7 +31,7 @@ for k in range(rounds):
         r[name].append((time.perf_counter() - t0) * 1000)
         a.close()
 
-print("| spawn → first session/new answered | ms, median (min–max) of %d rounds |" % rounds)
+print("| spawn → first session/new answered%s | ms, median (min–max) of %d rounds |" % ((" (router: " + " ".join(router_flags) + ")") if router_flags else "", rounds))
 print("|---|---|")
 for name, v in r.items():
     print("| %s | %.2f (%.2f–%.2f) |" % (name, statistics.median(v), min(v), max(v)))
