@@ -5,13 +5,17 @@ package main
 
 import (
 	"acpbridge/internal/shellword"
+	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -50,4 +54,50 @@ func TestScenario_wrappedProgramHashed(t *testing.T) {
 	require.NoError(t, err)
 	sum := sha256.Sum256(exe)
 	assert.Equal(t, hex.EncodeToString(sum[:]), w.Program.SHA256)
+}
+
+// Verify that `scenario run --threads 2` is bounded against an agent that
+// writes for sessions no thread opened: 50,000 updates of 4.8 KB (240 MB)
+// at each prompt. The run ends by itself, failing the first thread with
+// what the agent wrote for no thread, and its peak RSS stays under
+// 150 MiB (what is held of such lines is bounded in total, by bytes); a
+// SIGTERM in the middle of the flood ends it at once.
+func TestScenario_threadsFloodOfUnknownSessions(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	dir := t.TempDir()
+	agent := buildMultiAgent(t, filepath.Join(dir, "multi"))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // it used to hang past --timeout
+	defer cancel()
+	run := func(done string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, bin, "scenario", "run", "--threads", "2", "--timeout", "20s", "--agent", "multi="+agent, "testdata/scenarios/compare_text.txtar")
+		cmd.Env = append(os.Environ(), "MULTIAGENT_FLOOD=50000", "MULTIAGENT_FLOOD_DONE="+done)
+		return cmd
+	}
+	cmd := run("")
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "%s", out)
+	require.NoError(t, ctx.Err(), "the run ended by itself, within its --timeout")
+	assert.Equal(t, 1, cmd.ProcessState.ExitCode(), "%s", out)
+	assert.Contains(t, string(out), `"sessionId":"ghost-`, "the first thread's run says what the agent wrote for no thread")
+	assert.Contains(t, string(out), "1 passed, 1 failed", "the other thread passes")
+	rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB
+	assert.Less(t, rss, int64(150<<10), "the run's peak RSS (KiB) with 240 MB of updates for no thread")
+
+	done := filepath.Join(dir, "flooded")
+	cmd = run(done)
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	require.NoError(t, cmd.Start())
+	require.Eventually(t, func() bool { _, err := os.Stat(done); return err == nil }, hang, 10*time.Millisecond, "the agent flooded")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case <-exited:
+	case <-time.After(hang):
+		cmd.Process.Kill()
+		t.Fatalf("SIGTERM did not end the run in %v:\n%s", hang, buf.String())
+	}
+	assert.Contains(t, buf.String(), "stopped by a signal")
 }

@@ -5,7 +5,9 @@
 // Its two tools, write_file and run_command, run through the client (a
 // permission request, then fs/write_text_file or terminal/*), as a coding
 // agent's would; with MULTIAGENT_TOOLS=none it offers the model no tools,
-// a chat-only agent (as the TypeScript SDK's example agent is). It uses the
+// a chat-only agent (as the TypeScript SDK's example agent is); with
+// MULTIAGENT_FLOOD=N each prompt first writes N updates for sessions no
+// client opened. It uses the
 // standard library only, so that
 // `go build ./testdata/multiagent` needs nothing more.
 package main
@@ -141,6 +143,7 @@ func (a *agent) handle(m message) {
 		}
 		a.mu.Unlock()
 	case "session/prompt":
+		a.flood()
 		var text []string
 		for _, b := range p.Prompt {
 			text = append(text, b.Text)
@@ -155,6 +158,24 @@ func (a *agent) handle(m message) {
 		if len(m.ID) > 0 && m.Method != "" {
 			a.send(message{ID: m.ID, Error: map[string]any{"code": -32601, "message": "method not found: " + m.Method}})
 		}
+	}
+}
+
+// flood writes, with MULTIAGENT_FLOOD=N, N updates of 4.8 KB for sessions
+// no client opened (as an agent with a bug, or one serving other clients,
+// might), then touches the file MULTIAGENT_FLOOD_DONE names, if any.
+func (a *agent) flood() {
+	var n int
+	if fmt.Sscan(os.Getenv("MULTIAGENT_FLOOD"), &n); n <= 0 {
+		return
+	}
+	text := strings.Repeat("x", 4800)
+	for i := range n {
+		a.send(message{Method: "session/update", Params: mustJSON(map[string]any{"sessionId": fmt.Sprintf("ghost-%d", i%100),
+			"update": map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}}})})
+	}
+	if done := os.Getenv("MULTIAGENT_FLOOD_DONE"); done != "" {
+		os.WriteFile(done, nil, 0o644)
 	}
 }
 
