@@ -5,7 +5,8 @@
 // it), so a file that any agent passes answers them without pinning them.
 //
 // The answers: a permission request gets the option of kind allow_once
-// (else allow_always, else the first); fs/read_text_file the file's text
+// (else allow_always, else the first), or after `editor rejecting` of kind
+// reject_once (else reject_always, else the first); fs/read_text_file the file's text
 // (its line and limit honoured), or "" for a file that does not exist, as
 // an editor opens a new buffer for it, and an error for one that is not a
 // regular file (a FIFO would hold the run); fs/write_text_file writes the
@@ -64,7 +65,10 @@ func (r *run) answerAsEditor(method string, params json.RawMessage) (any, *edito
 	}
 	switch method {
 	case "session/request_permission":
-		return map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": allowOption(p.Options)}}, nil
+		if r.rejecting {
+			return map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": pickOption(p.Options, "reject_once", "reject_always")}}, nil
+		}
+		return map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": pickOption(p.Options, "allow_once", "allow_always")}}, nil
 	case "fs/read_text_file", "fs/write_text_file":
 		path, err := r.inRun(p.Path)
 		if err != nil {
@@ -92,9 +96,10 @@ func (r *run) answerAsEditor(method string, params json.RawMessage) (any, *edito
 	return nil, &editorError{-32601, "method not found: the scenario's editor answers session/request_permission, fs/read_text_file and fs/write_text_file"}
 }
 
-// allowOption is the id of the option an editor's user allowing once picks.
-func allowOption(options []permissionOption) string {
-	for _, kind := range []string{"allow_once", "allow_always"} {
+// pickOption is the id of the option an editor's user picks: the first of
+// kinds offered, else the first option.
+func pickOption(options []permissionOption, kinds ...string) string {
+	for _, kind := range kinds {
 		for _, o := range options {
 			if o.Kind == kind {
 				return o.OptionID

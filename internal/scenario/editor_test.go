@@ -111,3 +111,25 @@ editor
 	_, err := os.Stat(res.Env.Dir)
 	assert.True(t, os.IsNotExist(err), "the run's directory is gone")
 }
+
+// Verify `editor rejecting`: the same editor, whose user rejects every
+// permission asked (the option of kind reject_once), the rest answered
+// as before.
+func TestRun_editorRejecting(t *testing.T) {
+	var ended atomic.Bool
+	res := runText(t, `The editor's user says no.
+-- flags --
+-- transcript --
+editor rejecting
+> {"jsonrpc":"2.0","id":2,"method":"go"}
+< {"jsonrpc":"2.0","id":2,"result":{"answers":"$ANSWERS"}}
+`, Options{Start: askingAgent(&ended)})
+	require.NoError(t, res.Err)
+	var answers []json.RawMessage
+	require.NoError(t, json.Unmarshal(res.Received[len(res.Received)-1], &struct {
+		Result struct{ Answers *[]json.RawMessage } `json:"result"`
+	}{struct{ Answers *[]json.RawMessage }{&answers}}))
+	require.Len(t, answers, 6)
+	assert.JSONEq(t, `{"outcome":{"outcome":"selected","optionId":"no"}}`, string(answers[0]), "rejected")
+	assert.JSONEq(t, `{}`, string(answers[2]), "a write still answered as an editor does")
+}

@@ -148,6 +148,9 @@ type run struct {
 	turns   []Turn
 	prompts map[string]*promptClock // prompts sent and not yet answered, by id
 	editor  bool                    // the agent's requests are answered as an editor answers them
+	// rejecting makes that editor's user reject every permission asked
+	// (`editor rejecting`).
+	rejecting bool
 
 	endedByRun bool // see Result.EndedByRun
 
@@ -407,7 +410,7 @@ func (r *run) runSteps(steps []Step) error {
 				return err
 			}
 		case Editor:
-			r.editor = true
+			r.editor, r.rejecting = true, st.Text == "rejecting"
 		case Expect:
 			line, err := r.next(st)
 			if err != nil {

@@ -247,8 +247,8 @@ func parseSteps(path string, s *Section, depth int) ([]Step, error) {
 			steps = append(steps, Step{Kind: Close, Line: n})
 		case t == "restart":
 			steps = append(steps, Step{Kind: Restart, Line: n})
-		case t == "editor":
-			steps = append(steps, Step{Kind: Editor, Line: n})
+		case t == "editor", t == "editor rejecting":
+			steps = append(steps, Step{Kind: Editor, Line: n, Text: strings.TrimSpace(strings.TrimPrefix(t, "editor"))})
 		case strings.HasPrefix(t, "include "):
 			inc, err := includeSteps(path, n, strings.TrimSpace(strings.TrimPrefix(t, "include ")), depth)
 			if err != nil {

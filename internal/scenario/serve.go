@@ -186,7 +186,7 @@ func stepText(st Step) string {
 	case Restart:
 		return "restart"
 	case Editor:
-		return "editor"
+		return strings.TrimSpace("editor " + st.Text)
 	}
 	return "< " + st.Text
 }

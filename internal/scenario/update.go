@@ -66,7 +66,7 @@ func (r *run) advance(steps []Step, j int) (int, error) {
 	case steps[j].Kind == Restart:
 		return j + 1, r.restart(steps[j])
 	case steps[j].Kind == Editor:
-		r.editor = true
+		r.editor, r.rejecting = true, steps[j].Text == "rejecting"
 		return j + 1, nil
 	case steps[j].Kind == ExpectAny:
 		// A <* line and its < line are kept as written: checked, not rewritten.

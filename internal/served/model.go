@@ -559,6 +559,18 @@ func (m *Model) entryFor(c *conversation, answers bool, mreq *model.Request) int
 	for next < len(m.expects) && !owns(c, next) {
 		next++
 	}
+	if next < len(m.expects) && m.expects[next] == "" && !answers {
+		// The next entry continues the last turn (it answers a tool's
+		// result), but the call brings the user's new words: the agent
+		// ended that turn early (codex at a rejected permission, a
+		// cancel). The turn those words begin is the call's, when an
+		// entry ahead expects them.
+		for i := next + 1; i < len(m.expects); i++ {
+			if owns(c, i) && met(i) && !leftToEarlier(i) {
+				return i
+			}
+		}
+	}
 	if next >= len(m.expects) || m.expects[next] == "" {
 		return next
 	}

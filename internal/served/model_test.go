@@ -280,3 +280,34 @@ func TestServedModel_namedConversations(t *testing.T) {
 	assert.Equal(t, 422, code)
 	assert.Contains(t, text, "continues conversations of the replay fixture given.txtar begun at entries 1 and 2 alike")
 }
+
+// Verify a turn the agent ended early: codex-acp, its write rejected, ends
+// the turn without the model call that would tell the model so; its next
+// call carries the tool's output and then the user's new words. The
+// recording's next entry (the model's word on the rejection) is skipped
+// for the turn those words begin; an agent that makes the call (acpbridge)
+// is served it, and then the next turn.
+func TestServedModel_turnEndedEarly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "model.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(`{"expect":"greet.sh","chunks":[{"toolCall":{"id":"w1","name":"write_file","input":{"path":"greet.sh","content":"x"}}}]}
+{"chunks":[{"text":"Not written, as you asked."}]}
+{"expect":"say two","chunks":[{"text":"Two."}]}
+`), 0o644))
+	first := `{"role":"user","content":"Write greet.sh."}`
+	called := first + `,{"role":"assistant","content":null,"tool_calls":[{"id":"w1","type":"function","function":{"name":"write_file","arguments":"{\"path\":\"greet.sh\",\"content\":\"x\"}"}}]},{"role":"tool","tool_call_id":"w1","content":"rejected by the user"}`
+	call := func(m *Model, key, msgs string) string {
+		tools := `[{"type":"function","function":{"name":"write_file","parameters":{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}}}}}]`
+		code, text := post(t, m.URL+"/chat/completions", `{"model":"x","prompt_cache_key":"`+key+`","tools":`+tools+`,"messages":[`+msgs+`]}`)
+		require.Equal(t, 200, code, text)
+		return text
+	}
+	m, err := Start(path, path, "", nil)
+	require.NoError(t, err)
+	defer m.Close()
+	assert.Contains(t, call(m, "codex", first), `"write_file"`)
+	assert.Contains(t, call(m, "codex", called+`,{"role":"user","content":"Then just say two."}`), `"content":"Two."`, "the turn the user's new words begin")
+
+	assert.Contains(t, call(m, "acpbridge", first), `"write_file"`)
+	assert.Contains(t, call(m, "acpbridge", called), `"content":"Not written, as you asked."`, "the rejection told to the model")
+	assert.Contains(t, call(m, "acpbridge", called+`,{"role":"assistant","content":"Not written, as you asked."},{"role":"user","content":"Then just say two."}`), `"content":"Two."`)
+}
