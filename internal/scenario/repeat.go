@@ -139,12 +139,15 @@ func figuresOf(turns int) []figure {
 }
 
 // foldedFigures are the figures a terminal shows of runs of turns
-// prompts: the handshake, the first turn's, the rest folded into one row
-// per figure (turns 2–N: the total over them, or for the first output the
+// prompts: the handshake, the first turn's, the rest (from three turns on)
+// folded into one row per figure (turns 2–N: the total over them, or for the first output the
 // median of theirs), and the whole run's. The JSON, the CSV and report.md
 // keep every turn's.
 func foldedFigures(turns int) []figure {
 	all := figuresOf(turns)
+	if turns <= 2 {
+		return all // nothing to fold: turn 2 is its own row
+	}
 	var out, rest, whole []figure
 	byKey := map[string][]figure{}
 	for _, f := range all {
