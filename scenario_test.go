@@ -348,7 +348,7 @@ func TestScenario_compareTwoAgents(t *testing.T) {
 	t.Parallel()
 	bin := binary(t)
 	other := buildMultiAgent(t, filepath.Join(t.TempDir(), "multi agent")) // a space, quoted below
-	cmd := exec.Command(bin, "scenario", "run", "--agent", bin, "--agent", fmt.Sprintf("multi=%q", other), "--agent", "fanout="+bin+" --fanout",
+	cmd := exec.Command(bin, "scenario", "run", "--timeout", "60s", "--agent", bin, "--agent", fmt.Sprintf("multi=%q", other), "--agent", "fanout="+bin+" --fanout",
 		"testdata/scenarios/compare_text.txtar", "testdata/scenarios/permission_by_kind.txtar", "testdata/scenarios/coding.txtar")
 	cmd.Env = append(os.Environ(), "OPENAI_API_KEY=sk-users-own-key", "OPENAI_BASE_URL=http://127.0.0.1:9/v1")
 	res, _ := cmd.CombinedOutput()
@@ -574,7 +574,10 @@ func TestScenario_threads(t *testing.T) {
 	dir := t.TempDir()
 	other := buildMultiAgent(t, filepath.Join(dir, "multi"))
 	jsonPath := filepath.Join(dir, "runs.json")
-	res, err := exec.Command(bin, "scenario", "run", "--agent", "multi="+other, "--agent", "fanout="+bin+" --fanout", "--threads", "3", "--repeat", "2",
+	// --timeout is generous: on a loaded machine the router's children
+	// may take seconds to persist their sessions at stdin's end, and the
+	// router waits for them.
+	res, err := exec.Command(bin, "scenario", "run", "--timeout", "60s", "--agent", "multi="+other, "--agent", "fanout="+bin+" --fanout", "--threads", "3", "--repeat", "2",
 		"--json", jsonPath, "testdata/scenarios/compare_text.txtar").CombinedOutput()
 	report := string(res)
 	require.NoError(t, err, "%s", report)
