@@ -163,19 +163,19 @@ func (a *agent) handle(m message) {
 
 // flood writes, with MULTIAGENT_FLOOD=N, N updates of 4.8 KB for sessions
 // no client opened (as an agent with a bug, or one serving other clients,
-// might), then touches the file MULTIAGENT_FLOOD_DONE names, if any.
+// might), first touching the file MULTIAGENT_FLOOD_BEGUN names, if any.
 func (a *agent) flood() {
 	var n int
 	if fmt.Sscan(os.Getenv("MULTIAGENT_FLOOD"), &n); n <= 0 {
 		return
 	}
+	if begun := os.Getenv("MULTIAGENT_FLOOD_BEGUN"); begun != "" {
+		os.WriteFile(begun, nil, 0o644)
+	}
 	text := strings.Repeat("x", 4800)
 	for i := range n {
 		a.send(message{Method: "session/update", Params: mustJSON(map[string]any{"sessionId": fmt.Sprintf("ghost-%d", i%100),
 			"update": map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}}})})
-	}
-	if done := os.Getenv("MULTIAGENT_FLOOD_DONE"); done != "" {
-		os.WriteFile(done, nil, 0o644)
 	}
 }
 
