@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"syscall"
+	"time"
 )
 
 const useKeeper = true
@@ -37,16 +38,30 @@ func (*osGuard) endJobs()    {}
 
 func killProcess(pid int) { syscall.Kill(pid, syscall.SIGKILL) }
 
-// reapChildren waits for every exited child of this process.
+// reapChildren waits for this process's children, which it has killed, to
+// be reaped: until none is left, or for reapWait at most. A child the
+// kernel holds in an uninterruptible wait (heavy I/O) or one forked after
+// the kill must not hold acpbridge's exit, and with it the client's end of
+// its output: what is left is reaped by init once acpbridge has exited.
 func reapChildren() {
+	deadline := time.Now().Add(reapWait)
 	for {
 		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, 0, nil)
-		if pid <= 0 || err != nil {
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		switch {
+		case err != nil: // ECHILD: none left
+			return
+		case pid > 0:
+			continue
+		case time.Now().After(deadline):
 			return
 		}
+		time.Sleep(5 * time.Millisecond) // children left, none exited yet
 	}
 }
+
+// reapWait bounds how long the exit waits for killed children to be reaped.
+const reapWait = time.Second
 
 // EndSignals are the signals that end acpbridge as stdin's EOF does.
 func EndSignals() []os.Signal {
