@@ -6,7 +6,7 @@
 //
 // The answers: a permission request gets the option of kind allow_once
 // (else allow_always, else the first), or after `editor rejecting` of kind
-// reject_once (else reject_always, else the first); fs/read_text_file the file's text
+// reject_once (else reject_always, else the request dismissed: cancelled); fs/read_text_file the file's text
 // (its line and limit honoured), or "" for a file that does not exist, as
 // an editor opens a new buffer for it, and an error for one that is not a
 // regular file (a FIFO would hold the run); fs/write_text_file writes the
@@ -66,7 +66,10 @@ func (r *run) answerAsEditor(method string, params json.RawMessage) (any, *edito
 	switch method {
 	case "session/request_permission":
 		if r.rejecting {
-			return map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": pickOption(p.Options, "reject_once", "reject_always")}}, nil
+			if id, ok := offered(p.Options, "reject_once", "reject_always"); ok {
+				return map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": id}}, nil
+			}
+			return map[string]any{"outcome": map[string]any{"outcome": "cancelled"}}, nil // no way to say no but to dismiss it
 		}
 		return map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": pickOption(p.Options, "allow_once", "allow_always")}}, nil
 	case "fs/read_text_file", "fs/write_text_file":
@@ -96,15 +99,23 @@ func (r *run) answerAsEditor(method string, params json.RawMessage) (any, *edito
 	return nil, &editorError{-32601, "method not found: the scenario's editor answers session/request_permission, fs/read_text_file and fs/write_text_file"}
 }
 
-// pickOption is the id of the option an editor's user picks: the first of
-// kinds offered, else the first option.
-func pickOption(options []permissionOption, kinds ...string) string {
+// offered is the id of the first option of kinds offered, in kinds' order.
+func offered(options []permissionOption, kinds ...string) (string, bool) {
 	for _, kind := range kinds {
 		for _, o := range options {
 			if o.Kind == kind {
-				return o.OptionID
+				return o.OptionID, true
 			}
 		}
+	}
+	return "", false
+}
+
+// pickOption is the id of the option an editor's user picks: the first of
+// kinds offered, else the first option.
+func pickOption(options []permissionOption, kinds ...string) string {
+	if id, ok := offered(options, kinds...); ok {
+		return id
 	}
 	if len(options) > 0 {
 		return options[0].OptionID

@@ -133,3 +133,13 @@ editor rejecting
 	assert.JSONEq(t, `{"outcome":{"outcome":"selected","optionId":"no"}}`, string(answers[0]), "rejected")
 	assert.JSONEq(t, `{}`, string(answers[2]), "a write still answered as an editor does")
 }
+
+// Verify that `editor rejecting`, asked with no option that says no,
+// dismisses the request (cancelled) rather than picking an allow.
+func TestEditorRejecting_noRejectOffered(t *testing.T) {
+	r := &run{rejecting: true}
+	got, err := r.answerAsEditor("session/request_permission", json.RawMessage(`{"options":[{"optionId":"yes","kind":"allow_once"}]}`))
+	require.Nil(t, err)
+	b, _ := json.Marshal(got)
+	assert.JSONEq(t, `{"outcome":{"outcome":"cancelled"}}`, string(b))
+}

@@ -21,7 +21,7 @@ func (c *comparison) writeLimits(md *strings.Builder) {
 	for _, sr := range c.Scenarios {
 		runs = max(runs, sr.Repeat)
 		for _, ar := range sr.Results {
-			for _, rec := range append(ar.Runs, ar.WarmUp...) {
+			for _, rec := range slices.Concat(ar.Runs, ar.WarmUp) {
 				if !rec.Passed {
 					failed++
 				}
