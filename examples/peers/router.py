@@ -46,7 +46,10 @@ def fail(why):
         while not EDITOR[0].stderr.empty():
             lines.append(EDITOR[0].stderr.get())
         print("the router's log ends:\n" + "".join(lines[-40:]), file=sys.stderr)
-        os.killpg(EDITOR[0].p.pid, signal.SIGKILL)
+        try:
+            os.killpg(EDITOR[0].p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # it had ended
     if MODEL_LOG:
         print("the served model's log ends:\n" + "".join(open(MODEL_LOG[0]).readlines()[-25:]), file=sys.stderr)
     os._exit(1)

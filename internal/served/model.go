@@ -102,14 +102,20 @@ type conversation struct {
 	start int         // the entry it began at
 	next  int         // the entries before this one are behind it
 	tools bool        // its first call offered tools
+	again bool        // it began the recording again (startOf)
 }
 
 // Count is what the endpoint has served so far.
 type Count struct {
-	Requests  int   `json:"requests"`   // model calls asked for, side calls included
-	SideCalls int   `json:"side_calls"` // side calls, answered without an entry
-	Bytes     int64 `json:"bytes"`      // the request bodies
-	Tokens    int64 `json:"tokens"`     // the usage the answers reported, input and output
+	Requests  int `json:"requests"`   // model calls asked for, side calls included
+	SideCalls int `json:"side_calls"` // side calls, answered without an entry
+	// Restarts counts new conversations that found every thread of the
+	// recording they could begin taken, and began it again: another
+	// agent's run of the same recording, or a conversation the endpoint
+	// lost (an agent's call it could not place, taken for a new one).
+	Restarts int   `json:"recording_restarts"`
+	Bytes    int64 `json:"bytes"`  // the request bodies
+	Tokens   int64 `json:"tokens"` // the usage the answers reported, input and output
 	// PromptTokens and CompletionTokens are estimated the same way for
 	// every agent and wire: a token per four bytes of the request's text
 	// (textBytes), and of the answer's text, thoughts and tool inputs.
@@ -120,7 +126,7 @@ type Count struct {
 
 // Since is what was served after an earlier count.
 func (c Count) Since(before Count) Count {
-	d := Count{Requests: c.Requests - before.Requests, SideCalls: c.SideCalls - before.SideCalls,
+	d := Count{Requests: c.Requests - before.Requests, SideCalls: c.SideCalls - before.SideCalls, Restarts: c.Restarts - before.Restarts,
 		Bytes: c.Bytes - before.Bytes, Tokens: c.Tokens - before.Tokens,
 		PromptTokens: c.PromptTokens - before.PromptTokens, CompletionTokens: c.CompletionTokens - before.CompletionTokens}
 	for k, n := range c.Mapped {
@@ -298,7 +304,11 @@ func (m *Model) complete(ctx context.Context, req *request, size int64, wire wir
 	if err == nil {
 		err = ans.err
 	}
-	return fmt.Sprintf("entry %d (a conversation begun at entry %d) for %q%s", entry+1, c.start+1, clip.Marked(mreq.Conv.Newest(), 80), mapped(ans.mappings)), err
+	begun := fmt.Sprintf("a conversation begun at entry %d", c.start+1)
+	if c.again && entry == c.start {
+		begun += ", the recording begun again"
+	}
+	return fmt.Sprintf("entry %d (%s) for %q%s", entry+1, begun, clip.Marked(mreq.Conv.Newest(), 80), mapped(ans.mappings)), err
 }
 
 // mapped lists a call's tool call mappings, for the log.
@@ -364,13 +374,14 @@ func (m *Model) choose(req *request, mreq *model.Request) (*conversation, int, e
 		return nil, 0, errSideCall
 	}
 	if c == nil {
+		restarts := m.counted.Restarts
 		start := m.startOf(req, mreq)
 		if start < 0 {
 			return nil, 0, &callRefused{fmt.Sprintf(
 				"no conversation of the replay fixture %s begins with this model call, whose newest message is %q; its conversations begin with %s",
 				m.name, clip.Marked(mreq.Conv.Newest(), 120), clip.Marked(quoteAll(m.expects), 300))}
 		}
-		c = &conversation{key: req.key, start: start, next: start, tools: len(req.tools) > 0}
+		c = &conversation{key: req.key, start: start, next: start, tools: len(req.tools) > 0, again: m.counted.Restarts > restarts}
 		m.convs = append(m.convs, c)
 	}
 	entry := m.entryFor(c, req.answers, mreq)
@@ -507,6 +518,7 @@ func (m *Model) startOf(req *request, mreq *model.Request) int {
 		for i := range m.owner {
 			m.owner[i] = -1
 		}
+		m.counted.Restarts++
 	}
 	return first
 }
@@ -539,9 +551,17 @@ func (m *Model) answeredEntry(req *request) int {
 func (m *Model) entryFor(c *conversation, answers bool, mreq *model.Request) int {
 	met := func(i int) bool { return m.expects[i] != "" && model.Matches(m.expects[i], mreq) }
 	owns := func(d *conversation, i int) bool { return m.owner[i] < 0 || m.owner[i] == d.start }
-	firstMet := func(d *conversation) int {
+	// takesNext is the entry d would take next for the call's words: the
+	// first from d.next it may have that they meet; -1 when an entry that
+	// continues a turn (without expect) comes first: that is d's next, and
+	// the words are no turn of d's.
+	takesNext := func(d *conversation) int {
 		for j := d.next; j < len(m.expects); j++ {
-			if owns(d, j) && met(j) {
+			switch {
+			case !owns(d, j):
+			case m.expects[j] == "":
+				return -1
+			case met(j):
 				return j
 			}
 		}
@@ -549,7 +569,7 @@ func (m *Model) entryFor(c *conversation, answers bool, mreq *model.Request) int
 	}
 	leftToEarlier := func(i int) bool {
 		for _, d := range m.convs {
-			if d != c && d.start < c.start && d.next <= i && firstMet(d) == i {
+			if d != c && d.start < c.start && d.next <= i && takesNext(d) == i {
 				return true
 			}
 		}

@@ -5,12 +5,14 @@ package served
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -310,4 +312,70 @@ func TestServedModel_turnEndedEarly(t *testing.T) {
 	assert.Contains(t, call(m, "acpbridge", first), `"write_file"`)
 	assert.Contains(t, call(m, "acpbridge", called), `"content":"Not written, as you asked."`, "the rejection told to the model")
 	assert.Contains(t, call(m, "acpbridge", called+`,{"role":"assistant","content":"Not written, as you asked."},{"role":"user","content":"Then just say two."}`), `"content":"Two."`)
+}
+
+// Verify that a turn ended early finds its next turn while a thread begun
+// earlier in the recording sits between its own turns with a turn ahead
+// that the same words would not begin: B's rejected write is skipped, and
+// "then say done" is B's, not left to A (whose next entry is its own
+// later turn), as codex-acp's threads in an editor's day have it.
+func TestServedModel_turnEndedEarlyBesideAnEarlierThread(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "model.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(`{"expect":"alpha","chunks":[{"text":"A1"}]}
+{"expect":"write notes","chunks":[{"toolCall":{"id":"w2","name":"write_file","input":{"path":"notes.txt","content":"x"}}}]}
+{"chunks":[{"text":"B: not written."}]}
+{"expect":"then say done","chunks":[{"text":"B: done."}]}
+{"expect":"wait for it","chunks":[{"text":"A: waiting."}]}
+`), 0o644))
+	m, err := Start(path, path, "", nil)
+	require.NoError(t, err)
+	defer m.Close()
+	tools := `[{"type":"function","function":{"name":"write_file","parameters":{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}}}}}]`
+	call := func(key, msgs string) string {
+		code, text := post(t, m.URL+"/chat/completions", `{"model":"x","prompt_cache_key":"`+key+`","tools":`+tools+`,"messages":[`+msgs+`]}`)
+		require.Equal(t, 200, code, text)
+		return text
+	}
+	a := `{"role":"user","content":"Say alpha."}`
+	b := `{"role":"user","content":"Now write notes."}`
+	assert.Contains(t, call("A", a), `"content":"A1"`)
+	assert.Contains(t, call("B", b), `"write_file"`)
+	rejected := b + `,{"role":"assistant","content":null,"tool_calls":[{"id":"w2","type":"function","function":{"name":"write_file","arguments":"{}"}}]},{"role":"tool","tool_call_id":"w2","content":"rejected by the user"}`
+	assert.Contains(t, call("B", rejected+`,{"role":"user","content":"Never mind; then say done."}`), `"content":"B: done."`)
+	assert.Contains(t, call("A", a+`,{"role":"assistant","content":"A1"},{"role":"user","content":"Now wait for it."}`), `"content":"A: waiting."`)
+}
+
+// Verify that a conversation that begins the recording again (every
+// thread it could begin already taken) is counted and marked in the log,
+// and that conversations that find their place are not: an editor's day
+// checks the log for it.
+func TestServedModel_recordingBegunAgainCounted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "model.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(`{"expect":"alpha","chunks":[{"text":"A1"}]}
+{"expect":"beta","chunks":[{"text":"B1"}]}
+`), 0o644))
+	m, err := Start(path, path, "", nil)
+	require.NoError(t, err)
+	defer m.Close()
+	var logged []string
+	var mu sync.Mutex
+	m.Log = func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		logged = append(logged, fmt.Sprintf(format, args...))
+	}
+	call := func(words string) {
+		code, text := post(t, m.URL+"/chat/completions", `{"model":"x","tools":`+chatTools+`,"messages":[{"role":"user","content":"`+words+`"}]}`)
+		require.Equal(t, 200, code, text)
+	}
+	call("alpha")
+	call("beta")
+	assert.Zero(t, m.Served().Restarts, "two threads, each its own")
+	call("alpha again")
+	assert.Equal(t, 1, m.Served().Restarts, "a third conversation found alpha taken")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, logged, 3)
+	assert.NotContains(t, logged[0]+logged[1], "begun again")
+	assert.Contains(t, logged[2], "entry 1 (a conversation begun at entry 1, the recording begun again)")
 }
