@@ -176,6 +176,26 @@ func TestFanoutAgent_ignoresEOF(t *testing.T) {
 	assertGone(t, agentPid(t, sid), "an agent deaf to EOF, after the router's end")
 }
 
+// Verify that a request the agent never answers, left open at the
+// router's end, is answered when the router ends the agent (deaf to its
+// stdin's end and to SIGTERM): an error saying that acpbridge was ending
+// and the agent did not answer in time, with no process state it never
+// had ("<nil>").
+func TestFanoutAgent_ignoresEOFOpenRequestAnswered(t *testing.T) {
+	t.Parallel()
+	p := startRouted(t, "-ignore-eof", "-close-hang")
+	p.call(initLine)
+	sid := p.openSession(1)
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/close","params":{"sessionId":%q}}`, sid))
+	p.stdin.Close()
+	r := decodeResponse(t, p.await(`{"id":2}`))
+	require.NotNil(t, r.Error, "a close never answered, at the router's end")
+	assert.Contains(t, r.Error.Message, "acpbridge was ending")
+	assert.Contains(t, r.Error.Message, "session "+sid)
+	assert.NotContains(t, r.Error.Message, "<nil>")
+	p.close()
+}
+
 // Verify an agent that cannot start, or ends before answering initialize:
 // the client's initialize gets an error carrying what went wrong (the
 // agent's stderr), not a hang.

@@ -184,7 +184,16 @@ func (r *router) onChildExited(c *child) {
 
 // exitReason says how c's process ended, with its stderr's tail.
 func exitReason(c *child, what string) error {
-	return fmt.Errorf("the process ended (%s) %s; its stderr ends: %s", c.cmd.ProcessState, what, cmp.Or(c.errTail.String(), "(nothing)"))
+	return fmt.Errorf("the process %s %s; its stderr ends: %s", ended(c), what, cmp.Or(c.errTail.String(), "(nothing)"))
+}
+
+// ended says how c's process ended: its exit status, or that it was ended
+// and is not reaped yet (killed at the router's end, its wait still due).
+func ended(c *child) string {
+	if c.cmd.ProcessState == nil {
+		return "was ended (killed, not yet reaped)"
+	}
+	return fmt.Sprintf("ended (%s)", c.cmd.ProcessState)
 }
 
 // answerUnanswered answers the client's requests that the dead child c did
@@ -207,8 +216,11 @@ func (r *router) answerUnanswered(c *child) {
 		switch {
 		case r.ending() && req.method == acp.MethodSessionPrompt:
 			r.answer(req.clientID, acp.PromptResult{StopReason: acp.StopCancelled}, nil)
+		case r.ending() && req.method != acp.MethodInitialize:
+			r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "acpbridge was ending (its input ended, or a signal), and the agent process of session %s had not answered %s; it %s: send it again to a new acpbridge",
+				cmp.Or(c.session, "(none yet)"), req.method, ended(c)))
 		case req.method == acp.MethodInitialize:
-			how := fmt.Sprintf("ended (%s)", c.cmd.ProcessState)
+			how := ended(c)
 			if c.gaveUp != "" {
 				how = c.gaveUp + ", and was ended"
 			}
@@ -218,9 +230,9 @@ func (r *router) answerUnanswered(c *child) {
 		case c.session == "" && c.gaveUp != "":
 			r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "the agent process that was to serve %s %s; send it again", req.method, c.gaveUp))
 		case c.session == "":
-			r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "the agent process that served %s ended (%s) before it answered; its stderr ends: %s; send it again once that is fixed", req.method, c.cmd.ProcessState, cmp.Or(c.errTail.String(), "(nothing)")))
+			r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "the agent process that served %s %s before it answered; its stderr ends: %s; send it again once that is fixed", req.method, ended(c), cmp.Or(c.errTail.String(), "(nothing)")))
 		default:
-			r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "the process of session %s ended (%s) before it answered %s; %s", c.session, c.cmd.ProcessState, req.method, r.afterDeath(c)))
+			r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "the process of session %s %s before it answered %s; %s", c.session, ended(c), req.method, r.afterDeath(c)))
 		}
 	}
 	c.held = nil // their requests were pending, answered above
