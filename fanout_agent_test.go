@@ -419,3 +419,24 @@ func TestFanoutAgent_loadOfUnlistedThread(t *testing.T) {
 	require.Nil(t, r.Error, "the thread serves on")
 	p.close()
 }
+
+// Verify a session/load of a thread whose turn has just ended, while the
+// router's own check of the agent's list (after every turn) is still
+// unanswered: nothing of the client's is in flight, so the load is served
+// (by the process that serves the thread, its history replayed), not
+// refused as if a prompt were running (codex-acp behind the router, a load
+// right after a turn).
+func TestFanoutAgent_loadWhileTheRouterChecksTheList(t *testing.T) {
+	t.Parallel()
+	p := startRouted(t, "-list", "-list-hang")
+	p.call(initLine)
+	a := p.openSession(10)
+	_, r := p.turnUpdates(20, a, "hello")
+	require.Nil(t, r.Error)
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":11,"method":"session/load","params":{"sessionId":%q,"cwd":"$CWD","mcpServers":[]}}`, a))
+	updates, rs, _ := p.collect(11)
+	require.Nil(t, rs[11].Error, "the load of a thread whose turn has ended")
+	require.NotEmpty(t, updates, "its history replayed")
+	assert.Equal(t, "user_message_chunk", updates[0]["sessionUpdate"])
+	p.close()
+}

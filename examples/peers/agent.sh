@@ -18,9 +18,13 @@ codex)
 	# it writes or runs (untrusted), and runs unsandboxed where there is no
 	# bubblewrap. Its npm wrapper does not pass SIGTERM on: start the
 	# platform binary.
+	# The config is written aside and renamed into place: threads start
+	# their processes at once, and one must never read another's
+	# half-written config (it would fall back to OpenAI's own provider and
+	# answer "Authentication required").
 	export CODEX_HOME="$HOME/.codex"
 	mkdir -p "$CODEX_HOME"
-	cat >"$CODEX_HOME/config.toml" <<TOML
+	cat >"$CODEX_HOME/config.toml.$$" <<TOML
 model = "gpt-5.3-codex"
 model_provider = "scenario"
 approval_policy = "untrusted"
@@ -31,6 +35,7 @@ name = "scenario"
 base_url = "$MODEL_URL"
 wire_api = "responses"
 TOML
+	mv -f "$CODEX_HOME/config.toml.$$" "$CODEX_HOME/config.toml"
 	case "$(uname -s)-$(uname -m)" in
 	Linux-x86_64) platform=linux-x64 ;;
 	Linux-aarch64) platform=linux-arm64 ;;

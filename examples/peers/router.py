@@ -5,7 +5,8 @@ offline against the served model (`acpbridge scenario model`):
 
   three threads opened in one write, each its own process, prompted at once
   (a file written and a command run, permissions and fs/* answered as an
-  editor answers them); a turn cancelled; the threads left idle past
+  editor answers them); a turn cancelled, and its thread loaded at once;
+  the threads left idle past
   --idle-timeout, their processes evicted, and one prompted again (reopened
   by the agent's session/resume or session/load); every agent process
   killed with SIGKILL and a thread prompted again (it comes back); a thread
@@ -261,6 +262,13 @@ def main():
     print(f"{agent}: a turn cancelled")
 
     kept = [l for l in ed.log if "threads are not evicted" in l]
+    # The thread loaded right after its turn (the router's check of the
+    # agent's list may still be out): answered as the agent alone answers,
+    # its history replayed; gemini-cli cannot load a session at all.
+    r = ed.call("session/load", {"sessionId": sids[0], "cwd": cwd, "mcpServers": []})
+    if kept and "error" not in r or not kept and "result" not in r:
+        fail(f"session/load of a thread right after its turn: {json.dumps(r)[:300]}")
+    print(f"{agent}: a thread loaded right after its turn: {'refused by the agent' if kept else 'loaded'}")
     if kept:
         # An agent the router knows cannot reopen a session in a new
         # process: its threads stay (an evicted one could not come back).

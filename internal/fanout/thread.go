@@ -107,7 +107,7 @@ func (r *router) loadOrResume(t *thread, m clientMessage) {
 		t.joiners = append(t.joiners, m.id)
 	case t.reopening():
 		r.hold(t, m)
-	case t.state == threadOpen && r.busy(t):
+	case t.state == threadOpen && r.clientBusy(t):
 		r.answer(m.id, nil, acp.Errorf(acp.CodeTurnRunning, "session %s has a prompt or another request in flight; wait for its answer or cancel it, then load it again", t.id).
 			WithData(map[string]string{"sessionId": t.id}))
 	case t.state == threadOpen:
@@ -313,6 +313,19 @@ func (r *router) evictable(t *thread) bool {
 func (r *router) busy(t *thread) bool {
 	c := t.child
 	return len(c.pending) > 0 || len(c.calls) > 0 || len(c.held) > 0
+}
+
+// clientBusy reports whether something of the client's with open t is in
+// flight: busy, less the router's own requests (its check of the agent's
+// list after a turn), which a load need not wait for.
+func (r *router) clientBusy(t *thread) bool {
+	c := t.child
+	for _, req := range c.pending {
+		if req.clientID != nil {
+			return true
+		}
+	}
+	return len(c.calls) > 0 || len(c.held) > 0
 }
 
 // checkListed asks t's process, after a turn, whether the agent lists t's

@@ -13,7 +13,8 @@
 // -start-delay D sleeps before serving (a slow-starting agent);
 // -close-hang never answers session/close, -close-late D answers it after
 // D; -load-hang never answers session/load, -load-refuse refuses it;
-// -list offers session/list, listing the sessions that had a prompt;
+// -list offers session/list, listing the sessions that had a prompt
+// (-list-hang never answers it);
 // -name and -version set its agentInfo. Like
 // the TypeScript SDK, it refuses a request that comes before its initialize
 // is answered.
@@ -49,7 +50,7 @@ import (
 type agent struct {
 	methodFirst, needAuth, noClose, sameID bool
 	closeHang, loadHang, loadRefuse        bool
-	list                                   bool // offer session/list: the sessions that had a prompt
+	list, listHang                         bool // offer session/list: the sessions that had a prompt; never answer it
 	closeLate                              time.Duration
 	name, version                          string // its agentInfo
 
@@ -80,6 +81,7 @@ func main() {
 	flag.BoolVar(&a.loadHang, "load-hang", false, "never answer session/load")
 	flag.BoolVar(&a.loadRefuse, "load-refuse", false, "refuse session/load")
 	flag.BoolVar(&a.list, "list", false, "offer session/list, listing the sessions that had a prompt")
+	flag.BoolVar(&a.listHang, "list-hang", false, "never answer session/list")
 	flag.StringVar(&a.name, "name", "oneagent", "the name in its agentInfo")
 	flag.StringVar(&a.version, "version", "1.0.0", "the version in its agentInfo")
 	flag.Parse()
@@ -281,6 +283,9 @@ func (a *agent) serve(id json.RawMessage, method string, params json.RawMessage)
 	case "session/list":
 		if !a.list {
 			a.fail(id, -32601, "method not found: "+method)
+			return
+		}
+		if a.listHang {
 			return
 		}
 		// A session is listed once it had a prompt (its file has a line).
