@@ -11,7 +11,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -41,8 +40,11 @@ import (
 var update = flag.Bool("update", false, "rewrite the < lines of fixtures/*.txtar")
 
 // hang is how long a test waits for a message before it declares the agent
-// stuck. It guards against deadlocks; it is not a timing assertion.
-const hang = 20 * time.Second
+// stuck. It guards against deadlocks; it is not a timing assertion: long
+// enough that a machine kept busy (two spinning processes per CPU beside
+// the race detector) never meets it while the agent works, as it met 20 s
+// in a test that streams 32 MiB of tool arguments.
+const hang = 2 * time.Minute
 
 // testAgent is a running agent with a raw line client attached.
 type testAgent struct {
@@ -66,9 +68,6 @@ type testAgent struct {
 	// too; the tests of other updates leave them out (the usage tests
 	// check them).
 	keepUsage bool
-	// patience, when set, replaces hang as the wait for the next line
-	// (a test that sends a line of tens of MB, decoded under -race).
-	patience time.Duration
 	// reading pauses the reading of stdout: an editor that stops reading.
 	reading readGate
 }
@@ -374,8 +373,8 @@ func (ta *testAgent) next(waitingFor string) []byte {
 			ta.t.Errorf("agent line %d: %s\n%s", len(ta.got), msg, line)
 		}
 		return line
-	case <-time.After(cmp.Or(ta.patience, hang)):
-		ta.t.Fatalf("the agent wrote nothing for %v while the client waited for %s; last lines:\n%s\nstderr:\n%s", cmp.Or(ta.patience, hang), waitingFor, ta.tail(), ta.stderr.String())
+	case <-time.After(hang):
+		ta.t.Fatalf("the agent wrote nothing for %v while the client waited for %s; last lines:\n%s\nstderr:\n%s", hang, waitingFor, ta.tail(), ta.stderr.String())
 		return nil
 	}
 }

@@ -495,14 +495,14 @@ func newLine(id int) string {
 }
 
 // nextReady is the next process readyChildren saw answer initialize; the
-// test fails when none does within 30 s (a spare that never starts).
+// test fails when none does within hang (a spare that never starts).
 func nextReady(t *testing.T, ready <-chan int) int {
 	t.Helper()
 	select {
 	case pid := <-ready:
 		return pid
-	case <-time.After(30 * time.Second):
-		t.Fatal("no spare answered its initialize within 30 s")
+	case <-time.After(hang):
+		t.Fatalf("no spare answered its initialize within %v", hang)
 		return 0
 	}
 }

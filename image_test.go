@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -71,7 +70,6 @@ func TestImage_refused(t *testing.T) {
 	ta := startAgent(t, "--model", "replay:"+writeFixture(t, `{"expect":"[image image/png, 70 bytes]","chunks":[{"text":"A pixel."}]}`))
 	sid := ta.newSession()
 	big := base64.StdEncoding.EncodeToString(make([]byte, 25<<20))
-	ta.patience = 2 * time.Minute // a deadlock guard: the 33 MB line is decoded under -race, maybe beside a loaded machine's other tests
 	// Written as it is: the client side's schema check of a 33 MB line
 	// would take most of the test's time under -race.
 	_, err := ta.stdin.Write([]byte(imagePrompt(2, sid, big) + "\n"))
