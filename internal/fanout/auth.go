@@ -130,11 +130,13 @@ func (r *router) onInitTimeout(c *child) {
 	r.endChild(c, false)
 }
 
-// initAnswered: c's initialize is answered. A child that refused it serves
-// nothing; one initialized after a successful authenticate gets that
-// authenticate first; the others are ready.
+// initAnswered: c's initialize is answered. A child ended meanwhile (the
+// router's end, a spare given way, its initialize too late) stays ending;
+// one that refused it serves nothing; one initialized after a successful
+// authenticate gets that authenticate first; the others are ready.
 func (r *router) initAnswered(c *child, failed bool) {
 	switch {
+	case c.state == childEnding || c.state == childDead:
 	case failed:
 		r.Log.Warn("an agent process refused initialize", "pid", c.pid)
 		r.endChild(c, false)

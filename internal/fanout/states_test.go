@@ -4,6 +4,7 @@
 package fanout
 
 import (
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -83,4 +84,17 @@ func TestMoveRefused(t *testing.T) {
 	assert.True(t, r.moveThread(th, threadReopening))
 	assert.Equal(t, threadReopening, th.state)
 	assert.Panics(t, func() { r.moveConn(connInitializing); r.moveConn(connInitializing) })
+}
+
+// Verify that an initialize answered by a child already ending (the
+// router's end came while it started, after the client authenticated)
+// leaves it ending: no authenticate is repeated to it, and no move outside
+// the table is tried (in a test binary, a panic).
+func TestInitAnsweredWhileEnding(t *testing.T) {
+	r := &router{authArgs: json.RawMessage(`{"methodId":"token"}`)}
+	for _, failed := range []bool{false, true} {
+		c := &child{state: childEnding}
+		assert.NotPanics(t, func() { r.initAnswered(c, failed) }, "failed: %v", failed)
+		assert.Equal(t, childEnding, c.state)
+	}
 }
