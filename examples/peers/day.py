@@ -16,9 +16,10 @@ recording:
 Every turn must be answered with its own thread's entry of the recording,
 and the served model must never begin the recording again for a
 conversation it lost (its log marks that "the recording begun again"), nor
-refuse or fail a call. gemini-cli cannot load a session in a new process
-(the router's table says why): for it the day ends at the restart, where
-the load's error must say so.
+refuse or fail a call. gemini-cli 0.61.0 loads a session in a new process
+only at times (else "Invalid session identifier"; the router's table says
+why it never relies on it): when its loads fail the day ends at the
+restart, where the editor must be told so; when they succeed it goes on.
 
 Exits 1 on the first step that does not hold, saying which. Run it from
 examples/peers after `npm ci`; .ci/run runs it for each agent.
