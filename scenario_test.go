@@ -102,7 +102,9 @@ func TestScenario_againstAnotherBuild(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	files, err := filepath.Glob("fixtures/*.txtar")
 	require.NoError(t, err)
-	run := exec.Command(bin, append([]string{"scenario", "run", "--agent", other + " $FLAGS"}, files...)...)
+	// A bound for a loaded machine, where an agent's end after its stdin
+	// closes can take longer than the default 10 s.
+	run := exec.Command(bin, append([]string{"scenario", "run", "--timeout", "60s", "--agent", other + " $FLAGS"}, files...)...)
 	out, err = run.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	assert.Equal(t, len(files), strings.Count(string(out), "\nok   ")+boolInt(strings.HasPrefix(string(out), "ok   ")), "%s", out)
