@@ -237,6 +237,10 @@ func startAgentLike(t testing.TB, like *testAgent, args ...string) *testAgent {
 	require.NotNil(t, a, "setup failed with status %d: %s", code, ta.stderr.String())
 	a.newID = counterIDs()
 	a.now = stepClock()
+	// MCP servers of in-process tests run in the test process, which a
+	// loaded machine starves past the 15 s start bound (TestMCP_http did,
+	// beside two spinning processes per CPU): a deadlock guard instead.
+	a.mcpStart = hang
 	a.log = slog.New(events.Wrap(a.log.Handler(), ta.events))
 	ta.agent = a
 	ta.trace = trace

@@ -295,8 +295,8 @@ func TestMCP_http(t *testing.T) {
 		})
 	}
 	// A server each: one SDK server behind both transports, its sessions
-	// started at once, stalled past the 15 s start bound once in ten
-	// rounds of the suite on a loaded machine.
+	// started at once (in-process, the start bound is hang: see
+	// startAgentLike).
 	httpServer, sseServer := newTestMCPServer(), newTestMCPServer()
 	streamable := httptest.NewServer(guard(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return httpServer }, nil)))
 	t.Cleanup(streamable.Close)

@@ -207,7 +207,7 @@ func (a *agent) live(opening context.Context, s *SessionRecord, specs []mcp.Serv
 	if err := s.box.attach(s.file); err != nil {
 		a.log.Error("a setting changed while the session opened was not persisted", "session", s.id, "err", err)
 	}
-	s.mcp = mcp.Start(opening, specs, mcp.Options{Version: version, Procs: a.procs, Env: a.childEnv, Log: a.log, Stderr: a.stderr})
+	s.mcp = mcp.Start(opening, specs, mcp.Options{Version: version, Procs: a.procs, StartTimeout: a.mcpStart, Env: a.childEnv, Log: a.log, Stderr: a.stderr})
 	a.sess = s
 }
 

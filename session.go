@@ -69,6 +69,7 @@ type agent struct {
 	procs    *proc.Guard     // starts and ends child processes; nil in in-process tests
 	childEnv []string        // the environment of commands and stdio MCP servers
 	key      string          // the provider's key, redacted from what tools return
+	mcpStart time.Duration   // the MCP servers' start bound; 0 is mcp's own (in-process tests give a deadlock guard)
 
 	steps agentLoop      // the steps in arrival order
 	sess  *SessionRecord // the loop's: the one session, or nil

@@ -4,7 +4,8 @@
 // built-in ones as mcp__<server>__<tool>.
 //
 // The rules:
-//   - Servers connect concurrently, all within mcpStartTimeout; the session
+//   - Servers connect concurrently, all within mcpStartTimeout (15 s; a
+//     test may give another bound, Options.StartTimeout); the session
 //     does not wait longer. A server that fails to start, or dies later, is
 //     logged in detail and the user is told once, in the conversation, at
 //     the start of the next turn (no update may come before the response
@@ -17,6 +18,7 @@
 package mcp
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -128,9 +130,13 @@ type Tool struct {
 type Options struct {
 	Version string      // acpbridge's, told to the servers
 	Procs   *proc.Guard // starts and ends stdio servers
-	Env     []string    // a stdio server's environment before its own env (proc.ChildEnv)
-	Log     *slog.Logger
-	Stderr  io.Writer // where stdio servers' stderr goes
+	// StartTimeout bounds the servers' start; 0 is mcpStartTimeout.
+	// In-process tests, whose servers run in the test process on a
+	// loaded machine, give a deadlock guard instead.
+	StartTimeout time.Duration
+	Env          []string // a stdio server's environment before its own env (proc.ChildEnv)
+	Log          *slog.Logger
+	Stderr       io.Writer // where stdio servers' stderr goes
 }
 
 // Start connects the servers of specs, concurrently, within
@@ -142,6 +148,7 @@ func Start(opening context.Context, specs []ServerSpec, o Options) *Hub {
 	if len(specs) == 0 {
 		return h
 	}
+	bound := cmp.Or(o.StartTimeout, mcpStartTimeout)
 	// The connections live on ctx (an SSE stream is a request made with the
 	// context Connect gets); the start-up bound cancels only the servers
 	// still connecting when it passes.
@@ -152,19 +159,19 @@ func Start(opening context.Context, specs []ServerSpec, o Options) *Hub {
 	for _, spec := range specs {
 		prefix := uniquePrefix(spec.Name, used)
 		sctx, scancel := context.WithCancel(ctx)
-		st := starting{srv: &mcpServer{spec: spec, prefix: prefix}, cancel: scancel, done: make(chan error, 1)}
+		st := starting{srv: &mcpServer{spec: spec, prefix: prefix}, cancel: scancel, done: make(chan error, 1), bound: bound}
 		go func() { st.done <- h.connect(sctx, st.srv) }()
 		all = append(all, st)
 	}
-	h.await(opening, all)
+	h.await(opening, all, bound)
 	return h
 }
 
 // await waits for the starting servers, up to the start-up bound: those
 // that connected serve; the others are reported, to the log and to the
 // user (a notice at the next prompt).
-func (h *Hub) await(opening context.Context, all []starting) {
-	timer := time.NewTimer(mcpStartTimeout)
+func (h *Hub) await(opening context.Context, all []starting, bound time.Duration) {
+	timer := time.NewTimer(bound)
 	defer timer.Stop()
 	expired := false
 	for _, st := range all {
@@ -196,6 +203,7 @@ type starting struct {
 	srv    *mcpServer
 	cancel context.CancelFunc
 	done   chan error
+	bound  time.Duration // the start-up bound, for the error
 }
 
 // wait returns how connecting ended, waiting until the start-up deadline;
@@ -220,7 +228,7 @@ func (st starting) wait(opening context.Context, deadline <-chan time.Time, expi
 		if opening.Err() != nil {
 			return fmt.Errorf("its start was given up: %v", context.Cause(opening))
 		}
-		return fmt.Errorf("it did not start within %v", mcpStartTimeout)
+		return fmt.Errorf("it did not start within %v", st.bound)
 	}
 }
 
