@@ -33,13 +33,13 @@ func TestScenario_agentHelperEnded(t *testing.T) {
 	require.NoError(t, os.Symlink(sleep, marker)) // a link, not a copy: a copy's write descriptor, held by a parallel test's fork, makes exec fail (ETXTBSY)
 	toy := filepath.Join(dir, "toy.sh")
 	require.NoError(t, os.WriteFile(toy, []byte("#!/bin/sh\n(\""+marker+"\" 300 &)\nexec \""+bin+"\" \"$@\"\n"), 0o755))
-	out, err := exec.Command(bin, "scenario", "run", "--agent", "toy=sh "+toy+" $FLAGS", "fixtures/plain_turn.txtar").CombinedOutput()
+	out, err := scenarioRun(bin, "--agent", "toy=sh "+toy+" $FLAGS", "fixtures/plain_turn.txtar").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	assert.Contains(t, string(out), "1 passed, 0 failed")
 	ps, _ := exec.Command("ps", "-eo", "args").Output()
 	assert.NotContains(t, string(ps), marker, "the helper was ended with the run")
 
-	out, err = exec.Command(bin, "scenario", "run", "--agent", "./no/such/agent", "fixtures/plain_turn.txtar").CombinedOutput()
+	out, err = scenarioRun(bin, "--agent", "./no/such/agent", "fixtures/plain_turn.txtar").CombinedOutput()
 	require.Error(t, err)
 	assert.True(t, strings.Contains(string(out), "a relative command starts from the run's directory"), "%s", out)
 }

@@ -35,7 +35,7 @@ func TestScenario_wrappedProgramHashed(t *testing.T) {
 	wrapper := filepath.Join(dir, "wrapper.sh")
 	require.NoError(t, os.WriteFile(wrapper, []byte("#!/bin/sh\n"+shellword.Quote(agent)+" \"$@\"\nexit $?\n"), 0o755))
 	jsonPath := filepath.Join(dir, "runs.json")
-	out, err := exec.Command(bin, "scenario", "run", "--agent", "acpbridge="+bin, "--agent", "wrapped=sh "+wrapper,
+	out, err := scenarioRun(bin, "--agent", "acpbridge="+bin, "--agent", "wrapped=sh "+wrapper,
 		"--json", jsonPath, "testdata/scenarios/compare_text.txtar").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	var got struct {

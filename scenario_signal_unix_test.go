@@ -25,7 +25,7 @@ import (
 func TestScenario_runStopsOnSignal(t *testing.T) {
 	t.Parallel()
 	out := filepath.Join(t.TempDir(), "runs.json")
-	cmd := exec.Command(binary(t), "scenario", "run", "--repeat", "100000", "--json", out, "fixtures/busy_turn.txtar")
+	cmd := scenarioRun(binary(t), "--repeat", "100000", "--json", out, "fixtures/busy_turn.txtar")
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	var stderr syncBuffer

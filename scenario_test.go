@@ -150,12 +150,12 @@ func TestScenario_recordThenRun(t *testing.T) {
 	assert.NotContains(t, file, cwd)
 	// The workspace file the model read is the user's to add: without it
 	// the run fails where the tool's result differs; with it, it passes.
-	res, err := exec.Command(bin, "scenario", "run", out).CombinedOutput()
+	res, err := scenarioRun(bin, out).CombinedOutput()
 	require.Error(t, err)
 	assert.Contains(t, string(res), "FAIL "+out)
 	withFile := strings.Replace(file, "-- transcript --\n", "-- cwd/notes.txt --\nremember $5\n-- transcript --\n", 1)
 	require.NoError(t, os.WriteFile(out, []byte(withFile), 0o644))
-	res, err = exec.Command(bin, "scenario", "run", out).CombinedOutput()
+	res, err = scenarioRun(bin, out).CombinedOutput()
 	require.NoError(t, err, "%s\n%s", res, withFile)
 	assert.Contains(t, string(res), "ok   "+out)
 }
@@ -178,7 +178,7 @@ func TestScenario_badFilesAndAgents(t *testing.T) {
 	early := write("early.sh", "#!/bin/sh\necho 'the agent gave up: no model' >&2\nexit 3\n")
 	ok := write("good.txtar", good)
 
-	res, err := exec.Command(bin, "scenario", "run", notJSON, unbound, noSection, ok).CombinedOutput()
+	res, err := scenarioRun(bin, notJSON, unbound, noSection, ok).CombinedOutput()
 	require.Error(t, err)
 	assert.Equal(t, 1, err.(*exec.ExitError).ExitCode())
 	out := string(res)
@@ -188,7 +188,7 @@ func TestScenario_badFilesAndAgents(t *testing.T) {
 	assert.Contains(t, out, "ok   "+ok)
 	assert.Contains(t, out, "1 passed, 3 failed")
 
-	res, err = exec.Command(bin, "scenario", "run", "--agent", early, ok).CombinedOutput()
+	res, err = scenarioRun(bin, "--agent", early, ok).CombinedOutput()
 	require.Error(t, err)
 	// It ends before it reads the first line or before it answers it,
 	// whichever comes first: either way the status and stderr are shown.
@@ -228,10 +228,10 @@ func TestScenario_commandLine(t *testing.T) {
 	require.NoError(t, err, "--help exits 0")
 	assert.Contains(t, string(out), "-timeout")
 	assert.Contains(t, string(out), "default 10s")
-	res, err := exec.Command(bin, "scenario", "run", "--timeout", "3", "fixtures/plain_turn.txtar").CombinedOutput()
+	res, err := scenarioRun(bin, "--timeout", "3", "fixtures/plain_turn.txtar").CombinedOutput()
 	require.Error(t, err)
 	assert.Contains(t, string(res), `"3" is not a duration: give it with a unit, such as 3s or 500ms`)
-	cmd := exec.Command(bin, "scenario", "run", "fixtures/plain_turn.txtar", "--timeout", "20s", "fixtures/thought_turn.txtar")
+	cmd := scenarioRun(bin, "fixtures/plain_turn.txtar", "--timeout", "20s", "fixtures/thought_turn.txtar")
 	cmd.Env = append(os.Environ(), "ACPBRIDGE_MODEL=replay:/nonexistent.jsonl", "ACPBRIDGE_PASS_ENV=X")
 	res, err = cmd.CombinedOutput()
 	require.NoError(t, err, "%s", res)
@@ -255,13 +255,13 @@ include preambles/new_session_plain.txtar
 < {"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}
 `), 0o644))
 	before, _ := os.ReadFile(file)
-	res, err := exec.Command(binary(t), "scenario", "run", "--update", file).CombinedOutput()
+	res, err := scenarioRun(binary(t), "--update", file).CombinedOutput()
 	require.Error(t, err)
 	assert.Contains(t, string(res), "the agent answered request 2 with error 1005")
 	assert.Contains(t, string(res), "--accept-errors")
 	after, _ := os.ReadFile(file)
 	assert.Equal(t, string(before), string(after), "the file is left as it was")
-	res, err = exec.Command(binary(t), "scenario", "run", "--update", "--accept-errors", file).CombinedOutput()
+	res, err = scenarioRun(binary(t), "--update", "--accept-errors", file).CombinedOutput()
 	require.NoError(t, err, "%s", res)
 	after, _ = os.ReadFile(file)
 	assert.Contains(t, string(after), `"error":{"code":1005`)
@@ -286,7 +286,7 @@ func TestScenario_realModelRecordingReplays(t *testing.T) {
 	b, err := os.ReadFile(out)
 	require.NoError(t, err)
 	assert.Contains(t, string(b), "-- flags --\n--model replay:$DIR/model.jsonl --state-dir $STATE\n", "the provider's flags dropped")
-	res, err := exec.Command(bin, "scenario", "run", out).CombinedOutput()
+	res, err := scenarioRun(bin, out).CombinedOutput()
 	require.NoError(t, err, "the recording replays offline:\n%s", res)
 }
 
@@ -350,7 +350,7 @@ func TestScenario_compareTwoAgents(t *testing.T) {
 	t.Parallel()
 	bin := binary(t)
 	other := buildMultiAgent(t, filepath.Join(t.TempDir(), "multi agent")) // a space, quoted below
-	cmd := exec.Command(bin, "scenario", "run", "--timeout", "60s", "--agent", bin, "--agent", fmt.Sprintf("multi=%q", other), "--agent", "fanout="+bin+" --fanout",
+	cmd := scenarioRun(bin, "--timeout", "60s", "--agent", bin, "--agent", fmt.Sprintf("multi=%q", other), "--agent", "fanout="+bin+" --fanout",
 		"testdata/scenarios/compare_text.txtar", "testdata/scenarios/permission_by_kind.txtar", "testdata/scenarios/coding.txtar")
 	cmd.Env = append(os.Environ(), "OPENAI_API_KEY=sk-users-own-key", "OPENAI_BASE_URL=http://127.0.0.1:9/v1")
 	res, _ := cmd.CombinedOutput()
@@ -518,7 +518,7 @@ func TestScenario_recordProcessPerPrompt(t *testing.T) {
 	assert.Contains(t, stateFile, `"fixture":"$DIR/model.jsonl"`)
 	assert.NotContains(t, file[strings.Index(file, "-- transcript --"):], cwd, "the workspace is $CWD")
 	assert.NotContains(t, file, " on 20", "no date with --deterministic")
-	res, err := exec.Command(bin, "scenario", "run", out).CombinedOutput()
+	res, err := scenarioRun(bin, out).CombinedOutput()
 	require.NoError(t, err, "%s\n%s", res, file)
 	assert.Contains(t, string(res), "1 passed, 0 failed")
 
@@ -547,7 +547,7 @@ func TestScenario_chatOnlyAgent(t *testing.T) {
 	bin := binary(t)
 	other := buildMultiAgent(t, filepath.Join(t.TempDir(), "multi"))
 	dir := t.TempDir()
-	cmd := exec.Command(bin, "scenario", "run", "--agent", "chat="+other, "--json", filepath.Join(dir, "runs.json"), "testdata/scenarios/chat_only.txtar")
+	cmd := scenarioRun(bin, "--agent", "chat="+other, "--json", filepath.Join(dir, "runs.json"), "testdata/scenarios/chat_only.txtar")
 	cmd.Env = append(os.Environ(), "MULTIAGENT_TOOLS=none")
 	res, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", res)
@@ -579,7 +579,7 @@ func TestScenario_threads(t *testing.T) {
 	// --timeout is generous: on a loaded machine the router's children
 	// may take seconds to persist their sessions at stdin's end, and the
 	// router waits for them.
-	res, err := exec.Command(bin, "scenario", "run", "--timeout", "60s", "--agent", "multi="+other, "--agent", "fanout="+bin+" --fanout", "--threads", "3", "--repeat", "2",
+	res, err := scenarioRun(bin, "--timeout", "60s", "--agent", "multi="+other, "--agent", "fanout="+bin+" --fanout", "--threads", "3", "--repeat", "2",
 		"--json", jsonPath, "testdata/scenarios/compare_text.txtar").CombinedOutput()
 	report := string(res)
 	require.NoError(t, err, "%s", report)
@@ -620,7 +620,7 @@ func TestScenario_threads(t *testing.T) {
 		}
 	}
 
-	res, err = exec.Command(bin, "scenario", "run", "--threads", "2", "testdata/scenarios/compare_text.txtar").CombinedOutput()
+	res, err = scenarioRun(bin, "--threads", "2", "testdata/scenarios/compare_text.txtar").CombinedOutput()
 	require.Error(t, err)
 	assert.Regexp(t, `FAIL testdata/scenarios/compare_text.txtar \(session [12] of 2\)`, string(res), "one session a process: the second to ask is refused")
 	assert.Contains(t, string(res), "serves one session per process")
@@ -636,7 +636,7 @@ func TestScenario_repeatJSONAndReport(t *testing.T) {
 	dir := t.TempDir()
 	other := buildMultiAgent(t, filepath.Join(dir, "multi"))
 	jsonPath, reportDir := filepath.Join(dir, "runs.json"), filepath.Join(dir, "report")
-	res, err := exec.Command(bin, "scenario", "run", "--agent", bin, "--agent", "multi="+other, "--repeat", "3",
+	res, err := scenarioRun(bin, "--agent", bin, "--agent", "multi="+other, "--repeat", "3",
 		"--json", jsonPath, "--report", reportDir, "testdata/scenarios/compare_text.txtar").CombinedOutput()
 	report := string(res)
 	require.NoError(t, err, "%s", report)
@@ -832,7 +832,7 @@ func TestScenario_neutralRecordingPassesOnAnotherAgent(t *testing.T) {
 		}
 		cmd := exec.Command(bin, append(args, "--", bin, "--model", "replay:"+fixture, "--state-dir", filepath.Join(dir, "state"))...)
 		recordOneTurn(t, cmd, cwd, "Say hello.")
-		res, err := exec.Command(bin, "scenario", "run", "--agent", bin, "--agent", "multi="+other, file).CombinedOutput()
+		res, err := scenarioRun(bin, "--agent", bin, "--agent", "multi="+other, file).CombinedOutput()
 		if !neutral {
 			require.Error(t, err)
 			assert.Contains(t, string(res), "FAIL "+file+" [multi]")
@@ -857,7 +857,7 @@ func TestScenario_failedWarmUpKept(t *testing.T) {
 	marker := filepath.Join(dir, "warmed")
 	require.NoError(t, os.WriteFile(script, []byte(fmt.Sprintf("#!/bin/sh\nif [ ! -e %q ]; then touch %q; echo 'cold start failed' >&2; exit 3; fi\nexec %q \"$@\"\n", marker, marker, bin)), 0o755))
 	jsonPath, reportDir := filepath.Join(dir, "runs.json"), filepath.Join(dir, "report")
-	res, err := exec.Command(bin, "scenario", "run", "--agent", script, "--repeat", "2",
+	res, err := scenarioRun(bin, "--agent", script, "--repeat", "2",
 		"--json", jsonPath, "--report", reportDir, "testdata/scenarios/compare_text.txtar").CombinedOutput()
 	out := string(res)
 	require.Error(t, err, "a failed warm-up fails the comparison: %s", out)
@@ -885,4 +885,12 @@ func TestScenario_failedWarmUpKept(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(md), "### Failures\n\n- ")
 	assert.Contains(t, string(md), ", warm-up run: ")
+}
+
+// scenarioRun is `acpbridge scenario run ARGS` with a bound for a loaded
+// machine: there an agent's end after its stdin closed can take longer
+// than the default 10 s (here --timeout is a deadlock guard, not a
+// figure); a later --timeout in args wins.
+func scenarioRun(bin string, args ...string) *exec.Cmd {
+	return exec.Command(bin, append([]string{"scenario", "run", "--timeout", "2m"}, args...)...)
 }
