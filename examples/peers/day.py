@@ -24,10 +24,10 @@ restart, where the editor must be told so; when they succeed it goes on.
 Exits 1 on the first step that does not hold, saying which. Run it from
 examples/peers after `npm ci`; .ci/run runs it for each agent.
 """
-import json, os, signal, subprocess, sys, tempfile
+import json, os, sys
 
 import router
-from router import Editor, env_for, fail, ok, wait
+from router import Editor, fail, ok, quit, serve_model, wait
 
 FIXTURE = "\n".join(json.dumps(e) for e in [
     # Thread A: a file written (granted) and run.
@@ -90,22 +90,6 @@ def says(sid, text, want, what):
         fail(f"{what} in {sid} said {text[:300]!r}, not the recording's {want!r}: a conversation lost its place")
 
 
-def quit(ed):
-    """Quits as an editor does: stdin closed, then the agent's process
-    group ended (codex-acp does not exit at stdin's end while a cancelled
-    turn's model call is open)."""
-    ed.p.stdin.close()
-    try:
-        ed.p.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        os.killpg(ed.p.pid, signal.SIGTERM)
-        try:
-            ed.p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(ed.p.pid, signal.SIGKILL)
-            ed.p.wait()
-
-
 def check_model_log(path):
     # A cancelled turn's call ends "failed: ... context canceled": the
     # agent hung up, as it should.
@@ -116,14 +100,7 @@ def check_model_log(path):
 
 def main():
     binary, agent = sys.argv[1], sys.argv[2]
-    work = tempfile.mkdtemp(prefix="acpbridge-day-")
-    cwd, home = os.path.join(work, "cwd"), os.path.join(work, "home")
-    os.makedirs(cwd), os.makedirs(home)
-    fixture = os.path.join(work, "model.jsonl")
-    open(fixture, "w").write(FIXTURE)
-    router.MODEL_LOG.append(os.path.join(work, "model.log"))
-    model = subprocess.Popen([binary, "scenario", "model", "--cwd", cwd, fixture], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(router.MODEL_LOG[0], "w"))
-    env = env_for(model.stdout.readline().decode().strip(), home)
+    cwd, env, model = serve_model(binary, FIXTURE, "acpbridge-day-")
     cmd = [os.path.join(router.HERE, "agent.sh"), agent]
 
     ed = DayEditor(cmd, env, cwd)

@@ -201,6 +201,36 @@ def env_for(model_url, home):
     return env
 
 
+def serve_model(binary, fixture, prefix):
+    """A workspace in a new temporary directory (its cwd, a private HOME)
+    and `acpbridge scenario model` serving the fixture's text there, its log
+    kept for a failure: (cwd, the agents' environment, the model's process)."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    cwd, home = os.path.join(work, "cwd"), os.path.join(work, "home")
+    os.makedirs(cwd), os.makedirs(home)
+    path = os.path.join(work, "model.jsonl")
+    open(path, "w").write(fixture)
+    MODEL_LOG.append(os.path.join(work, "model.log"))
+    model = subprocess.Popen([binary, "scenario", "model", "--cwd", cwd, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(MODEL_LOG[-1], "w"))
+    return cwd, env_for(model.stdout.readline().decode().strip(), home), model
+
+
+def quit(ed):
+    """Quits as an editor does: stdin closed, then the agent's process
+    group ended (codex-acp and claude-agent-acp do not exit at stdin's end,
+    codex not while a cancelled turn's model call is open)."""
+    ed.p.stdin.close()
+    try:
+        ed.p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        os.killpg(ed.p.pid, signal.SIGTERM)
+        try:
+            ed.p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(ed.p.pid, signal.SIGKILL)
+            ed.p.wait()
+
+
 def wait(q, timeout, what):
     try:
         return q.get(timeout=timeout)
@@ -216,15 +246,7 @@ def ok(sid, resp, what):
 def main():
     binary, agent = sys.argv[1], sys.argv[2]
     measure = "--measure" in sys.argv
-    work = tempfile.mkdtemp(prefix="acpbridge-peers-")
-    cwd, home = os.path.join(work, "cwd"), os.path.join(work, "home")
-    os.makedirs(cwd), os.makedirs(home)
-    fixture = os.path.join(work, "model.jsonl")
-    open(fixture, "w").write(FIXTURE)
-    MODEL_LOG.append(os.path.join(work, "model.log"))
-    model = subprocess.Popen([binary, "scenario", "model", "--cwd", cwd, fixture], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(MODEL_LOG[0], "w"))
-    url = model.stdout.readline().decode().strip()
-    env = env_for(url, home)
+    cwd, env, model = serve_model(binary, FIXTURE, "acpbridge-peers-")
     threads = 10 if measure else 3
     cmd = [binary, "--fanout", "--spares", "1", "--idle-timeout", "3s", "--log-level", "debug"] + (["--trace", os.environ["TRACE"]] if os.environ.get("TRACE") else []) + ["--", os.path.join(HERE, "agent.sh"), agent]
     ed = Editor(cmd, env, cwd)

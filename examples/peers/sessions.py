@@ -14,10 +14,10 @@ mode; exits 1 when the router fails a step the agent alone passes.
 
 Run it from examples/peers after `npm ci`; .ci/run runs it for each agent.
 """
-import json, os, queue, signal, subprocess, sys, tempfile, time
+import json, os, sys, tempfile, time
 
 import router
-from router import Editor, env_for, wait
+from router import Editor, quit, serve_model, wait
 
 CAPS = {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False}}
 QUIET = 1.0  # the kit's quiet period after a load, in seconds
@@ -145,25 +145,13 @@ def run(cmd, env, cwd, mode):
         except RuntimeError as e:
             why = f"before the step: {e}"
         results[name] = "pass" if why is None else f"FAIL: {why}"
-    ed.p.stdin.close()
-    try:
-        ed.p.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(ed.p.pid, signal.SIGKILL)
-        ed.p.wait()
+    quit(ed)
     return results
 
 
 def main():
     binary, agent = sys.argv[1], sys.argv[2]
-    work = tempfile.mkdtemp(prefix="acpbridge-sessions-")
-    cwd, home = os.path.join(work, "cwd"), os.path.join(work, "home")
-    os.makedirs(cwd), os.makedirs(home)
-    fixture = os.path.join(work, "model.jsonl")
-    open(fixture, "w").write(json.dumps({"chunks": [{"text": "Hello."}]}) + "\n")
-    router.MODEL_LOG.append(os.path.join(work, "model.log"))
-    model = subprocess.Popen([binary, "scenario", "model", "--cwd", cwd, fixture], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(router.MODEL_LOG[0], "w"))
-    env = env_for(model.stdout.readline().decode().strip(), home)
+    cwd, env, model = serve_model(binary, json.dumps({"chunks": [{"text": "Hello."}]}) + "\n", "acpbridge-sessions-")
     script = os.path.join(router.HERE, "agent.sh")
     alone = run([script, agent], env, cwd, "alone")
     routed = run([binary, "--fanout", "--", script, agent], env, cwd, "--fanout")

@@ -308,16 +308,16 @@ func (r *router) evictable(t *thread) bool {
 		(r.reopenBy != "" || t.opener != nil) && (!r.canList || t.listed) && r.noEvict == ""
 }
 
-// busy reports whether something of open t's is in flight: a prompt, a
-// request of the client's or of the agent's.
+// busy reports whether something of open t's is in flight: a request of
+// the client's or of the agent's (clientBusy), or the router's own.
 func (r *router) busy(t *thread) bool {
-	c := t.child
-	return len(c.pending) > 0 || len(c.calls) > 0 || len(c.held) > 0
+	return r.clientBusy(t) || len(t.child.pending) > 0
 }
 
 // clientBusy reports whether something of the client's with open t is in
-// flight: busy, less the router's own requests (its check of the agent's
-// list after a turn), which a load need not wait for.
+// flight: its request, or the agent's request to it; not the router's own
+// (its check of the agent's list after a turn), which a load need not
+// wait for.
 func (r *router) clientBusy(t *thread) bool {
 	c := t.child
 	for _, req := range c.pending {

@@ -139,8 +139,8 @@ type Options struct {
 	Stderr       io.Writer // where stdio servers' stderr goes
 }
 
-// Start connects the servers of specs, concurrently, within
-// mcpStartTimeout (see the package comment); when opening ends first (the
+// Start connects the servers of specs, concurrently, within the start-up
+// bound (o.StartTimeout, else mcpStartTimeout; see the package comment); when opening ends first (the
 // session's close, or the connection's end), the servers still connecting
 // are given up at once.
 func Start(opening context.Context, specs []ServerSpec, o Options) *Hub {
