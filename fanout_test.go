@@ -266,8 +266,13 @@ func TestFanout_eofWithLiveTurns(t *testing.T) {
 // Verify stdin's EOF on a router with 100 sessions, each running a
 // command: every child ends as one acpbridge does at EOF, however many end
 // at once on however few cores: its prompt answered cancelled (by the
-// child, or by the router for a child that ended first), its turn
-// persisted, nothing killed.
+// child, or by the router for a child that ended first), its turn kept
+// (the prompt and the command's call, written as they happened), and its
+// end, where the child wrote it within the one second it has to exit,
+// marked interrupted. On an idle machine every child writes its end
+// (docs/reliability.md); a machine loaded far enough may leave one
+// without it, and such a turn loads as an interrupted one
+// (TestProcess_kill9MidTurn), so the end is not asserted for every child.
 func TestFanout_eofWithManyCommands(t *testing.T) {
 	t.Parallel()
 	const n = 100
@@ -293,7 +298,13 @@ func TestFanout_eofWithManyCommands(t *testing.T) {
 	_, rs, _ := p.collect(ids...)
 	for i, sid := range sids {
 		assert.Equal(t, "cancelled", stopReason(t, rs[3000+i]), "session %d's prompt", i)
-		assert.Contains(t, lastTurnEnd(t, p.state, sid), `"interrupted":true`, "session %d's turn end", i)
+		log, err := os.ReadFile(filepath.Join(p.state, "sessions", sid+".jsonl"))
+		require.NoError(t, err)
+		assert.Contains(t, string(log), `"text":"run it"`, "session %d's prompt, kept", i)
+		assert.Contains(t, string(log), `"type":"tool_call"`, "session %d's command, kept", i)
+		if end := lastTurnEnd(t, p.state, sid); end != "" {
+			assert.Contains(t, end, `"interrupted":true`, "session %d's turn end", i)
+		}
 	}
 	p.close() // asserts exit status 0
 }
