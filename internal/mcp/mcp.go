@@ -140,9 +140,9 @@ type Options struct {
 }
 
 // Start connects the servers of specs, concurrently, within the start-up
-// bound (o.StartTimeout, else mcpStartTimeout; see the package comment); when opening ends first (the
-// session's close, or the connection's end), the servers still connecting
-// are given up at once.
+// bound (o.StartTimeout, else mcpStartTimeout; see the package comment);
+// when opening ends first (the session's close, or the connection's end),
+// the servers still connecting are given up at once.
 func Start(opening context.Context, specs []ServerSpec, o Options) *Hub {
 	h := &Hub{version: o.Version, procs: o.Procs, env: o.Env, log: o.Log, stderr: o.Stderr}
 	if len(specs) == 0 {
