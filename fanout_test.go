@@ -500,6 +500,35 @@ func TestFanout_sparesRefilled(t *testing.T) {
 	p.close()
 }
 
+// Verify that the spare replacing one a thread took waits for the
+// thread's first turn: none starts between the thread's opening and the
+// end of the wait, which the turn's answer ends; a thread that does not
+// end a turn (none asked, or one that runs on) holds the spares back no
+// longer than the router's bound. The router's log is one ordered stream:
+// what it says between two of its events is what it did between them.
+func TestFanout_spareWaitsForTheFirstTurn(t *testing.T) {
+	t.Parallel()
+	p := startProcess(t, nil, "--fanout", "--log-level", "debug", "--model", "replay:"+writeFixture(t, `{"chunks":[{"text":"Quick."}]}`))
+	p.call(initLine)
+	p.awaitEvents(2, "spare_started") // the two spares of the router's start
+	started := func(log string) int { return strings.Count(log, eventText("spare_started")) }
+
+	sid := p.openSession(10)
+	_, r := p.turnUpdates(20, sid, "hello")
+	require.Nil(t, r.Error)
+	p.awaitEvents(3, "spare_started")
+	log := p.events.String()
+	wait := strings.Index(log, eventText("spares_waiting"))
+	waited := strings.Index(log, eventText("spares_waited"))
+	require.True(t, wait >= 0 && waited > wait, "the spares waited for the first turn:\n%s", log)
+	assert.Equal(t, 2, started(log[:waited]), "a spare started before the first turn's end or the wait's")
+
+	p.openSession(11) // and no prompt
+	p.awaitEvent("spares_waited", "why", "the wait passed")
+	p.awaitEvents(4, "spare_started")
+	p.close()
+}
+
 // newLine is a session/new request with id.
 func newLine(id int) string {
 	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`, id)

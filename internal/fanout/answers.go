@@ -71,8 +71,8 @@ func (r *router) clientAnswered(c *child, req *request, m childMessage) {
 			return
 		}
 		r.relay(req, m)
-		r.out.Flush() // the thread is open before its successor's process starts
-		r.warm()
+		r.out.Flush()
+		r.warmAfterTurns() // the thread's first turn comes before its successor's process starts
 		return
 	case acp.MethodSessionClose:
 		if t := req.thread; !failed && t != nil && t.child == c {
@@ -83,6 +83,9 @@ func (r *router) clientAnswered(c *child, req *request, m childMessage) {
 	r.relay(req, m)
 	if t := c.thread; t != nil && req.method == acp.MethodSessionPrompt && len(m.err) == 0 {
 		t.crashes = 0 // it serves again
+	}
+	if req.method == acp.MethodSessionPrompt {
+		r.turnEnded()
 	}
 	if c.once && len(c.pending) == 0 {
 		r.endChild(c, false)

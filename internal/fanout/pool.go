@@ -25,6 +25,7 @@ import (
 // recently used idle thread is evicted, and want waits until a process has
 // ended. want runs on the loop.
 func (r *router) take(dir string, want func(*child, error)) {
+	r.openingWhileSparesWait()
 	if r.ending() {
 		want(nil, errClosing)
 		return
@@ -147,10 +148,11 @@ func (r *router) served() {
 
 // warm starts children until --spares of them wait (or are starting),
 // within --max-children, in the directory of the thread opened last:
-// at once, or after the back-off (failing).
+// at once, after the turns in flight (warmAfterTurns), or after the
+// back-off (failing).
 func (r *router) warm() {
 	switch f := &r.failing; {
-	case f.exits >= maxStartFailures || f.timer != nil:
+	case f.exits >= maxStartFailures || f.timer != nil || r.spareWait != nil:
 		return
 	case f.exits > 0:
 		f.timer = r.after(min(50*time.Millisecond<<(f.exits-1), 5*time.Second), func() {
@@ -160,6 +162,78 @@ func (r *router) warm() {
 		return
 	}
 	r.warmNow()
+}
+
+// warmAfterTurns warms once no prompt is in flight, once the next
+// thread's opening is answered, or spareWait from now, whichever comes
+// first: a thread that has just taken a spare is about to run its first
+// turn, which should not share the CPU with the start of the spare that
+// replaces it; a long turn has its spares refilled behind it, and threads
+// opened one after another find them ready.
+func (r *router) warmAfterTurns() {
+	switch {
+	case r.openedWhileWaiting:
+		r.openedWhileWaiting = false
+		r.Log.Debug("the spares waited", events.Of("spares_waited"), "why", "another thread opened")
+		r.warm()
+		return
+	case r.spareWait != nil:
+		return
+	}
+	r.Log.Debug("the spares wait for the turns in flight", events.Of("spares_waiting"), "at_most", spareWait)
+	var t *time.Timer
+	t = r.after(spareWait, func() {
+		if r.spareWait == t {
+			r.endSpareWait("the wait passed")
+		}
+	})
+	r.spareWait = t
+}
+
+// spareWait is the longest the spares wait for the turns in flight.
+const spareWait = time.Second
+
+// turnEnded: a prompt was answered; the spares that wait for the turns
+// start once none is in flight.
+func (r *router) turnEnded() {
+	if !r.turnsRunning() {
+		r.endSpareWait("no turn in flight")
+	}
+}
+
+// endSpareWait ends the spares' wait for the turns, if they wait, and
+// warms.
+func (r *router) endSpareWait(why string) {
+	if r.spareWait == nil {
+		return
+	}
+	r.spareWait.Stop()
+	r.spareWait = nil
+	r.Log.Debug("the spares waited", events.Of("spares_waited"), "why", why)
+	r.warm()
+}
+
+// openingWhileSparesWait: a thread is opening while the spares wait. The
+// editor opens threads, and more may come: the spares start once this
+// one's opening is answered (warmAfterTurns), not beside it.
+func (r *router) openingWhileSparesWait() {
+	if r.spareWait != nil {
+		r.spareWait.Stop()
+		r.spareWait = nil
+		r.openedWhileWaiting = true
+	}
+}
+
+// turnsRunning reports whether a prompt is in flight at a child.
+func (r *router) turnsRunning() bool {
+	for c := range r.children {
+		for _, req := range c.pending {
+			if req.kind == kindClient && req.method == acp.MethodSessionPrompt {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (r *router) warmNow() {
@@ -175,6 +249,7 @@ func (r *router) start(dir string, want func(*child, error)) *child {
 	r.children[c] = true
 	if want == nil {
 		r.spares = append(r.spares, c)
+		r.Log.Debug("a spare is started", events.Of("spare_started"), "dir", dir)
 	}
 	cmd := r.command()
 	cmd.Dir = dir

@@ -142,8 +142,8 @@ func (r *router) onReopened(c *child, req *request, m childMessage) {
 	if req.clientID != nil {
 		r.answerJoiners(t, r.relay(req, m))
 	}
-	r.out.Flush() // the thread is open before its successor's process starts
-	r.warm()
+	r.out.Flush()
+	r.warmAfterTurns() // the thread's next turn comes before its successor's process starts
 	if !t.reopening() || t.child != c {
 		return // closed or timed out meanwhile
 	}
