@@ -120,6 +120,9 @@ func (r *router) settle(c *child) {
 		r.moveChild(c, c.next)
 	}
 	r.release(c)
+	if c.state == childReady {
+		r.spareReady()
+	}
 }
 
 // becomes tells c what it does from now: s at once when it is initialized

@@ -25,7 +25,7 @@ import (
 // recently used idle thread is evicted, and want waits until a process has
 // ended. want runs on the loop.
 func (r *router) take(dir string, want func(*child, error)) {
-	r.openingWhileSparesWait()
+	r.openingWhileHeld()
 	if r.ending() {
 		want(nil, errClosing)
 		return
@@ -148,80 +148,131 @@ func (r *router) served() {
 
 // warm starts children until --spares of them wait (or are starting),
 // within --max-children, in the directory of the thread opened last:
-// at once, after the turns in flight (warmAfterTurns), or after the
-// back-off (failing).
+// at once, once the spares are no longer held back (holding), or after
+// the back-off (failing).
 func (r *router) warm() {
 	switch f := &r.failing; {
-	case f.exits >= maxStartFailures || f.timer != nil || r.spareWait != nil:
+	case f.exits >= maxStartFailures || f.timer != nil || r.holding.timer != nil:
 		return
 	case f.exits > 0:
 		f.timer = r.after(min(50*time.Millisecond<<(f.exits-1), 5*time.Second), func() {
 			f.timer = nil
-			r.warmNow()
+			r.warmTo(r.Spares)
 		})
 		return
 	}
-	r.warmNow()
+	r.warmTo(r.Spares)
+}
+
+// warmTo starts spares until n of them wait (or are starting), within
+// --max-children, unless the router ends or a thread waits for a slot.
+func (r *router) warmTo(n int) {
+	for !r.ending() && len(r.spares) < n && r.count() < r.MaxChildren && len(r.waiting) == 0 {
+		r.start(r.spareDir, nil)
+	}
+}
+
+// holding is the spares held back so that a process's start does not
+// share the CPU with a turn. At the router's start one spare starts and
+// the others wait for it to be ready, or for the first thread, whose
+// opening holds them on for its first turn (warmAtStart); the spare that
+// replaces a thread's waits for the thread's first turn (warmAfterTurns).
+// Held spares start once no prompt is in flight, once the next thread's
+// opening is answered, or spareWait after the hold began, whichever comes
+// first: a long turn has its spares refilled behind it, and threads opened
+// one after another find them ready.
+type holding struct {
+	timer   *time.Timer // while the spares are held (nil: they are not)
+	atStart bool        // held at the router's start, for its first spare or its first thread
+	opened  bool        // a thread opened while they were held for a turn: they start at its answer
+}
+
+// spareWait is the longest the spares are held back.
+const spareWait = time.Second
+
+// warmAtStart starts the router's first spare and holds the others back
+// until it is ready or the first thread opens: an editor opens a thread
+// and prompts in it as soon as it has started the agent, and processes
+// starting beside that first turn slow it (docs/performance.md).
+func (r *router) warmAtStart() {
+	if r.Spares <= 1 {
+		r.warm()
+		return
+	}
+	r.warmTo(1)
+	r.holdSpares(true)
 }
 
 // warmAfterTurns warms once no prompt is in flight, once the next
 // thread's opening is answered, or spareWait from now, whichever comes
-// first: a thread that has just taken a spare is about to run its first
-// turn, which should not share the CPU with the start of the spare that
-// replaces it; a long turn has its spares refilled behind it, and threads
-// opened one after another find them ready.
+// first: a thread whose opening has just been answered is about to run
+// its first turn.
 func (r *router) warmAfterTurns() {
-	switch {
-	case r.openedWhileWaiting:
-		r.openedWhileWaiting = false
+	switch h := &r.holding; {
+	case h.opened:
+		h.opened = false
 		r.Log.Debug("the spares waited", events.Of("spares_waited"), "why", "another thread opened")
 		r.warm()
-		return
-	case r.spareWait != nil:
-		return
+	case h.timer == nil:
+		r.holdSpares(false)
 	}
-	r.Log.Debug("the spares wait for the turns in flight", events.Of("spares_waiting"), "at_most", spareWait)
+}
+
+// holdSpares holds the spares back for at most spareWait.
+func (r *router) holdSpares(atStart bool) {
+	what := "the turns in flight"
+	if atStart {
+		what = "the first spare or thread"
+	}
+	r.Log.Debug("the spares wait", events.Of("spares_waiting"), "for", what, "at_most", spareWait)
 	var t *time.Timer
 	t = r.after(spareWait, func() {
-		if r.spareWait == t {
-			r.endSpareWait("the wait passed")
+		if r.holding.timer == t {
+			r.endHold("the wait passed")
 		}
 	})
-	r.spareWait = t
+	r.holding = holding{timer: t, atStart: atStart}
 }
 
-// spareWait is the longest the spares wait for the turns in flight.
-const spareWait = time.Second
-
-// turnEnded: a prompt was answered; the spares that wait for the turns
-// start once none is in flight.
+// turnEnded: a prompt was answered; the spares held for the turns start
+// once none is in flight.
 func (r *router) turnEnded() {
-	if !r.turnsRunning() {
-		r.endSpareWait("no turn in flight")
+	if h := r.holding; h.timer != nil && !h.atStart && !r.turnsRunning() {
+		r.endHold("no turn in flight")
 	}
 }
 
-// endSpareWait ends the spares' wait for the turns, if they wait, and
-// warms.
-func (r *router) endSpareWait(why string) {
-	if r.spareWait == nil {
+// spareReady: a spare is ready; those held at the router's start for the
+// first one start now.
+func (r *router) spareReady() {
+	if r.holding.atStart {
+		r.endHold("the first spare is ready")
+	}
+}
+
+// endHold ends the spares' hold, if they are held, and warms.
+func (r *router) endHold(why string) {
+	if r.holding.timer == nil {
 		return
 	}
-	r.spareWait.Stop()
-	r.spareWait = nil
+	r.holding.timer.Stop()
+	r.holding = holding{}
 	r.Log.Debug("the spares waited", events.Of("spares_waited"), "why", why)
 	r.warm()
 }
 
-// openingWhileSparesWait: a thread is opening while the spares wait. The
-// editor opens threads, and more may come: the spares start once this
-// one's opening is answered (warmAfterTurns), not beside it.
-func (r *router) openingWhileSparesWait() {
-	if r.spareWait != nil {
-		r.spareWait.Stop()
-		r.spareWait = nil
-		r.openedWhileWaiting = true
+// openingWhileHeld: a thread is opening. Spares held at the router's
+// start are held on for this first thread's turn from its answer
+// (warmAfterTurns); spares held for another thread's turn start once this
+// opening is answered, not beside it: the editor opens threads, and more
+// may come.
+func (r *router) openingWhileHeld() {
+	h := &r.holding
+	if h.timer == nil {
+		return
 	}
+	h.timer.Stop()
+	r.holding = holding{opened: !h.atStart}
 }
 
 // turnsRunning reports whether a prompt is in flight at a child.
@@ -234,12 +285,6 @@ func (r *router) turnsRunning() bool {
 		}
 	}
 	return false
-}
-
-func (r *router) warmNow() {
-	for !r.ending() && len(r.spares) < r.Spares && r.count() < r.MaxChildren && len(r.waiting) == 0 {
-		r.start(r.spareDir, nil)
-	}
 }
 
 // start starts a child in dir for want, or as a spare when want is nil;
