@@ -589,6 +589,7 @@ func TestScenario_threads(t *testing.T) {
 	assert.Contains(t, report, "(2 runs after a warm-up run, each 3 sessions at once")
 	assert.Contains(t, report, "| runs passed (every session) | 2/2 |")
 	assert.NotContains(t, report, "| turn 1: model requests |", "a session owns no model figures: they are every session's")
+	assert.NotContains(t, report, "| turn 1: CPU of the tree (ms) |", "nor the tree's CPU")
 	assert.Regexp(t, `\| processes \| 1 \| [4-9] \|`, report, "multi: one process for three sessions; the router: one a session, and itself")
 
 	var got struct {
@@ -609,6 +610,7 @@ func TestScenario_threads(t *testing.T) {
 		for i, run := range ar.Runs {
 			assert.Equal(t, float64(i%3+1), run["session"], "%s", ar.Agent)
 			assert.Equal(t, -1.0, run["turns"].([]any)[0].(map[string]any)["model_requests"], "%s: a session's turn owns no model figures", ar.Agent)
+			assert.Equal(t, -1.0, run["turns"].([]any)[0].(map[string]any)["cpu_ms"], "%s: nor the tree's CPU, which is every session's", ar.Agent)
 			if i%3 == 0 {
 				whole := run["model_whole_run"].(map[string]any)
 				assert.Equal(t, 6.0, whole["requests"], "%s: two turns of three sessions", ar.Agent)
@@ -715,10 +717,15 @@ func TestScenario_repeatJSONAndReport(t *testing.T) {
 			}
 			turns := run["turns"].([]any)
 			require.Len(t, turns, 2)
-			for _, field := range []string{"first_output_ms", "answer_ms", "agent_messages", "agent_bytes", "model_requests", "model_request_bytes", "prompt_tokens_estimated", "completion_tokens_estimated", "tokens_served"} {
+			for _, field := range []string{"first_output_ms", "answer_ms", "cpu_ms", "agent_messages", "agent_bytes", "model_requests", "model_request_bytes", "prompt_tokens_estimated", "completion_tokens_estimated", "tokens_served"} {
 				assert.Contains(t, turns[0], field)
 			}
 			assert.Equal(t, 1.0, turns[0].(map[string]any)["model_requests"])
+			if cpu := turns[0].(map[string]any)["cpu_ms"]; runtime.GOOS == "linux" {
+				assert.Positive(t, cpu, "%s: the tree's CPU from the prompt to its answer", ar.Agent)
+			} else {
+				assert.Equal(t, -1.0, cpu, "%s: not read outside Linux", ar.Agent)
+			}
 			assert.Positive(t, turns[0].(map[string]any)["prompt_tokens_estimated"])
 			assert.Positive(t, turns[0].(map[string]any)["sent"].(map[string]any)["update agent_message_chunk"], "the turn's messages by kind")
 		}
@@ -749,6 +756,10 @@ func TestScenario_repeatJSONAndReport(t *testing.T) {
 	}
 	assert.Contains(t, string(md), "| runs passed | 3/3 | 3/3 |")
 	assert.Contains(t, string(md), "![turn 1: answer (ms)](")
+	if runtime.GOOS == "linux" {
+		assert.Contains(t, string(md), "| turn 1: CPU of the tree (ms) |")
+	}
+	assert.Contains(t, string(md), "| CPU, user + system, the whole run (ms) |")
 	assert.Contains(t, string(md), "| figure | acpbridge | multi | multi ÷ acpbridge |", "the ratio column")
 	assert.Contains(t, string(md), "### What each agent sent, per turn")
 	assert.Contains(t, string(md), "| 1 | update agent_message_chunk |")

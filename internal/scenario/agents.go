@@ -193,7 +193,7 @@ func Exec(command []string) func(flags []string, env Env) (*Agent, error) {
 			}
 		}
 		return &Agent{Stdin: closingStdin{stdin, watch}, Stdout: stdout, Wait: wait, Kill: kill, End: end, Stderr: errTail.String,
-			Stats: func() Stats { wait(); return stats }, Settled: watch.settled}, nil
+			Stats: func() Stats { wait(); return stats }, Settled: watch.settled, ReadCPU: func() map[int]time.Duration { return treeCPU(pid) }}, nil
 	}
 }
 

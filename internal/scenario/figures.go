@@ -21,10 +21,14 @@ type Turn struct {
 	// FirstOutput is to the first update that carries the model's output
 	// (modelOutput), Answer to the prompt's answer; -1: none came.
 	FirstOutput, Answer time.Duration
-	Failed              bool // the prompt was answered with an error: its answer time is no answer's
-	Messages            int
-	Bytes               int64
-	Model               *served.Count
+	// CPU is what the agent's tree used from the prompt's write to its
+	// answer (treeCPU); -1 where not read: outside Linux, and for a session
+	// of RunThreads, whose tree is every session's.
+	CPU      time.Duration
+	Failed   bool // the prompt was answered with an error: its answer time is no answer's
+	Messages int
+	Bytes    int64
+	Model    *served.Count
 	// Sent counts the agent's messages meanwhile by kind (sentKind):
 	// "update tool_call", "request session/request_permission".
 	Sent map[string]int
@@ -56,6 +60,25 @@ type Stats struct {
 	// the agent first answered everything (programOf: under a wrapper
 	// script, what it started); nil where it could not be read.
 	Program []string
+}
+
+// cpuSince is what a tree used between two of its readings (treeCPU):
+// each process's own time since the earlier reading, from 0 for one
+// started meanwhile. A process that ended meanwhile is not counted, nor
+// what it used before it ended; -1 where either reading is missing.
+func cpuSince(now, before map[int]time.Duration) time.Duration {
+	if now == nil || before == nil {
+		return -1
+	}
+	var d time.Duration
+	for pid, t := range now {
+		if was := before[pid]; t >= was {
+			d += t - was
+		} else {
+			d += t // less than before: another process, started meanwhile under a pid used again
+		}
+	}
+	return d
 }
 
 // machineInfo is the machine a comparison ran on, as far as the platform

@@ -94,6 +94,43 @@ func ownCPU(path string) time.Duration {
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
+// treeCPU reads the CPU time so far of pid and of every process below it,
+// by pid: the sum of each of a process's threads' time on a CPU, in
+// nanoseconds (schedstat's first field), where the stat file's user and
+// system time counts ticks of 10 ms, more than a turn's part of many a
+// process. nil where pid cannot be read.
+func treeCPU(pid int) map[int]time.Duration {
+	out := map[int]time.Duration{}
+	for _, p := range append([]int{pid}, proc.Descendants(pid)...) {
+		tasks, err := os.ReadDir("/proc/" + strconv.Itoa(p) + "/task")
+		if err != nil {
+			continue // ended meanwhile
+		}
+		for _, task := range tasks {
+			out[p] += schedCPU("/proc/" + strconv.Itoa(p) + "/task/" + task.Name() + "/schedstat")
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// schedCPU is a thread's time on a CPU from its schedstat file (the first
+// of its three fields, in nanoseconds); 0 where it cannot be read.
+func schedCPU(path string) time.Duration {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	f := bytes.Fields(b)
+	if len(f) == 0 {
+		return 0
+	}
+	ns, _ := strconv.ParseInt(string(f[0]), 10, 64)
+	return time.Duration(ns)
+}
+
 // rollup reads a process's PSS and USS (its private pages, clean and
 // dirty: what no other process shares) from its smaps_rollup, in bytes.
 func rollup(path string) (pss, uss int64) {

@@ -38,3 +38,18 @@ func TestRollup_ussBesidePSS(t *testing.T) {
 	require.True(t, ok)
 	assert.Positive(t, procs[0].uss, "this process's own private pages")
 }
+
+// Verify a tree's CPU read in nanoseconds from its threads' schedstat
+// files: this process's, as it grows.
+func TestTreeCPU(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "schedstat")
+	require.NoError(t, os.WriteFile(path, []byte("4610970 0 2\n"), 0o644))
+	assert.Equal(t, 4610970*time.Nanosecond, schedCPU(path))
+	assert.Zero(t, schedCPU(filepath.Join(t.TempDir(), "gone")))
+	before := treeCPU(os.Getpid())
+	require.Contains(t, before, os.Getpid())
+	for cpuSince(treeCPU(os.Getpid()), before) <= 0 { // this process's own time, read as it grows
+	}
+	assert.Nil(t, treeCPU(-1))
+
+}

@@ -1,13 +1,19 @@
 //go:build !linux
 
-// figures_other.go: outside Linux a run measures CPU time only; memory and
+// figures_other.go: outside Linux a run measures the whole run's CPU time only (a turn's is not measured); memory and
 // process counts are reported as not available.
 
 package scenario
 
-import "os"
+import (
+	"os"
+	"time"
+)
 
 func treeMemory(int) ([]procMemory, bool) { return nil, false }
+
+// treeCPU is not read here: a turn's CPU is not measured.
+func treeCPU(int) map[int]time.Duration { return nil }
 
 func maxRSS(*os.ProcessState) int64 { return -1 }
 

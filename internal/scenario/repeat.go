@@ -109,6 +109,7 @@ func figuresOf(turns int) []figure {
 				}
 				return dur(t.Answer)
 			})},
+			figure{"cpu_ms", k + 1, "CPU of the tree", "ms", turnOK(func(t Turn) (float64, bool) { return dur(t.CPU) })},
 			figure{"agent_messages", k + 1, "agent messages", "", turn(func(t Turn) float64 { return float64(t.Messages) })},
 			figure{"agent_bytes", k + 1, "agent messages' size", "bytes", turn(func(t Turn) float64 { return float64(t.Bytes) })},
 			figure{"model_requests", k + 1, "model requests", "", model(func(c served.Count) int64 { return int64(c.Requests) })},
@@ -130,7 +131,7 @@ func figuresOf(turns int) []figure {
 	return append(fs,
 		figure{"model_requests_total", 0, "model requests, the whole run", "", whole(func(c served.Count) int64 { return int64(c.Requests) })},
 		figure{"prompt_tokens_estimated_total", 0, "prompt tokens, estimated, the whole run", "", whole(func(c served.Count) int64 { return c.PromptTokens })},
-		figure{"cpu_ms", 0, "CPU, user + system", "ms", func(r Result) (float64, bool) { return float64(r.Stats.CPU.Microseconds()) / 1000, r.Stats.CPU > 0 }},
+		figure{"cpu_ms", 0, "CPU, user + system, the whole run", "ms", func(r Result) (float64, bool) { return float64(r.Stats.CPU.Microseconds()) / 1000, r.Stats.CPU > 0 }},
 		figure{"peak_pss_bytes", 0, "peak PSS of the tree", "bytes", func(r Result) (float64, bool) { return known(r.Stats.PeakPSS) }},
 		figure{"peak_uss_bytes", 0, "peak USS of the tree (private pages)", "bytes", func(r Result) (float64, bool) { return known(r.Stats.PeakUSS) }},
 		figure{"rss_peaks_sum_bytes", 0, "sum of per-process peak RSS (an upper bound)", "bytes", func(r Result) (float64, bool) { return known(r.Stats.PeakRSS) }},

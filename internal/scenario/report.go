@@ -251,6 +251,7 @@ type turnRecord struct {
 	FirstOutputMs float64 `json:"first_output_ms"`
 	AnswerMs      float64 `json:"answer_ms"`
 	AnswerFailed  bool    `json:"answer_failed,omitempty"` // answered with an error: not an answer time in the figures
+	CPUMs         float64 `json:"cpu_ms"`                  // the tree's CPU from the prompt to its answer; -1: not read
 	Messages      int     `json:"agent_messages"`
 	Bytes         int64   `json:"agent_bytes"`
 	ModelRequests int     `json:"model_requests"`
@@ -285,7 +286,7 @@ func newRunRecord(r Result) runRecord {
 	}
 	requests, known := 0, r.Model != nil // a thread's session but the first knows no model figures
 	for _, t := range r.Turns {
-		tr := turnRecord{FirstOutputMs: millis(t.FirstOutput), AnswerMs: millis(t.Answer), AnswerFailed: t.Failed, Messages: t.Messages, Bytes: t.Bytes, Sent: t.Sent,
+		tr := turnRecord{FirstOutputMs: millis(t.FirstOutput), AnswerMs: millis(t.Answer), AnswerFailed: t.Failed, CPUMs: millis(t.CPU), Messages: t.Messages, Bytes: t.Bytes, Sent: t.Sent,
 			ModelRequests: -1, ModelBytes: -1, Tokens: -1, PromptTokens: -1, CompletionTokens: -1, SideCalls: -1}
 		if m := t.Model; m != nil {
 			tr.ModelRequests, tr.ModelBytes, tr.Tokens = m.Requests, m.Bytes, m.Tokens
@@ -568,13 +569,13 @@ const figureDefinitions = `
 
 - **spawn → initialize answered**: wall clock from the agent process's start to the client's reading of its answer to ` + "`initialize`" + `.
 - **session/new answered**: from the client's write of the first ` + "`session/new`" + ` to its reading of the answer.
-- **turn N: first output**: from the client's write of the turn's ` + "`session/prompt`" + ` to its reading of the first ` + "`session/update`" + ` after it that carries the model's output (text, a thought, a tool call or a plan): an agent's command list or usage sent at the prompt is not counted, so the figure means the same for every agent; **answer**: to its reading of the prompt's answer.
+- **turn N: first output**: from the client's write of the turn's ` + "`session/prompt`" + ` to its reading of the first ` + "`session/update`" + ` after it that carries the model's output (text, a thought, a tool call or a plan): an agent's command list or usage sent at the prompt is not counted, so the figure means the same for every agent; **answer**: to its reading of the prompt's answer; **CPU of the tree**: the time on a CPU of the agent process and every process below it from the prompt's write to its answer (Linux: each thread's schedstat, in nanoseconds, read as the prompt is written and as its answer is read; a process started meanwhile counts from 0, one ended meanwhile is not counted), so a process started ahead for later sessions counts only for what it used during the turn (not given for a session under ` + "`--threads`" + `, whose tree is every session's, nor outside Linux).
 - **agent messages** and their **size**: the lines the agent wrote meanwhile (the answer included) and their bytes, newlines counted.
 - **model requests**: the HTTP requests that reached the served model meanwhile (not given for a session under ` + "`--threads`" + `: what the model was asked meanwhile is every session's), side calls (a title, a summary: no tools offered, or a JSON schema asked for) included; **model requests' size**: their bodies' bytes.
 - **prompt tokens, estimated**: for each model request, the bytes of every string value of its JSON body (messages, system prompt, tool descriptions and schemas, tool inputs and results; not keys or syntax) divided by 4, added up; **completion tokens, estimated**: the bytes of the answers' text, thoughts and tool inputs divided by 4. The same estimator for every agent and wire.
 - **tokens served (the fixture's usage)**: the usage the fixture's entries report (an estimate where an entry has none): the same for every agent by construction, shown to tell the two apart.
 - **model requests, the whole run** and **prompt tokens, estimated, the whole run**: the same over the whole run, the handshake and every session included: with ` + "`--threads N`" + `, the cost of N sessions at once.
-- **CPU, user + system**: of the tree: the agent's own and its waited-for children's at its end, or where more, the sum of every process's own time as last sampled (so the children of an agent ended at the run's end count too).
+- **CPU, user + system, the whole run**: of the tree, from the agent's start to its exit: the agent's own and its waited-for children's at its end, or where more, the sum of every process's own time as last sampled (so the children of an agent ended at the run's end count too).
 - **peak PSS of the tree**: the largest sum, over the agent process and every process below it, of the proportional set size (each page's size divided among the processes that share it), sampled every 5 ms, whenever the agent has answered every request, and as its stdin closes.
 - **peak USS of the tree (private pages)**: the largest sum, sampled as PSS is, of each process's private pages (clean and dirty: the unique set size). PSS divides a shared page among the processes that map it, so it moves when another process on the machine maps the same files (a second codex-acp running meanwhile); USS does not: it is the memory the tree alone holds, a lower bound of what it costs.
 - **sum of per-process peak RSS (an upper bound)**: each process's own peak RSS (VmHWM) added, over the processes alive whenever every request was answered: pages shared are counted once per process and peaks at different moments added, so it is never below the tree's true peak.

@@ -268,6 +268,6 @@ func TestFoldedFigures(t *testing.T) {
 	assert.Contains(t, table, "| turn 1: answer (ms) |")
 	assert.Contains(t, table, "| turns 2–4: answer, total (ms) | 90.0 |")
 	assert.NotContains(t, table, "turn 3:")
-	assert.Contains(t, table, "| CPU, user + system (ms) | 7.0 |")
+	assert.Contains(t, table, "| CPU, user + system, the whole run (ms) | 7.0 |")
 	assert.Contains(t, table, "| turns 2–4: agent messages' size, total (bytes) |", "a size of messages in bytes, not MiB")
 }

@@ -33,6 +33,10 @@ type Agent struct {
 	End    func()
 	Stderr func() string // the last of what it wrote to stderr
 	Stats  func() Stats  // what it used, once it has exited; nil when not measured
+	// ReadCPU, when set, reads the CPU time so far of each process of the
+	// agent's tree, by pid (nil where it cannot): a turn's CPU is what the
+	// tree used between two readings.
+	ReadCPU func() map[int]time.Duration
 	// Settled, when set, is called whenever the agent has answered every
 	// request the client sent: its processes are counted then.
 	Settled func()
@@ -172,7 +176,8 @@ type promptClock struct {
 	sent  time.Time
 	turn  int // its index in run.turns
 	first bool
-	model served.Count // the served model's count when it was written
+	model served.Count          // the served model's count when it was written
+	cpu   map[int]time.Duration // the agent's tree's CPU when it was written (nil: not read)
 }
 
 // permissionOption is one option of a permission request.
@@ -517,11 +522,22 @@ func (r *run) sendText(st Step) (string, error) {
 			if r.beforeTurns < 0 {
 				r.beforeTurns = r.n
 			}
-			r.prompts[id] = &promptClock{sent: time.Now(), turn: len(r.turns), model: r.model.Served()}
-			r.turns = append(r.turns, Turn{FirstOutput: -1, Answer: -1})
+			cpu := r.readCPU() // before the clock starts: the reading is the client's time, not the agent's
+			r.prompts[id] = &promptClock{sent: time.Now(), turn: len(r.turns), model: r.model.Served(), cpu: cpu}
+			r.turns = append(r.turns, Turn{FirstOutput: -1, Answer: -1, CPU: -1})
 		}
 	}
 	return text, nil
+}
+
+// readCPU reads the CPU time of the agent's tree so far, for a turn's
+// figure; nil where it is not read: a session of RunThreads shares its
+// tree with the others, so no turn of it owns what the tree used.
+func (r *run) readCPU() map[int]time.Duration {
+	if r.agent == nil || r.agent.ReadCPU == nil || r.opt.shared != nil {
+		return nil
+	}
+	return r.agent.ReadCPU()
 }
 
 func (r *run) vet(fromAgent bool, line []byte) string {
@@ -645,6 +661,7 @@ func (r *run) answered(line []byte) {
 		if p := r.prompts[id]; p != nil {
 			t := &r.turns[p.turn]
 			t.Answer = now.Sub(p.sent)
+			t.CPU = cpuSince(r.readCPU(), p.cpu)
 			t.Failed = len(m.Error) > 0 && string(m.Error) != "null"
 			if r.opt.shared == nil { // a thread's turn shares the model with the others'
 				c := r.model.Served().Since(p.model)
