@@ -112,14 +112,26 @@ func TestArchitecture_functionsAreShort(t *testing.T) {
 }
 
 // The process's runtime settings are Go's, or the user's environment's:
-// no code changes GOMAXPROCS (a tool call that raised it for a search
-// changed it under every other goroutine, and over a user's own setting).
+// no code changes GOMAXPROCS while the process runs (a tool call that
+// raised it for a search changed it under every other goroutine, and over
+// a user's own setting). The one setting is a router's, at its start and
+// only where the environment has none (routerOnOneProcessor): a router
+// runs no search and no tool.
 func TestArchitecture_runtimeSettingsLeftAlone(t *testing.T) {
 	t.Parallel()
 	fset := token.NewFileSet()
 	var calls []string
+	routerGuarded := false // the router's setting reads the environment's first
 	err := eachSource(fset, func(f *ast.File) {
 		ast.Inspect(f, func(n ast.Node) bool {
+			if fd, ok := n.(*ast.FuncDecl); ok && fd.Name.Name == "routerOnOneProcessor" && f.Name.Name == "main" {
+				ast.Inspect(fd.Body, func(n ast.Node) bool {
+					lit, ok := n.(*ast.BasicLit)
+					routerGuarded = routerGuarded || ok && lit.Value == `"GOMAXPROCS"`
+					return true
+				})
+				return false
+			}
 			call, ok := n.(*ast.CallExpr)
 			if !ok {
 				return true
@@ -138,7 +150,8 @@ func TestArchitecture_runtimeSettingsLeftAlone(t *testing.T) {
 		})
 	})
 	require.NoError(t, err)
-	assert.Empty(t, calls, "runtime.GOMAXPROCS set (only GOMAXPROCS(0), a read, is allowed)")
+	assert.Empty(t, calls, "runtime.GOMAXPROCS set (only GOMAXPROCS(0), a read, is allowed, and the router's at its start)")
+	assert.True(t, routerGuarded, "the router's setting yields to GOMAXPROCS in the environment")
 }
 
 // eachSource parses every non-test Go file of the module but bench/ and

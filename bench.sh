@@ -122,6 +122,10 @@ PY
 echo "== --fanout: initialize and 20 threads one after another through the router against direct"
 python3 bench/fanout/threads.py "$out/acpbridge" "$RUNS"
 
+echo "== --fanout: an editor's first thread (spawn → first session/new) and its start-up restoring three threads"
+python3 bench/fanout/first_thread.py "$out/acpbridge" 20
+python3 bench/fanout/restore.py "$out/acpbridge" 3 20
+
 echo "== --fanout: stdin's EOF with N sessions each running a command (sleep), answered and persisted"
 python3 bench/fanout/eof.py "$out/acpbridge" 20 80 100
 

@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -124,6 +125,20 @@ func main() {
 	os.Exit(code)
 }
 
+// routerOnOneProcessor gives a router one P, unless the environment sets
+// GOMAXPROCS, before it serves. A router runs no search and no tool, only
+// a loop and a reader and a writer for each child, each waiting on a pipe;
+// with a second P the runtime wakes another thread for nearly every line
+// handed between them, which cost a turn through the router more CPU and
+// time than the relay itself (docs/performance.md); with one the hand-offs
+// stay on one thread and the other cores are the agents'. The children get
+// the environment as it is, and with it Go's setting.
+func routerOnOneProcessor() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
+}
+
 // catchSignals makes SIGTERM, SIGINT and SIGHUP end the process as stdin's
 // EOF does (the turn is cancelled and persisted, children are ended,
 // status 0): the context ends when one arrives. The returned channel is
@@ -198,6 +213,7 @@ func run(ctx context.Context, caught <-chan struct{}, guard *proc.Guard, args []
 	}
 	if a.cfg.fanout {
 		<-caught
+		routerOnOneProcessor()
 		return fanout.Serve(ctx, fanout.Options{Version: version, Args: args, Env: env, MaxLine: a.cfg.maxLineBytes, MaxChildren: a.cfg.maxChildren,
 			Log: a.log, Stderr: stderr, Trace: trace, Command: a.cfg.agentCommand, Spares: a.cfg.spares, Guard: guard, IdleTimeout: a.cfg.idleTimeout, ReopenTimeout: a.cfg.reopenTimeout}, stdin, stdout)
 	}
