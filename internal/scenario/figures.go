@@ -111,8 +111,19 @@ type procMemory struct {
 	cpu               time.Duration // its own user and system time so far
 }
 
-// sampleInterval is how often the tree is measured.
+// sampleInterval is how often the tree is measured, at most; see
+// sampleWait.
 const sampleInterval = 5 * time.Millisecond
+
+// sampleWait is how long the sampler waits after a sample that took took:
+// sampleInterval, or twenty times the sample's own time where that is
+// longer. Reading a Go process's smaps_rollup takes the better part of a
+// millisecond, so a tree of five processes sampled every 5 ms kept most of
+// a core busy beside the agent it measured, and slowed an agent of more
+// processes more: measuring now takes at most a twentieth of a core.
+func sampleWait(took time.Duration) time.Duration {
+	return max(sampleInterval, 20*took)
+}
 
 func startSampler(pid int) *sampler {
 	s := &sampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{}), stats: Stats{PeakRSS: -1, PeakPSS: -1, PeakUSS: -1, Processes: -1},
@@ -123,10 +134,12 @@ func startSampler(pid int) *sampler {
 
 func (s *sampler) loop() {
 	defer close(s.done)
-	t := time.NewTicker(sampleInterval)
+	t := time.NewTimer(sampleInterval)
 	defer t.Stop()
 	for {
+		began := time.Now()
 		s.sample()
+		t.Reset(sampleWait(time.Since(began)))
 		select {
 		case <-s.stop:
 			return

@@ -21,3 +21,11 @@ func TestCPUSince(t *testing.T) {
 	assert.Equal(t, time.Duration(-1), cpuSince(nil, map[int]time.Duration{1: ms}), "not read")
 	assert.Equal(t, time.Duration(-1), cpuSince(map[int]time.Duration{1: ms}, nil), "not read")
 }
+
+// Verify that measuring a tree takes at most a twentieth of a core: a
+// sample waits 5 ms after a quick one, twenty times its own time after a
+// slow one (a large tree's smaps_rollup files).
+func TestSampleWait(t *testing.T) {
+	assert.Equal(t, 5*time.Millisecond, sampleWait(100*time.Microsecond))
+	assert.Equal(t, 80*time.Millisecond, sampleWait(4*time.Millisecond))
+}
