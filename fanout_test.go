@@ -526,14 +526,6 @@ func TestFanout_sparesHeldFromTheFirstTurn(t *testing.T) {
 	waited := strings.Index(log, eventText("spares_waited"))
 	require.True(t, atStart >= 0 && waited > atStart, "the spares were held at the router's start:\n%s", log)
 	assert.Equal(t, 1, started(log[:waited]), "more than one spare started before the first was ready or the first thread's turn ended:\n%s", log)
-	if !strings.Contains(log[:waited], eventText("spares_waiting", "for", "the turns in flight")) {
-		// The first spare was ready before the thread was taken: nothing
-		// more to see of the start (the reader posted the two lines to the
-		// loop with a child's answer between them).
-		t.Log("the first spare was ready before the first thread opened")
-	} else {
-		assert.Contains(t, log[waited:], eventText("spares_waited", "why", "no turn in flight"), "the first turn's answer ended the wait")
-	}
 
 	sid := p.openSession(11)
 	_, r = p.turnUpdates(21, sid, "hello")
@@ -541,9 +533,14 @@ func TestFanout_sparesHeldFromTheFirstTurn(t *testing.T) {
 	p.awaitEvents(4, "spare_started")
 	log = p.events.String()
 	wait := strings.LastIndex(log, eventText("spares_waiting", "for", "the turns in flight"))
-	waited = strings.LastIndex(log, eventText("spares_waited", "why", "no turn in flight"))
-	require.True(t, wait >= 0 && waited > wait, "the spares waited for the second thread's first turn:\n%s", log)
+	require.True(t, wait >= 0, "the spares waited for the second thread's first turn:\n%s", log)
+	waited = wait + strings.Index(log[wait:], eventText("spares_waited"))
+	require.True(t, waited > wait, "the second thread's wait ended:\n%s", log)
 	assert.Equal(t, 3, started(log[:waited]), "a spare started before the second thread's first turn ended:\n%s", log)
+	// A turn's answer ends a wait: the bound ends one only where its turn
+	// outlasted a second, which a loaded machine may do to one of two
+	// quick turns, not to both.
+	assert.Contains(t, log, eventText("spares_waited", "why", "no turn in flight"), "no turn's answer ended a wait:\n%s", log)
 
 	p.openSession(12) // and no prompt
 	p.awaitEvent("spares_waited", "why", "the wait passed")

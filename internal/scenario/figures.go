@@ -22,7 +22,7 @@ type Turn struct {
 	// (modelOutput), Answer to the prompt's answer; -1: none came.
 	FirstOutput, Answer time.Duration
 	// CPU is what the agent's tree used from the prompt's write to its
-	// answer (treeCPU); -1 where not read: outside Linux, and for a session
+	// answer (treeCPU, cpuSince); -1 where not read: outside Linux, and for a session
 	// of RunThreads, whose tree is every session's.
 	CPU      time.Duration
 	Failed   bool // the prompt was answered with an error: its answer time is no answer's
@@ -62,20 +62,20 @@ type Stats struct {
 	Program []string
 }
 
-// cpuSince is what a tree used between two of its readings (treeCPU):
-// each process's own time since the earlier reading, from 0 for one
-// started meanwhile. A process that ended meanwhile is not counted, nor
+// cpuSince is what a tree used between two of its readings (treeCPU, by
+// thread id): each thread's own time since the earlier reading, from 0 for
+// one started meanwhile. A thread that ended meanwhile is not counted, nor
 // what it used before it ended; -1 where either reading is missing.
 func cpuSince(now, before map[int]time.Duration) time.Duration {
 	if now == nil || before == nil {
 		return -1
 	}
 	var d time.Duration
-	for pid, t := range now {
-		if was := before[pid]; t >= was {
+	for tid, t := range now {
+		if was := before[tid]; t >= was {
 			d += t - was
 		} else {
-			d += t // less than before: another process, started meanwhile under a pid used again
+			d += t // less than before: another thread, started meanwhile under an id used again
 		}
 	}
 	return d

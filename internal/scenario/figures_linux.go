@@ -94,20 +94,26 @@ func ownCPU(path string) time.Duration {
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
-// treeCPU reads the CPU time so far of pid and of every process below it,
-// by pid: the sum of each of a process's threads' time on a CPU, in
-// nanoseconds (schedstat's first field), where the stat file's user and
-// system time counts ticks of 10 ms, more than a turn's part of many a
-// process. nil where pid cannot be read.
+// treeCPU reads the CPU time so far of every thread of pid and of every
+// process below it, by thread id: each one's time on a CPU, in nanoseconds
+// (schedstat's first field), where the stat file's user and system time
+// counts ticks of 10 ms, more than a turn's part of many a process. Keyed
+// by thread, a thread that ends between two readings takes only its own
+// time with it, not its process's. nil where none can be read (pid gone,
+// or a kernel without schedstat).
 func treeCPU(pid int) map[int]time.Duration {
 	out := map[int]time.Duration{}
 	for _, p := range append([]int{pid}, proc.Descendants(pid)...) {
-		tasks, err := os.ReadDir("/proc/" + strconv.Itoa(p) + "/task")
+		dir := "/proc/" + strconv.Itoa(p) + "/task/"
+		tasks, err := os.ReadDir(dir)
 		if err != nil {
 			continue // ended meanwhile
 		}
 		for _, task := range tasks {
-			out[p] += schedCPU("/proc/" + strconv.Itoa(p) + "/task/" + task.Name() + "/schedstat")
+			tid, err := strconv.Atoi(task.Name())
+			if ns, ok := schedCPU(dir + task.Name() + "/schedstat"); ok && err == nil {
+				out[tid] = ns
+			}
 		}
 	}
 	if len(out) == 0 {
@@ -117,18 +123,18 @@ func treeCPU(pid int) map[int]time.Duration {
 }
 
 // schedCPU is a thread's time on a CPU from its schedstat file (the first
-// of its three fields, in nanoseconds); 0 where it cannot be read.
-func schedCPU(path string) time.Duration {
+// of its three fields, in nanoseconds); false where it cannot be read.
+func schedCPU(path string) (time.Duration, bool) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0
+		return 0, false
 	}
 	f := bytes.Fields(b)
 	if len(f) == 0 {
-		return 0
+		return 0, false
 	}
-	ns, _ := strconv.ParseInt(string(f[0]), 10, 64)
-	return time.Duration(ns)
+	ns, err := strconv.ParseInt(string(f[0]), 10, 64)
+	return time.Duration(ns), err == nil
 }
 
 // rollup reads a process's PSS and USS (its private pages, clean and

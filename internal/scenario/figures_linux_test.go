@@ -40,16 +40,19 @@ func TestRollup_ussBesidePSS(t *testing.T) {
 }
 
 // Verify a tree's CPU read in nanoseconds from its threads' schedstat
-// files: this process's, as it grows.
+// files, by thread: this process's main thread among them, and its time
+// as it grows; a file that cannot be read is no reading.
 func TestTreeCPU(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "schedstat")
 	require.NoError(t, os.WriteFile(path, []byte("4610970 0 2\n"), 0o644))
-	assert.Equal(t, 4610970*time.Nanosecond, schedCPU(path))
-	assert.Zero(t, schedCPU(filepath.Join(t.TempDir(), "gone")))
+	ns, ok := schedCPU(path)
+	assert.True(t, ok)
+	assert.Equal(t, 4610970*time.Nanosecond, ns)
+	_, ok = schedCPU(filepath.Join(t.TempDir(), "gone"))
+	assert.False(t, ok)
 	before := treeCPU(os.Getpid())
-	require.Contains(t, before, os.Getpid())
+	require.Contains(t, before, os.Getpid(), "the main thread's id is the process's")
 	for cpuSince(treeCPU(os.Getpid()), before) <= 0 { // this process's own time, read as it grows
 	}
 	assert.Nil(t, treeCPU(-1))
-
 }

@@ -1,7 +1,8 @@
 //go:build !linux
 
-// figures_other.go: outside Linux a run measures the whole run's CPU time only (a turn's is not measured); memory and
-// process counts are reported as not available.
+// figures_other.go: outside Linux a run measures the whole run's CPU time
+// only; a turn's CPU, memory and process counts are reported as not
+// available.
 
 package scenario
 

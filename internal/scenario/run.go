@@ -33,9 +33,9 @@ type Agent struct {
 	End    func()
 	Stderr func() string // the last of what it wrote to stderr
 	Stats  func() Stats  // what it used, once it has exited; nil when not measured
-	// ReadCPU, when set, reads the CPU time so far of each process of the
-	// agent's tree, by pid (nil where it cannot): a turn's CPU is what the
-	// tree used between two readings.
+	// ReadCPU, when set, reads the CPU time so far of each thread of the
+	// agent's tree, by thread id (nil where it cannot): a turn's CPU is
+	// what the tree used between two readings (cpuSince).
 	ReadCPU func() map[int]time.Duration
 	// Settled, when set, is called whenever the agent has answered every
 	// request the client sent: its processes are counted then.
