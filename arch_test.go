@@ -48,6 +48,9 @@ var layers = map[string][]string{
 	// against agents, and serve them that model.
 	"served":   {"acp", "clip", "model", "shellword"},
 	"scenario": {"acp", "cliflag", "clip", "jsonenc", "model", "proc", "served", "shellword"},
+	// The stored sign-in and acpbridge setup, which checks a key by
+	// asking the endpoint for its models.
+	"signin": {"cliflag", "model"},
 }
 
 func TestArchitecture_importsRunOneWay(t *testing.T) {

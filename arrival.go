@@ -1,7 +1,7 @@
 // arrival.go decides each message as it arrives, on the goroutine that
 // reads stdin (session.go says why): the dispatch table, the admission of
 // every method the loop runs, the errors on the wire, and what acts at
-// once ($/cancel_request, authenticate).
+// once ($/cancel_request, authenticate, logout: auth.go).
 
 package main
 
@@ -48,7 +48,6 @@ func queueCancellable(run func() (any, error), cancel cancelling) admission {
 // handlers is the dispatch table: every ACP method acpbridge serves.
 func (a *agent) handlers() handler.Map {
 	m := handler.Map{
-		acp.MethodAuthenticate:  a.guard(a.authenticate),
 		acp.MethodSessionList:   a.guard(a.session(handle(a.listSessions))),
 		acp.MethodCancelRequest: a.guard(a.cancelRequestHandler),
 	}
@@ -62,7 +61,7 @@ func (a *agent) handlers() handler.Map {
 var arrivalMethods = []string{
 	acp.MethodInitialize, acp.MethodSessionNew, acp.MethodSessionLoad, acp.MethodSessionResume,
 	acp.MethodSessionClose, acp.MethodSessionPrompt, acp.MethodSessionCancel, acp.MethodSessionDelete,
-	acp.MethodSessionSetMode, acp.MethodSessionSetConfigOption,
+	acp.MethodSessionSetMode, acp.MethodSessionSetConfigOption, acp.MethodAuthenticate, acp.MethodLogout,
 }
 
 // arrive decides one message, in arrival order (the wire calls it on the
@@ -120,11 +119,11 @@ func (a *agent) safeAdmit(method, id string, params json.RawMessage) (adm admiss
 	}
 	switch method {
 	case acp.MethodSessionNew:
-		return typed(params, a.admitNew), true
+		return typed(params, signedIn(a, a.admitNew)), true
 	case acp.MethodSessionLoad:
-		return typed(params, a.admitOpen(true)), true
+		return typed(params, signedIn(a, a.admitOpen(true))), true
 	case acp.MethodSessionResume:
-		return typed(params, a.admitOpen(false)), true
+		return typed(params, signedIn(a, a.admitOpen(false))), true
 	case acp.MethodSessionClose:
 		return typed(params, a.admitClose), true
 	case acp.MethodSessionPrompt:
@@ -133,6 +132,10 @@ func (a *agent) safeAdmit(method, id string, params json.RawMessage) (adm admiss
 		return typed(params, a.admitDelete), true
 	case acp.MethodSessionSetMode:
 		return typed(params, a.admitSetMode), true
+	case acp.MethodAuthenticate:
+		return typed(params, a.admitAuthenticate), true
+	case acp.MethodLogout:
+		return typed(params, a.admitLogout), true
 	default: // acp.MethodSessionSetConfigOption
 		return typed(params, a.admitSetConfig), true
 	}
@@ -224,7 +227,7 @@ func (a *agent) admitInitialize(_ string, p *acp.InitializeParams) admission {
 	a.initialized = true
 	a.client = p.ClientCapabilities
 	a.mu.Unlock()
-	return answerNow(acp.AgentInitializeResult(version))
+	return answerNow(acp.AgentInitializeResult(version, p.ClientCapabilities))
 }
 
 func answerOf(result any, err error) admission { return admission{result: result, err: err} }
@@ -291,10 +294,4 @@ func wireError(err error) *jrpc2.Error {
 		return acp.InvalidParams("cursor", "%v", store.ErrBadCursor)
 	}
 	return acp.AsError(err)
-}
-
-// authenticate succeeds: acpbridge advertises no auth methods and takes its
-// model key from the environment.
-func (a *agent) authenticate(ctx context.Context, req *jrpc2.Request) (any, error) {
-	return struct{}{}, nil
 }

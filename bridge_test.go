@@ -217,6 +217,10 @@ func stepClock() func() time.Time {
 	}
 }
 
+// anyModel is a model for tests that open sessions and run no turn: a
+// session opens only with a model (or a sign-in).
+const anyModel = "replay:fixtures/hello.jsonl"
+
 // startAgent runs the agent in-process with args (plus --state-dir unless
 // given) and a fresh cwd.
 func startAgent(t testing.TB, args ...string) *testAgent {
@@ -801,10 +805,18 @@ func TestMain(m *testing.M) {
 		runFloodMCPServer() // a hostile one (mcp_test.go)
 		return
 	}
+	// No test reads or writes the user's own sign-in: the processes the
+	// tests start, in-process or not, find theirs in a folder of the run.
+	config, err := os.MkdirTemp("", "acpbridge-config-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_CONFIG_HOME", config)
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
+	os.RemoveAll(config)
 	os.Exit(code)
 }
 

@@ -113,7 +113,7 @@ func TestFault_kill9DuringWrites(t *testing.T) {
 			require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
 			p.drainKilled()
 
-			q := startProcess(t, p.testAgent)
+			q := startProcess(t, p.testAgent, "--model", anyModel)
 			q.call(initLine)
 			q.send(load(1, sid))
 			replayed, r := q.updatesUntil(1)
@@ -133,7 +133,7 @@ func TestFault_unwritableStateDir(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "a-file")
 	require.NoError(t, os.WriteFile(file, nil, 0o644))
-	ta := startAgent(t, "--state-dir", filepath.Join(file, "state"))
+	ta := startAgent(t, "--model", anyModel, "--state-dir", filepath.Join(file, "state"))
 	ta.call(initLine)
 	r := decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`))
 	require.NotNil(t, r.Error)

@@ -138,7 +138,7 @@ func TestHostile_longLine(t *testing.T) {
 // (jrpc2 alone drops the ones still queued when it stops).
 func TestHostile_answeredBeforeEOF(t *testing.T) {
 	t.Parallel()
-	ta := startAgent(t)
+	ta := startAgent(t, "--model", anyModel)
 	var lines []string
 	lines = append(lines, initLine)
 	for i := 1; i <= 20; i++ {
@@ -208,7 +208,7 @@ func TestHostile_clientAnswers(t *testing.T) {
 // answered, with jrpc2's words and their ids, before the process exits.
 func TestHostile_malformedAnsweredBeforeEOF(t *testing.T) {
 	t.Parallel()
-	ta := startAgent(t)
+	ta := startAgent(t, "--model", anyModel)
 	ta.sendTogether(initLine,
 		`{"jsnrpc":"2.0","id":10,"method":"session/list"}`,
 		`{"jsonrpc":"2.0","id":11,"method":"session/list","params":{},"x":1}`,
@@ -245,7 +245,7 @@ func TestHostile_fixtureFIFO(t *testing.T) {
 // refused like any unknown id, with or without a live session.
 func TestHostile_reviewFindings(t *testing.T) {
 	t.Parallel()
-	ta := startAgent(t)
+	ta := startAgent(t, "--model", anyModel)
 	r := decodeResponse(t, ta.call(initLine))
 	require.Nil(t, r.Error)
 	r = decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":1,"method":"session/close","params":{"sessionId":""}}`))

@@ -43,7 +43,7 @@ func assertBaseline(t *testing.T, before, after usageSnapshot, what string) {
 
 // Verify 1,000 session/new + session/close cycles in one process.
 func TestLeaks_sessionCycles(t *testing.T) {
-	ta := startAgent(t, "--log-level", "warn") // the test keeps stderr in memory
+	ta := startAgent(t, "--model", anyModel, "--log-level", "warn") // the test keeps stderr in memory
 	ta.call(initLine)
 	id := 1
 	cycle := func() {

@@ -40,6 +40,7 @@ import (
 	"acpbridge/internal/model"
 	"acpbridge/internal/proc"
 	"acpbridge/internal/scenario"
+	"acpbridge/internal/signin"
 	"acpbridge/internal/store"
 )
 
@@ -89,6 +90,8 @@ Usage: acpbridge [flags]
        acpbridge scenario serve [--report FILE] FILE
        acpbridge scenario record --out FILE [--neutral] -- CMD [ARG...]
        acpbridge scenario model FILE
+       acpbridge setup [--base-url URL] [--model NAME] [--from-env] [--sign-out]
+                                           (sign in: endpoint, key, model)
        acpbridge help | --help | --version
 
 It speaks ACP v1 on stdin/stdout (one JSON-RPC message per line) and logs to
@@ -189,6 +192,12 @@ func run(ctx context.Context, caught <-chan struct{}, guard *proc.Guard, args []
 		}
 		return scenario.Main(ctx, args[1:], self, versionLine(), stdin, stdout, stderr)
 	}
+	if opt, rest, ok := setupCommand(args); ok {
+		// The editor's terminal sign-in runs the agent's command line
+		// with setup after it (acpbridge --fanout setup).
+		<-caught
+		return signin.Setup(ctx, rest, opt, stdin, stdout, stderr)
+	}
 	a, trace, code := setup(args, stdout, stderr)
 	if a == nil {
 		return code
@@ -220,10 +229,32 @@ func run(ctx context.Context, caught <-chan struct{}, guard *proc.Guard, args []
 	return serve(ctx, a, stdin, stdout, trace)
 }
 
+// setupCommand reports whether args run acpbridge setup, alone or after
+// the agent's own flags (as an editor's terminal sign-in runs it): setup's
+// args, and what the agent's flags name of the endpoint and the model.
+func setupCommand(args []string) (signin.Options, []string, bool) {
+	if i := slices.Index(args, "--"); i >= 0 {
+		args = args[:i] // -- CMD: another agent, whose sign-in is its own
+	}
+	fs := flag.NewFlagSet("acpbridge", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var c commandLine
+	c.define(fs)
+	if fs.Parse(args) != nil || fs.Arg(0) != "setup" {
+		return signin.Options{}, nil, false
+	}
+	opt := signin.Options{Path: c.cfg.signinPath, Endpoint: c.cfg.baseURL}
+	if name, ok := strings.CutPrefix(c.cfg.modelSpec, "openai:"); ok {
+		opt.Model = name
+	}
+	return opt, fs.Args()[1:], true
+}
+
 // config is the parsed command line.
 type config struct {
 	modelSpec        string
 	stateDir         string
+	signinPath       string // where the sign-in is stored (internal/signin)
 	baseURL          string
 	record           string
 	trace            string
@@ -269,7 +300,7 @@ func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, in
 	a.log = slog.New(events.Open(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: utcTime})))
 	a.stderr = stderr
 	a.childEnv = proc.ChildEnv(cfg.passEnv)
-	a.key = os.Getenv(proc.KeyVar)
+	a.envKey = os.Getenv(proc.KeyVar)
 	a.store = &store.Store{Dir: filepath.Join(cfg.stateDir, "sessions"), Log: a.log}
 	if v := os.Getenv("ACPBRIDGE_DETERMINISTIC"); v != "" {
 		part, err := strconv.Atoi(v)
@@ -291,23 +322,6 @@ func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, in
 		}
 		return a, trace, 0
 	}
-	if cfg.modelSpec != "" {
-		// A model it cannot use can wait: the process serves, and the first
-		// prompt is answered with why (a client shows errors of requests,
-		// not the stderr of an agent that exited before initialize).
-		if m, err := newModel(cfg, a.log); err != nil {
-			a.modelErr = fmt.Errorf("--model %s: %v", cfg.modelSpec, err)
-			if strings.HasPrefix(err.Error(), "--base-url") {
-				a.modelErr = err // the model is fine; the endpoint is not
-			}
-			a.log.Error("the model is not usable; prompts will be answered with this error", "err", a.modelErr)
-		} else {
-			a.model = m
-		}
-		if strings.HasPrefix(cfg.modelSpec, "openai:") && strings.Contains(cfg.baseURL, "api.openai.com") && os.Getenv(proc.KeyVar) == "" {
-			a.log.Warn("OPENAI_API_KEY is not set: the OpenAI endpoint will refuse every request; set it in the agent's environment (an editor's agent_servers env)")
-		}
-	}
 	if cfg.record != "" {
 		var err error
 		if a.recorder, err = model.OpenRecorder(cfg.record, a.log); err != nil {
@@ -318,6 +332,11 @@ func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, in
 	var trace *channel.Tracer
 	if code := openTrace(cfg, stderr, &trace); code != 0 {
 		return nil, nil, code
+	}
+	a.signinPath = cfg.signinPath
+	a.useSignIn(a.loadSignIn())
+	if a.signInNeeded != "" {
+		a.log.Warn("not signed in: sessions will ask the editor to sign in", "why", a.signInNeeded)
 	}
 	return a, trace, 0
 }
@@ -472,9 +491,10 @@ type commandLine struct {
 func (c *commandLine) define(fs *flag.FlagSet) {
 	cfg := &c.cfg
 	cfg.imageBudget = model.ImageBudget
+	cfg.signinPath, _ = signin.Path() // none found: a stored sign-in cannot be read, and setup says why
 	fs.StringVar(&cfg.modelSpec, "model", os.Getenv("ACPBRIDGE_MODEL"), "`SPEC`: replay:PATH (a replay fixture) or openai:MODEL [ACPBRIDGE_MODEL]")
 	fs.StringVar(&cfg.stateDir, "state-dir", envOr("ACPBRIDGE_STATE_DIR", defaultStateDir()), "`DIR` where sessions persist [ACPBRIDGE_STATE_DIR]")
-	fs.StringVar(&cfg.baseURL, "base-url", envOr("OPENAI_BASE_URL", "https://api.openai.com/v1"), "`URL` of the OpenAI-compatible endpoint; the key comes from OPENAI_API_KEY [OPENAI_BASE_URL]")
+	fs.StringVar(&cfg.baseURL, "base-url", os.Getenv("OPENAI_BASE_URL"), "`URL` of the OpenAI-compatible endpoint (default: the stored sign-in's, else "+signin.DefaultEndpoint+"); the key comes from OPENAI_API_KEY or the stored sign-in [OPENAI_BASE_URL]")
 	fs.StringVar(&cfg.record, "record", "", "append every model response to `PATH` as a replay fixture")
 	fs.StringVar(&c.models, "models", os.Getenv("ACPBRIDGE_MODELS"), "comma-separated `NAMES` the model picker offers (default: the server's GET /models) [ACPBRIDGE_MODELS]")
 	fs.StringVar(&c.logLevel, "log-level", "info", "stderr log `LEVEL`: debug, info, warn, error")
@@ -492,11 +512,12 @@ func (c *commandLine) define(fs *flag.FlagSet) {
 	fs.BoolVar(&cfg.fanout, "fanout", false, "serve many sessions on one connection, each in a child acpbridge process of its own (for Zed's threads)")
 }
 
-// newModel makes the model that --model names.
-func newModel(cfg config, log *slog.Logger) (model.Model, error) {
-	kind, arg, ok := strings.Cut(cfg.modelSpec, ":")
+// newModel makes the model that spec names (--model's, or the stored
+// sign-in's), at baseURL for openai: with the key key returns.
+func newModel(spec, baseURL string, models []string, key func() string, log *slog.Logger) (model.Model, error) {
+	kind, arg, ok := strings.Cut(spec, ":")
 	if !ok {
-		return nil, fmt.Errorf("names no kind of model: for an OpenAI-compatible endpoint use --model openai:%s; for a replay fixture, replay:PATH", cfg.modelSpec)
+		return nil, fmt.Errorf("names no kind of model: for an OpenAI-compatible endpoint use --model openai:%s; for a replay fixture, replay:PATH", spec)
 	}
 	if arg == "" {
 		return nil, errors.New("use replay:PATH or openai:MODEL")
@@ -505,7 +526,7 @@ func newModel(cfg config, log *slog.Logger) (model.Model, error) {
 	case "replay":
 		return model.NewReplay(arg)
 	case "openai":
-		return model.NewOpenAI(cfg.baseURL, cfg.models, arg, log)
+		return model.NewOpenAI(baseURL, key, models, arg, log)
 	}
 	return nil, fmt.Errorf("unknown model kind %q; use replay:PATH or openai:MODEL", kind)
 }

@@ -59,7 +59,7 @@ func TestMain_flags(t *testing.T) {
 // Verify every subcommand's help: usage on stdout, every flag once with
 // its default once, as it is typed (--name), status 0.
 func TestMain_subcommandHelp(t *testing.T) {
-	for _, args := range [][]string{{"scenario", "--help"}, {"scenario", "help"}, {"scenario", "run", "--help"}, {"scenario", "serve", "--help"}, {"scenario", "record", "--help"}} {
+	for _, args := range [][]string{{"scenario", "--help"}, {"scenario", "help"}, {"scenario", "run", "--help"}, {"scenario", "serve", "--help"}, {"scenario", "record", "--help"}, {"setup", "--help"}, {"--fanout", "setup", "--help"}} {
 		var stdout, stderr bytes.Buffer
 		caught := make(chan struct{})
 		close(caught)
@@ -113,7 +113,7 @@ func TestMain_misconfigurationAtStart(t *testing.T) {
 	}{
 		{[]string{"--model", "gpt-4.1-mini"}, "use --model openai:gpt-4.1-mini"},
 		{[]string{"--model", "openai:m", "--base-url", "localhost:11434/v1"}, `--base-url \"localhost:11434/v1\" is not an http or https URL`},
-		{[]string{"--model", "openai:m"}, "OPENAI_API_KEY is not set"},
+		{[]string{"--model", "openai:m"}, "not signed in: sessions will ask the editor to sign in"},
 	} {
 		ta := startAgent(t, c.args...)
 		ta.call(initLine)

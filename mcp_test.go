@@ -280,7 +280,7 @@ func TestMCP_dies(t *testing.T) {
 func TestMCP_stdinEOF(t *testing.T) {
 	t.Parallel()
 	spec, pidFile := stdioSpec(t, "helper")
-	ta := startAgent(t)
+	ta := startAgent(t, "--model", anyModel)
 	ta.newSessionWith(spec)
 	require.False(t, gone(t, pidFile))
 	ta.close()
@@ -351,7 +351,7 @@ func TestMCP_startGivenUp(t *testing.T) {
 	newLine := `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[` + silent + `]}}`
 	t.Run("close", func(t *testing.T) {
 		t.Parallel()
-		ta := startAgent(t)
+		ta := startAgent(t, "--model", anyModel)
 		ta.call(initLine)
 		ta.sendTogether(newLine, `{"jsonrpc":"2.0","id":2,"method":"session/close","params":{"sessionId":"sess_1"}}`)
 		r := decodeResponse(t, ta.await(`{"id":1}`))
@@ -363,7 +363,7 @@ func TestMCP_startGivenUp(t *testing.T) {
 	})
 	t.Run("EOF", func(t *testing.T) {
 		t.Parallel()
-		ta := startProcess(t, nil)
+		ta := startProcess(t, nil, "--model", anyModel)
 		ta.call(initLine)
 		ta.send(newLine)
 		ta.stdin.Close()

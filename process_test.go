@@ -175,10 +175,10 @@ func TestProcess_replayContinuesAfterReopen(t *testing.T) {
 // stored instead of failing on it.
 func TestProcess_deterministicIDs(t *testing.T) {
 	t.Setenv("ACPBRIDGE_DETERMINISTIC", "1") // not parallel: the children inherit it
-	p1 := startProcess(t, nil)
+	p1 := startProcess(t, nil, "--model", anyModel)
 	assert.Equal(t, "sess_1_1", p1.newSession())
 	p1.close()
-	p2 := startProcess(t, p1.testAgent)
+	p2 := startProcess(t, p1.testAgent, "--model", anyModel)
 	assert.Equal(t, "sess_1_2", p2.newSession(), "the stored sess_1_1 is skipped")
 	p2.close()
 	b, err := os.ReadFile(filepath.Join(p1.state, "sessions", "sess_1_1.jsonl"))

@@ -112,8 +112,11 @@ func (a *agent) admitCancel(id string, _ *acp.SessionIDParams) admission {
 }
 
 // errNoModel answers a prompt when no model is configured or --model's is
-// not usable.
+// not usable: without a sign-in, -32000 saying how to sign in.
 func (a *agent) errNoModel() error {
+	if a.signInNeeded != "" {
+		return acp.Errorf(acp.CodeAuthRequired, "%s", a.signInNeeded)
+	}
 	if a.modelErr != nil {
 		fix := "--model (replay:PATH of an existing fixture, or openai:MODEL)"
 		if strings.Contains(a.modelErr.Error(), "--base-url") {

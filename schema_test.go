@@ -30,6 +30,7 @@ var (
 var resultDefs = map[string]string{
 	acp.MethodInitialize:             "InitializeResponse",
 	acp.MethodAuthenticate:           "AuthenticateResponse",
+	acp.MethodLogout:                 "LogoutResponse",
 	acp.MethodSessionNew:             "NewSessionResponse",
 	acp.MethodSessionLoad:            "LoadSessionResponse",
 	acp.MethodSessionResume:          "ResumeSessionResponse",

@@ -68,8 +68,14 @@ type agent struct {
 	caught   <-chan struct{} // closed once signals are caught (main's catchSignals), or nil
 	procs    *proc.Guard     // starts and ends child processes; nil in in-process tests
 	childEnv []string        // the environment of commands and stdio MCP servers
-	key      string          // the provider's key, redacted from what tools return
 	mcpStart time.Duration   // the MCP servers' start bound; 0 is mcp's own (in-process tests give a deadlock guard)
+
+	// Signing in (auth.go): decided at start, and again at arrival while
+	// a sign-in is missing.
+	keys         keyring // the provider's key, which the model asks for at each request
+	envKey       string  // OPENAI_API_KEY as the process started
+	signinPath   string  // the stored sign-in's file
+	signInNeeded string  // why a session must wait for a sign-in, or ""
 
 	steps agentLoop      // the steps in arrival order
 	sess  *SessionRecord // the loop's: the one session, or nil

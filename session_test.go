@@ -24,9 +24,9 @@ func TestInitialize_capabilities(t *testing.T) {
 	t.Parallel()
 	want := `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,` +
 		`"promptCapabilities":{"image":true,"audio":false,"embeddedContext":true},"mcpCapabilities":{"http":true,"sse":true},` +
-		`"sessionCapabilities":{"close":{},"list":{},"resume":{},"delete":{},"additionalDirectories":{},"systemPrompt":{"mode":{"override":{}}}}},` +
-		`"authMethods":[],"agentInfo":{"name":"acpbridge","title":"acpbridge","version":"` + version + `"}}`
-	ta := startAgent(t)
+		`"sessionCapabilities":{"close":{},"list":{},"resume":{},"delete":{},"additionalDirectories":{},"systemPrompt":{"mode":{"override":{}}}},"auth":{"logout":{}}},` +
+		`"authMethods":[{"id":"api-key","name":"API key","description":"Use the key acpbridge has: OPENAI_API_KEY in its environment, or the one stored by acpbridge setup"}],"agentInfo":{"name":"acpbridge","title":"acpbridge","version":"` + version + `"}}`
+	ta := startAgent(t, "--model", anyModel)
 	r := decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true}}}}`))
 	require.Nil(t, r.Error)
 	assert.Equal(t, want, string(r.Result))
@@ -36,7 +36,7 @@ func TestInitialize_capabilities(t *testing.T) {
 // the nine others name it.
 func TestSession_pipelinedNew(t *testing.T) {
 	t.Parallel()
-	ta := startAgent(t)
+	ta := startAgent(t, "--model", anyModel)
 	ta.call(initLine)
 	for i := 1; i <= 10; i++ {
 		ta.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`, i))
@@ -64,7 +64,7 @@ func TestSession_pipelinedNew(t *testing.T) {
 // says to initialize, and that the process then serves normally.
 func TestSession_beforeInitialize(t *testing.T) {
 	t.Parallel()
-	ta := startAgent(t)
+	ta := startAgent(t, "--model", anyModel)
 	r := decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`))
 	require.NotNil(t, r.Error)
 	assert.Equal(t, 1000, r.Error.Code)
@@ -74,25 +74,11 @@ func TestSession_beforeInitialize(t *testing.T) {
 	assert.Nil(t, r.Error)
 }
 
-// Verify that with no model configured, session/new works and
-// session/prompt says how to configure one.
-func TestSession_noModel(t *testing.T) {
-	t.Parallel()
-	ta := startAgent(t)
-	ta.call(initLine)
-	ta.call(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`)
-	r := decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"sess_1","prompt":[{"type":"text","text":"hi"}]}}`))
-	require.NotNil(t, r.Error)
-	assert.Equal(t, 1004, r.Error.Code)
-	assert.Contains(t, r.Error.Message, "--model openai:MODEL")
-	assert.Contains(t, r.Error.Message, "--model replay:")
-}
-
 // Verify that session/new checks cwd: missing, null, relative and
 // nonexistent are -32602 naming the field.
 func TestSession_newCwd(t *testing.T) {
 	t.Parallel()
-	ta := startAgent(t)
+	ta := startAgent(t, "--model", anyModel)
 	ta.call(initLine)
 	for i, params := range []string{
 		`{"mcpServers":[]}`,

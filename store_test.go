@@ -23,7 +23,7 @@ import (
 // file byte for byte as it was.
 func TestStore_corruptMiddleUntouched(t *testing.T) {
 	t.Parallel()
-	ta := startAgent(t)
+	ta := startAgent(t, "--model", anyModel)
 	dir := filepath.Join(ta.state, "sessions")
 	require.NoError(t, os.MkdirAll(dir, 0o700))
 	log := `{"type":"session","v":1,"sessionId":"sess_bad","cwd":"/","createdAt":"2026-01-01T00:00:00Z"}` + "\n" +
@@ -113,7 +113,7 @@ func TestStore_closeDuringLoad(t *testing.T) {
 // no session repeated or missed.
 func TestStore_listPaging(t *testing.T) {
 	t.Parallel()
-	ta := startAgent(t)
+	ta := startAgent(t, "--model", anyModel)
 	dir := filepath.Join(ta.state, "sessions")
 	require.NoError(t, os.MkdirAll(dir, 0o700))
 	const n = 2*store.ListPage + 7

@@ -622,7 +622,7 @@ func (a *agent) runTool(ctx context.Context, s *SessionRecord, c model.ToolCall)
 		return errors.Join(err, a.finishTool(s, c, id, tools.Failure("cancelled before it ran")))
 	}
 	tools.Cap(&out)
-	tools.Redact(&out, a.key, "["+proc.KeyVar+"]")
+	tools.Redact(&out, a.keys.secret(), "["+proc.KeyVar+"]")
 	tools.Preview(&out) // what the editor is shown; the model gets out.Result
 	err = a.finishTool(s, c, id, out)
 	if out.After != nil {

@@ -19,10 +19,12 @@ const (
 	CodeInternal         = jrpc2.InternalError // -32603
 	CodeResourceNotFound = jrpc2.Code(-32002)  // ACP: unknown session, missing file
 	CodeRequestCancelled = jrpc2.Code(-32800)  // ACP: request cancelled
+	CodeAuthRequired     = jrpc2.Code(-32000)  // ACP: sign in first (the client offers its sign-in)
 )
 
 // acpbridge's own codes. They lie outside -32768..-32000 on purpose: that
-// range is JSON-RPC's and ACP's, and -32000 makes clients show a login screen.
+// range is JSON-RPC's and ACP's, and -32000 (CodeAuthRequired, for a
+// missing sign-in only) makes clients show a login screen.
 const (
 	CodeNotInitialized = jrpc2.Code(1000) // a session method before initialize
 	CodeSessionLive    = jrpc2.Code(1001) // this process already holds a session

@@ -19,6 +19,7 @@ const ProtocolVersion = 1
 const (
 	MethodInitialize             = "initialize"
 	MethodAuthenticate           = "authenticate"
+	MethodLogout                 = "logout"
 	MethodSessionNew             = "session/new"
 	MethodSessionLoad            = "session/load"
 	MethodSessionResume          = "session/resume"
@@ -124,7 +125,15 @@ type ClientCapabilities struct {
 	Terminal bool `json:"terminal"`
 	Meta     struct {
 		TerminalOutput bool `json:"terminal_output"` // Zed: it renders terminals inline
+		// TerminalAuth is the older way to announce terminal sign-in
+		// (the ACP Registry's own check sends it); raw, as Auth's.
+		TerminalAuth json.RawMessage `json:"terminal-auth"`
 	} `json:"_meta"`
+	// Auth.Terminal is kept raw: true announces terminal sign-in, and
+	// anything else (absent, null, another type) means it cannot run one.
+	Auth struct {
+		Terminal json.RawMessage `json:"terminal"`
+	} `json:"auth"`
 	// Session's members are kept raw: {} opts in, and anything else
 	// (absent, null, a value of the wrong type) means unsupported rather
 	// than failing initialize.
@@ -143,6 +152,15 @@ func (c ClientCapabilities) Notices() bool { return isObject(c.Session.Notices) 
 // (clientCapabilities.session.compaction).
 func (c ClientCapabilities) Compaction() bool { return isObject(c.Session.Compaction) }
 
+// TerminalAuth reports whether the client can run a terminal sign-in
+// (clientCapabilities.auth.terminal, or the older _meta["terminal-auth"]):
+// an agent must not offer one otherwise.
+func (c ClientCapabilities) TerminalAuth() bool {
+	return isTrue(c.Auth.Terminal) || isTrue(c.Meta.TerminalAuth)
+}
+
+func isTrue(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "true" }
+
 func isObject(raw json.RawMessage) bool {
 	raw = bytes.TrimLeft(raw, " \t\r\n")
 	return len(raw) > 0 && raw[0] == '{'
@@ -151,8 +169,24 @@ func isObject(raw json.RawMessage) bool {
 type InitializeResult struct {
 	ProtocolVersion   int               `json:"protocolVersion"`
 	AgentCapabilities AgentCapabilities `json:"agentCapabilities"`
-	AuthMethods       []struct{}        `json:"authMethods"`
+	AuthMethods       []AuthMethod      `json:"authMethods"`
 	AgentInfo         Implementation    `json:"agentInfo"`
+}
+
+// AuthenticateParams names the sign-in method to use.
+type AuthenticateParams struct {
+	MethodID string `json:"methodId"`
+}
+
+// AuthMethod is a way to sign in: of type agent (no type: the agent signs
+// in through authenticate) or terminal (the client runs the agent's
+// command with Args in a terminal, and never passes it to authenticate).
+type AuthMethod struct {
+	Type        string   `json:"type,omitempty"`
+	ID          string   `json:"id"`
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	Args        []string `json:"args,omitempty"`
 }
 
 type AgentCapabilities struct {
@@ -160,6 +194,12 @@ type AgentCapabilities struct {
 	PromptCapabilities  PromptCapabilities  `json:"promptCapabilities"`
 	McpCapabilities     McpCapabilities     `json:"mcpCapabilities"`
 	SessionCapabilities SessionCapabilities `json:"sessionCapabilities"`
+	Auth                AgentAuth           `json:"auth"`
+}
+
+// AgentAuth is what the agent offers of sign-in besides its methods.
+type AgentAuth struct {
+	Logout marker `json:"logout,omitempty"`
 }
 
 type PromptCapabilities struct {
@@ -749,10 +789,30 @@ type TerminalParams struct {
 	TerminalID string `json:"terminalId"`
 }
 
+// The sign-in methods acpbridge offers.
+const (
+	AuthMethodKey   = "api-key" // the key acpbridge has: OPENAI_API_KEY, or the stored one
+	AuthMethodSetup = "setup"   // acpbridge setup, run by the client in a terminal
+)
+
+// AgentAuthMethods are acpbridge's ways to sign in: the key it has always,
+// and acpbridge setup in a terminal to a client that can run one.
+func AgentAuthMethods(terminal bool) []AuthMethod {
+	methods := []AuthMethod{{ID: AuthMethodKey, Name: "API key",
+		Description: "Use the key acpbridge has: OPENAI_API_KEY in its environment, or the one stored by acpbridge setup"}}
+	if terminal {
+		methods = append(methods, AuthMethod{Type: "terminal", ID: AuthMethodSetup, Name: "Sign in",
+			Description: "Choose the endpoint (OpenAI, Ollama, OpenRouter, any OpenAI-compatible one), enter the key and pick the model; stored for acpbridge, readable by you only",
+			Args:        []string{"setup"}})
+	}
+	return methods
+}
+
 // AgentInitializeResult is acpbridge's answer to initialize: what it
 // offers, the same in every process of a version (--fanout's router
-// answers with it for its children).
-func AgentInitializeResult(version string) InitializeResult {
+// answers with it for its children); a terminal sign-in only to a client
+// that can run one.
+func AgentInitializeResult(version string, client ClientCapabilities) InitializeResult {
 	return InitializeResult{
 		ProtocolVersion: ProtocolVersion,
 		AgentCapabilities: AgentCapabilities{
@@ -767,8 +827,9 @@ func AgentInitializeResult(version string) InitializeResult {
 				AdditionalDirectories: Supported,
 				SystemPrompt:          &SystemPromptCapabilities{Mode: SystemPromptModes{Override: Supported}},
 			},
+			Auth: AgentAuth{Logout: Supported},
 		},
-		AuthMethods: []struct{}{},
+		AuthMethods: AgentAuthMethods(client.TerminalAuth()),
 		AgentInfo:   Implementation{Name: "acpbridge", Title: "acpbridge", Version: version},
 	}
 }

@@ -28,7 +28,11 @@ func (r *router) onInitialize(m clientMessage) {
 	}
 	r.initArgs = m.params
 	if r.Command == nil {
-		r.answer(m.id, acp.AgentInitializeResult(r.Version), nil)
+		// Capabilities it cannot read offer the client the least: no
+		// terminal sign-in (the children, given the same params, agree).
+		var p acp.InitializeParams
+		_ = json.Unmarshal(m.params, &p)
+		r.answer(m.id, acp.AgentInitializeResult(r.Version, p.ClientCapabilities), nil)
 		if r.conn == connNew {
 			r.moveConn(connReady)
 		}

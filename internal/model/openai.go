@@ -8,7 +8,8 @@
 //     started nothing is retried, since that would repeat text.
 //   - 401, 403, 404 and other 4xx fail at once, with the status, the
 //     endpoint (no credentials) and the server's own message.
-//   - The key comes from OPENAI_API_KEY only and is never logged or shown.
+//   - The key is the caller's (OPENAI_API_KEY, or the stored sign-in),
+//     asked for at each request, and never logged or shown.
 //   - The stream is flushed to the client whenever the body has nothing
 //     buffered, that is when the next read would wait for the network.
 //   - Cancelling the turn closes the request at once.
@@ -31,7 +32,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,9 +49,9 @@ const (
 )
 
 type OpenAI struct {
-	base     string // the endpoint, without a trailing slash
-	shown    string // the endpoint as errors show it: no credentials, no query
-	key      string
+	base     string        // the endpoint, without a trailing slash
+	shown    string        // the endpoint as errors show it: no credentials, no query
+	key      func() string // the provider's key now ("" for none): a sign-out drops it
 	client   *http.Client
 	log      *slog.Logger
 	listed   []string      // --models
@@ -71,27 +71,16 @@ type OpenAI struct {
 // next look at it starts one in the background.
 const modelsRefresh = 10 * time.Minute
 
-// NewOpenAI is the model name of the OpenAI-compatible endpoint at baseURL;
-// models, when given, is what the model picker offers.
-func NewOpenAI(baseURL string, models []string, name string, log *slog.Logger) (*OpenAI, error) {
-	u, err := url.Parse(baseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--base-url %q is not an http or https URL", baseURL)
+// NewOpenAI is the model name of the OpenAI-compatible endpoint at baseURL,
+// sent the key that key returns (nil: none); models, when given, is what
+// the model picker offers.
+func NewOpenAI(baseURL string, key func() string, models []string, name string, log *slog.Logger) (*OpenAI, error) {
+	m, err := endpoint(baseURL, key)
+	if err != nil {
+		return nil, err
 	}
-	shown := *u
-	shown.User, shown.RawQuery, shown.Fragment = nil, "", ""
-	m := &OpenAI{
-		base:     strings.TrimSuffix(baseURL, "/"),
-		shown:    strings.TrimSuffix(shown.String(), "/"),
-		key:      os.Getenv("OPENAI_API_KEY"),
-		client:   &http.Client{Transport: newTransport()},
-		log:      log,
-		listed:   models,
-		Backoff:  500 * time.Millisecond,
-		Idle:     openaiIdleTimeout,
-		maxRetry: time.Minute,
-		model:    name,
-	}
+	m.log, m.listed, m.model = log, models, name
+	m.Backoff, m.Idle, m.maxRetry = 500*time.Millisecond, openaiIdleTimeout, time.Minute
 	m.fetched = make(chan struct{})
 	if len(models) > 0 {
 		m.known = m.withDefault(models)
@@ -101,6 +90,54 @@ func NewOpenAI(baseURL string, models []string, name string, log *slog.Logger) (
 		m.startFetch()
 	}
 	return m, nil
+}
+
+// endpoint is an OpenAI client of baseURL with its key, no model chosen.
+func endpoint(baseURL string, key func() string) (*OpenAI, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--base-url %q is not an http or https URL", baseURL)
+	}
+	if key == nil {
+		key = func() string { return "" }
+	}
+	shown := *u
+	shown.User, shown.RawQuery, shown.Fragment = nil, "", ""
+	return &OpenAI{
+		base:   strings.TrimSuffix(baseURL, "/"),
+		shown:  strings.TrimSuffix(shown.String(), "/"),
+		key:    key,
+		client: &http.Client{Transport: newTransport()},
+	}, nil
+}
+
+// ListModels asks the endpoint at baseURL for its models with key (GET
+// /models), as a sign-in checks a key: the ids, sorted; a refusal is an
+// *EndpointError with the endpoint's own words.
+func ListModels(ctx context.Context, baseURL, key string) ([]string, error) {
+	m, err := endpoint(baseURL, func() string { return key })
+	if err != nil {
+		return nil, err
+	}
+	return m.fetchModels(ctx)
+}
+
+// EndpointError is an endpoint's answer other than 200: its status and
+// its own message (the key redacted).
+type EndpointError struct {
+	URL     string // the endpoint asked, without credentials
+	Status  string // as "401 Unauthorized"
+	Code    int
+	Message string
+}
+
+func (e *EndpointError) Error() string {
+	return fmt.Sprintf("%s answered %s: %s", e.URL, e.Status, e.Message)
+}
+
+// Refused reports whether the endpoint refused the key (401 or 403).
+func (e *EndpointError) Refused() bool {
+	return e.Code == http.StatusUnauthorized || e.Code == http.StatusForbidden
 }
 
 // newTransport is the model client's transport: bounded dialling and TLS,
@@ -153,7 +190,9 @@ func (m *OpenAI) startFetch() {
 func (m *OpenAI) startFetchLocked() {
 	m.fetching, m.asked = true, time.Now()
 	go func() {
-		ids, err := m.fetchModels()
+		ctx, cancel := context.WithTimeout(context.Background(), openaiModelsTimeout)
+		ids, err := m.fetchModels(ctx)
+		cancel()
 		if err != nil {
 			m.log.Warn("listing the server's models failed; offering the ones known", "endpoint", m.shown+"/models", "err", err)
 		}
@@ -179,9 +218,7 @@ func (m *OpenAI) withDefault(ids []string) []string {
 	return ids
 }
 
-func (m *OpenAI) fetchModels() ([]string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), openaiModelsTimeout)
-	defer cancel()
+func (m *OpenAI) fetchModels(ctx context.Context) ([]string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.base+"/models", nil)
 	if err != nil {
 		return nil, err
@@ -193,7 +230,7 @@ func (m *OpenAI) fetchModels() ([]string, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s", resp.Status)
+		return nil, &EndpointError{URL: m.shown + "/models", Status: resp.Status, Code: resp.StatusCode, Message: m.errorMessage(resp)}
 	}
 	return modelIDs(io.LimitReader(resp.Body, 4<<20))
 }
@@ -217,17 +254,18 @@ func modelIDs(r io.Reader) ([]string, error) {
 }
 
 func (m *OpenAI) authorize(req *http.Request) {
-	if m.key != "" {
-		req.Header.Set("Authorization", "Bearer "+m.key)
+	if key := m.key(); key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
 	}
 }
 
 // redact removes the key from a text a user will see.
 func (m *OpenAI) redact(s string) string {
-	if m.key == "" {
+	key := m.key()
+	if key == "" {
 		return s
 	}
-	return strings.ReplaceAll(s, m.key, "[OPENAI_API_KEY]")
+	return strings.ReplaceAll(s, key, "[OPENAI_API_KEY]")
 }
 
 func (m *OpenAI) redactErr(err error) error { return errors.New(m.redact(err.Error())) }
@@ -449,7 +487,7 @@ func (m *OpenAI) send(ctx context.Context, body []byte, endpoint string, images 
 func hint(status, attempts int) string {
 	switch {
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return "; check OPENAI_API_KEY"
+		return "; check OPENAI_API_KEY, or sign in again with acpbridge setup"
 	case status == http.StatusNotFound:
 		return "; check the model name (--model openai:NAME) and --base-url"
 	case attempts > 1:
@@ -609,7 +647,7 @@ func (m *OpenAI) stream(ctx context.Context, resp *http.Response, out Sink, endp
 		}
 		return as.calls.finish(as.finish, out), nil
 	case "text/html":
-		head, _ := io.ReadAll(io.LimitReader(resp.Body, int64(200+len(as.m.key))))
+		head, _ := io.ReadAll(io.LimitReader(resp.Body, int64(200+len(as.m.key()))))
 		return fail("the server answered with a web page (%s), not an event stream (is --base-url the API's address, ending in /v1, and does it need a login?): %s",
 			ct, as.m.seen(strings.TrimSpace(string(head)), 120))
 	}

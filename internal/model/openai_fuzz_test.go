@@ -32,7 +32,7 @@ func FuzzEventStream(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	m, err := NewOpenAI("http://127.0.0.1:1/v1", nil, "m", slog.New(slog.DiscardHandler))
+	m, err := NewOpenAI("http://127.0.0.1:1/v1", nil, nil, "m", slog.New(slog.DiscardHandler))
 	if err != nil {
 		f.Fatal(err)
 	}
