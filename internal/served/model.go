@@ -61,6 +61,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"acpbridge/internal/acp"
@@ -85,6 +86,8 @@ type Model struct {
 	// Log, when set, is told of each call: its wire path, the entry it got
 	// (or that it was a side call) and how it ended.
 	Log func(format string, args ...any)
+
+	answers atomic.Int64 // answers begun: each answer's number, which its ids carry
 
 	mu      sync.Mutex   // guards the fields below
 	expects []string     // each entry's expect, "" for none
@@ -152,7 +155,7 @@ func (m *Model) Served() Count {
 	return c
 }
 
-// serveModel serves the replay fixture at path (name is the file the user
+// Start serves the replay fixture at path (name is the file the user
 // gave, which errors name) on addr, 127.0.0.1:0 when ""; roots are the
 // run's workspace roots.
 func Start(path, name, addr string, roots []string) (*Model, error) {
@@ -187,13 +190,13 @@ func Start(path, name, addr string, roots []string) (*Model, error) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", m.handler(decodeChatHTTP, func(w http.ResponseWriter, r *request) wireAnswer {
-		return &chatAnswer{sse: sse{w: w}, model: r.model, stream: r.stream}
+		return &chatAnswer{sse: m.sse(w), model: r.model, stream: r.stream}
 	}))
 	mux.HandleFunc("POST /v1/responses", m.handler(decodeResponsesHTTP, func(w http.ResponseWriter, r *request) wireAnswer {
-		return &responsesAnswer{sse: sse{w: w}, model: r.model, stream: r.stream}
+		return &responsesAnswer{sse: m.sse(w), model: r.model, stream: r.stream}
 	}))
 	mux.HandleFunc("POST /v1/messages", m.handler(decodeAnthropicHTTP, func(w http.ResponseWriter, r *request) wireAnswer {
-		return &anthropicAnswer{sse: sse{w: w}, model: r.model, stream: r.stream}
+		return &anthropicAnswer{sse: m.sse(w), model: r.model, stream: r.stream}
 	}))
 	mux.HandleFunc("POST /v1/messages/count_tokens", countTokens("input_tokens"))
 	mux.HandleFunc("POST /v1beta/models/{call}", m.gemini)
@@ -205,6 +208,12 @@ func Start(path, name, addr string, roots []string) (*Model, error) {
 	go m.srv.Serve(ln)
 	return m, nil
 }
+
+// sse is the writer of a new answer, numbered: every id an answer hands
+// out (response, message, output item) carries its number, so that no two
+// answers in the served model's life share one (codex keeps a thread's
+// items by id: with one id for all, a load replayed only the first turn).
+func (m *Model) sse(w http.ResponseWriter) sse { return sse{w: w, n: m.answers.Add(1)} }
 
 // Close stops the endpoint.
 func (m *Model) Close() { m.srv.Close() }
@@ -222,7 +231,7 @@ func decodeAnthropicHTTP(_ *http.Request, body []byte) (*request, error) {
 func (m *Model) gemini(w http.ResponseWriter, r *http.Request) {
 	name, method, _ := strings.Cut(r.PathValue("call"), ":")
 	answer := func(w http.ResponseWriter, r *request) wireAnswer {
-		return &geminiAnswer{sse: sse{w: w}, model: r.model, stream: r.stream}
+		return &geminiAnswer{sse: m.sse(w), model: r.model, stream: r.stream}
 	}
 	switch method {
 	case "streamGenerateContent", "generateContent":

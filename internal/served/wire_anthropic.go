@@ -31,6 +31,14 @@ func decodeAnthropic(body []byte) (*request, error) {
 		OutputFormat *struct {
 			Schema json.RawMessage `json:"schema"`
 		} `json:"output_format"`
+		// OutputConfig.Format is the newer place of the same ask (Claude
+		// Code 2.1's title call).
+		OutputConfig struct {
+			Format *struct {
+				Type   string          `json:"type"`
+				Schema json.RawMessage `json:"schema"`
+			} `json:"format"`
+		} `json:"output_config"`
 		Metadata struct {
 			UserID string `json:"user_id"`
 		} `json:"metadata"`
@@ -41,6 +49,12 @@ func decodeAnthropic(body []byte) (*request, error) {
 	}
 	r := &request{model: req.Model, stream: req.Stream, key: anthropicSession(req.Metadata.UserID), probe: atMostOne(req.MaxTokens)}
 	for _, m := range req.Messages {
+		if m.Role == "system" {
+			for _, msg := range anthropicMessages("user", m.Content) {
+				r.add(msg, true)
+			}
+			continue
+		}
 		r.msgs = append(r.msgs, anthropicMessages(m.Role, m.Content)...)
 	}
 	for _, t := range req.Tools {
@@ -48,6 +62,9 @@ func decodeAnthropic(body []byte) (*request, error) {
 	}
 	if req.OutputFormat != nil {
 		r.schema = orEmptySchema(req.OutputFormat.Schema)
+	}
+	if f := req.OutputConfig.Format; f != nil && (f.Type == "json_schema" || f.Type == "json_object" || len(f.Schema) > 0) {
+		r.schema = orEmptySchema(f.Schema)
 	}
 	r.noteAnswers()
 	return r, nil
@@ -179,7 +196,7 @@ func (a *anthropicAnswer) event(typ string, data map[string]any) error {
 // message is the message object: message_start's (no blocks yet, no stop)
 // or a whole answer's.
 func (a *anthropicAnswer) message(stop any) map[string]any {
-	return map[string]any{"id": "msg_scenario", "type": "message", "role": "assistant", "model": a.model,
+	return map[string]any{"id": a.id("msg_scenario_"), "type": "message", "role": "assistant", "model": a.model,
 		"content": a.blocks, "stop_reason": stop, "stop_sequence": nil,
 		"usage": anthropicUsage(a.used)}
 }

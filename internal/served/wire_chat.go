@@ -150,7 +150,7 @@ func (c *chatAnswer) event(delta map[string]any) error {
 
 // chunk wraps a choice in a chat.completion.chunk.
 func (c *chatAnswer) chunk(choice map[string]any) map[string]any {
-	return map[string]any{"id": "chatcmpl-scenario", "object": "chat.completion.chunk", "created": 0, "model": c.model, "choices": []any{choice}}
+	return map[string]any{"id": c.id("chatcmpl-scenario-"), "object": "chat.completion.chunk", "created": 0, "model": c.model, "choices": []any{choice}}
 }
 
 // finish ends the answer: the finish reason the stop reason means and the
@@ -172,7 +172,7 @@ func (c *chatAnswer) finish(stop acp.StopReason, err error) {
 		if len(c.calls) > 0 {
 			msg["tool_calls"] = c.calls
 		}
-		writeJSON(c.w, map[string]any{"id": "chatcmpl-scenario", "object": "chat.completion", "created": 0, "model": c.model,
+		writeJSON(c.w, map[string]any{"id": c.id("chatcmpl-scenario-"), "object": "chat.completion", "created": 0, "model": c.model,
 			"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}}, "usage": c.used})
 		return
 	}
@@ -198,8 +198,12 @@ func chatFinish(stop acp.StopReason) string {
 // sse writes an event stream, its status and type set by the first event.
 type sse struct {
 	w       http.ResponseWriter
+	n       int64 // the answer's number in the served model's life (Model.sse)
 	started bool
 }
+
+// id is an id of this answer's: prefix and its number.
+func (s *sse) id(prefix string) string { return fmt.Sprintf("%s%d", prefix, s.n) }
 
 // data writes an event: its name (none when ""), and data as JSON.
 func (s *sse) data(event string, data any) error {

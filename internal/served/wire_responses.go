@@ -103,7 +103,7 @@ func (a *responsesAnswer) delta(typ, s string) error {
 		a.closeItem()
 	}
 	if a.open == nil {
-		a.open = map[string]any{"type": typ, "id": fmt.Sprintf("%s_%d", typ[:3], len(a.output))}
+		a.open = map[string]any{"type": typ, "id": fmt.Sprintf("%s_%d_%d", typ[:3], a.n, len(a.output))}
 		if typ == "message" {
 			a.open["role"] = "assistant"
 			a.open["content"] = []any{}
@@ -140,9 +140,9 @@ func (a *responsesAnswer) call(c agentCall) error {
 	if a.open != nil {
 		a.closeItem()
 	}
-	item := map[string]any{"type": "function_call", "id": "fc_" + c.ID, "call_id": c.ID, "name": c.Name, "arguments": c.argsJSON(), "status": "completed"}
+	item := map[string]any{"type": "function_call", "id": a.id("fc_") + "_" + c.ID, "call_id": c.ID, "name": c.Name, "arguments": c.argsJSON(), "status": "completed"}
 	if c.Freeform {
-		item = map[string]any{"type": "custom_tool_call", "id": "ctc_" + c.ID, "call_id": c.ID, "name": c.Name, "input": c.Input, "status": "completed"}
+		item = map[string]any{"type": "custom_tool_call", "id": a.id("ctc_") + "_" + c.ID, "call_id": c.ID, "name": c.Name, "input": c.Input, "status": "completed"}
 	}
 	a.event("response.output_item.added", map[string]any{"output_index": len(a.output), "item": item})
 	return a.done(item)
@@ -175,7 +175,7 @@ func (a *responsesAnswer) event(typ string, data map[string]any) error {
 // response is the response object, as response.completed and a whole
 // answer carry it.
 func (a *responsesAnswer) response(status string) map[string]any {
-	return map[string]any{"id": "resp_scenario", "object": "response", "created_at": 0, "status": status, "model": a.model,
+	return map[string]any{"id": a.id("resp_scenario_"), "object": "response", "created_at": 0, "status": status, "model": a.model,
 		"output": a.output, "usage": a.used}
 }
 

@@ -47,11 +47,29 @@ type request struct {
 }
 
 // marked reports whether the call carries an agent's mark of a side call
-// (a title, a routing decision, a summary, a quota check): it asks for
-// JSON, or for at most one token. It is answered without an entry. A call
-// without tools is not a side call for that alone: a chat-only agent
-// offers none (see Model.choose for the other side calls).
-func (r *request) marked() bool { return r.schema != nil || r.probe }
+// (a title, a routing decision, a summary, a quota check, a suggestion of
+// the user's next prompt): it asks for JSON, or for at most one token, or
+// its user's newest words end in claude's [SUGGESTION MODE: ...]. It is
+// answered without an entry. A call without tools is not a side call for
+// that alone: a chat-only agent offers none (see Model.choose for the
+// other side calls).
+func (r *request) marked() bool { return r.schema != nil || r.probe || r.suggestion() }
+
+// suggestionMark ends the last user message of claude's call for a
+// suggestion of the user's next prompt (the whole conversation, the same
+// tools).
+const suggestionMark = "[SUGGESTION MODE:"
+
+// suggestion reports a call for a suggestion of the user's next prompt.
+func (r *request) suggestion() bool {
+	for i := len(r.msgs) - 1; i >= 0; i-- {
+		if m := r.msgs[i]; m.Role == "user" && strings.TrimSpace(m.Text) != "" {
+			t := strings.TrimSpace(m.Text)
+			return strings.Contains(t, suggestionMark) && strings.HasSuffix(t, "]")
+		}
+	}
+	return false
+}
 
 // messageKeys are a call's messages as conversations are told apart by
 // them: a key for each text, each tool call and each tool result, in
@@ -114,8 +132,14 @@ func (r *request) carried() carried {
 
 // add appends a message to the call's; instructions says it is a system
 // or developer message, counted in context while only such came before.
+// One inside the conversation (Claude Code's "# Environment ..." between
+// the turns) is context too, and never the user's turn: it is left out,
+// so that neither an entry's expect nor the conversation's keys meet it.
 func (r *request) add(m model.Message, instructions bool) {
-	if instructions && r.context == len(r.msgs) {
+	if instructions {
+		if r.context < len(r.msgs) {
+			return
+		}
 		r.context++
 	}
 	r.msgs = append(r.msgs, m)
@@ -270,15 +294,37 @@ func (a *sink) finish(stop acp.StopReason, err error, inBytes int64) model.Usage
 }
 
 // sideAnswer is what a side call gets: the smallest value of the schema it
-// asks for, as JSON text, or a short text.
+// asks for, as JSON text, its title (claude's title call) the first words
+// of the conversation; a short suggestion of the next prompt; or a short
+// text.
 func sideAnswer(req *request) string {
 	if req.schema == nil {
+		if req.suggestion() {
+			return "Go on."
+		}
 		return "OK"
 	}
 	var schema map[string]any
 	json.Unmarshal(req.schema, &schema)
-	b, _ := json.Marshal(smallest(schema))
+	v := smallest(schema)
+	if obj, ok := v.(map[string]any); ok {
+		if title, ok := obj["title"].(string); ok && title == "" {
+			obj["title"] = req.title()
+		}
+	}
+	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// title is a short title for the call's conversation: its user's first
+// words (at most six), or "A conversation".
+func (r *request) title() string {
+	for _, m := range r.msgs[r.context:] {
+		if words := strings.Fields(m.Text); m.Role == "user" && len(words) > 0 {
+			return strings.Join(words[:min(len(words), 6)], " ")
+		}
+	}
+	return "A conversation"
 }
 
 // smallest is the smallest value a JSON schema allows, near enough: its

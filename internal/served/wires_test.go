@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -52,7 +53,7 @@ func TestServedModel_responses(t *testing.T) {
 	assert.Equal(t, 200, code)
 	for _, want := range []string{"event: response.created\n", `"type":"response.reasoning_summary_text.delta"`, `"delta":"Writing."`,
 		`"item":{"content":[{"annotations":[],"text":"Writing.","type":"output_text"}]`,
-		`"call_id":"w1","id":"ctc_w1","input":"*** Begin Patch\n*** Add File: /work/a.txt\n+hi\n*** End Patch\n","name":"apply_patch","status":"completed","type":"custom_tool_call"`,
+		`"call_id":"w1","id":"ctc_1_w1","input":"*** Begin Patch\n*** Add File: /work/a.txt\n+hi\n*** End Patch\n","name":"apply_patch","status":"completed","type":"custom_tool_call"`,
 		`"type":"response.completed"`, `"usage":{"input_tokens":7,"input_tokens_details":{"cached_tokens":0},"output_tokens":3`} {
 		assert.Contains(t, text, want)
 	}
@@ -216,4 +217,81 @@ func TestTextBytes(t *testing.T) {
 	assert.Equal(t, int64(1+4+5+4+4+2+1+4+6+6), textBytes([]byte(body)))
 	assert.Equal(t, int64(0), textBytes([]byte(`{"a":{"b":[1,2,{"c":null}]}}`)))
 	assert.Equal(t, int64(0), textBytes([]byte(`not json "abc"`)), "nothing for a body that is not JSON")
+}
+
+// Verify that no two answers share an id, on any wire: the same call
+// answered twice (two conversations, or a thread's turns) gives each
+// response, message and output item an id of its own, while the calls'
+// own ids (call_id, tool_use id) stay the recording's, which the agent
+// sends back with its results.
+func TestServedModel_idsUnique(t *testing.T) {
+	m := serveWireFixture(t)
+	calls := []struct{ path, body string }{
+		{"/responses", `{"model":"gpt-x","stream":true,"tools":[{"type":"custom","name":"apply_patch","format":{}}],"input":[{"type":"message","role":"user","content":"write it"}]}`},
+		{"/responses", `{"model":"gpt-x","input":[{"type":"message","role":"user","content":"write it"}]}`},
+		{"/messages", `{"model":"claude-x","stream":true,"tools":[{"name":"Write","input_schema":{"properties":{"file_path":{},"content":{}}}}],"messages":[{"role":"user","content":"write it"}]}`},
+		{"/messages", `{"model":"claude-x","messages":[{"role":"user","content":"write it"}]}`},
+		{"/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"write it"}]}`},
+		{"/chat/completions", `{"model":"m","messages":[{"role":"user","content":"write it"}]}`},
+	}
+	idPattern := regexp.MustCompile(`"id":"((?:resp|msg|chatcmpl|mes|rea|fc|ctc)[^"]*)"`)
+	owner := map[string]int{}
+	for i, c := range calls {
+		code, text := post(t, m.URL+c.path, c.body)
+		require.Equal(t, 200, code, "%s: %s", c.path, text)
+		ids := map[string]bool{}
+		for _, match := range idPattern.FindAllStringSubmatch(text, -1) {
+			ids[match[1]] = true
+		}
+		require.NotEmpty(t, ids, "%s hands out ids", c.path)
+		for id := range ids {
+			if j, seen := owner[id]; seen {
+				t.Errorf("answer %d (%s) has id %s, which answer %d had", i, c.path, id, j)
+			}
+			owner[id] = i
+		}
+		if strings.Contains(text, `"call_id"`) {
+			assert.Contains(t, text, `"call_id":"w1"`, "the call's own id is the recording's")
+		}
+	}
+}
+
+// Verify that a system message inside the conversation (Claude Code's
+// "# Environment ..." with cache_control, on the Messages wire; a system
+// message among a chat's turns) is context, not the user's turn: the
+// entry's expect is matched against the user's words before it.
+func TestServedModel_systemMessageInsideIsContext(t *testing.T) {
+	env := `{"role":"system","content":[{"type":"text","text":"# Environment\nYou are in /work","cache_control":{"type":"ephemeral"}}]}`
+	m := serveWireFixture(t)
+	code, text := post(t, m.URL+"/messages", `{"model":"claude-x","tools":[{"name":"Write","input_schema":{"properties":{"file_path":{},"content":{}}}}],"messages":[{"role":"user","content":"write it"},`+env+`]}`)
+	require.Equal(t, 200, code, text)
+	assert.Contains(t, text, `"name":"Write"`, "the entry expecting the user's words is served")
+
+	m = serveWireFixture(t)
+	code, text = post(t, m.URL+"/chat/completions", `{"model":"m","messages":[{"role":"system","content":"rules"},{"role":"user","content":"write it"},{"role":"system","content":"# Environment"}]}`)
+	require.Equal(t, 200, code, text)
+	assert.Contains(t, text, `"content":"Writing."`)
+}
+
+// Verify claude's side calls as Claude Code 2.1 makes them: the title call
+// asking for JSON through output_config.format gets a short title from the
+// user's first words, and the prompt-suggestion call (the whole
+// conversation, the same tools, the user's last words ending in
+// [SUGGESTION MODE: ...]) a short suggestion; both are counted as side
+// calls and take no entry: the thread's next call still gets its own.
+func TestServedModel_claudeSideCalls(t *testing.T) {
+	m := serveWireFixture(t)
+	tools := `[{"name":"Write","input_schema":{"properties":{"file_path":{},"content":{}}}}]`
+	code, text := post(t, m.URL+"/messages", `{"model":"claude-haiku","output_config":{"format":{"type":"json_schema","schema":{"type":"object","properties":{"title":{"type":"string"}},"required":["title"],"additionalProperties":false}}},`+
+		`"messages":[{"role":"user","content":"write it into a file for me please"}]}`)
+	require.Equal(t, 200, code, text)
+	assert.Contains(t, text, `"text":"{\"title\":\"write it into a file for\"}"`)
+	code, text = post(t, m.URL+"/messages", `{"model":"claude-x","tools":`+tools+`,"messages":[{"role":"user","content":"write it"},{"role":"assistant","content":"Sure."},`+
+		`{"role":"user","content":[{"type":"text","text":"[SUGGESTION MODE: Suggest what the user might naturally type next.]"}]}]}`)
+	require.Equal(t, 200, code, text)
+	assert.Contains(t, text, `"text":"Go on."`)
+	assert.Equal(t, 2, m.Served().SideCalls)
+	code, text = post(t, m.URL+"/messages", `{"model":"claude-x","tools":`+tools+`,"messages":[{"role":"user","content":"write it"}]}`)
+	require.Equal(t, 200, code, text)
+	assert.Contains(t, text, `"name":"Write"`, "the thread's entry is still there")
 }
