@@ -14,6 +14,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -177,4 +178,16 @@ func eachSource(fset *token.FileSet, fn func(*ast.File)) error {
 		fn(f)
 		return nil
 	})
+}
+
+// Verify that the product binary does not link the test framework: what
+// only tests do is the tests' choice, through a hook they set (fanout's
+// Options.RefusedMove), not testing.Testing() in the product.
+func TestArchitecture_binaryLinksNoTestFramework(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	require.NoError(t, err)
+	for _, pkg := range strings.Fields(string(out)) {
+		assert.False(t, pkg == "testing" || strings.HasPrefix(pkg, "testing/") || strings.Contains(pkg, "testify"), "the binary links %s", pkg)
+	}
 }

@@ -35,7 +35,7 @@ func FuzzRoute(f *testing.F) {
 			return // one line at a time
 		}
 		var out bytes.Buffer
-		r := newRouter(Options{Log: slog.New(slog.DiscardHandler), MaxChildren: 0, Version: "test", Stderr: io.Discard}, "")
+		r := newRouter(Options{Log: slog.New(slog.DiscardHandler), MaxChildren: 0, Version: "test", Stderr: io.Discard, RefusedMove: func(what string) { panic(what) }}, "")
 		r.out = channel.NewWire(bytes.NewReader(append(line, '\n')), &out, 1<<20, nil)
 		for {
 			m, err := r.out.RecvMessage()

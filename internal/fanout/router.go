@@ -42,6 +42,10 @@ type Options struct {
 	Command []string
 	Spares  int         // --spares: children kept started for the next threads
 	Guard   *proc.Guard // starts a Command child in a group of its own, ended with the router
+	// RefusedMove, when set, is told of a move not in a state table after
+	// it is logged (move_refused): the package's tests panic there, to fail
+	// at the move; the binary leaves it nil and goes on.
+	RefusedMove func(what string)
 }
 
 // DefaultSpares is how many started children wait for the next threads by

@@ -8,9 +8,7 @@ package fanout
 
 import (
 	"fmt"
-	"log/slog"
 	"strings"
-	"testing"
 
 	"acpbridge/internal/events"
 )
@@ -90,35 +88,36 @@ func (m *machine[S]) allows(from, to S) bool {
 }
 
 // move sets *at to to along an edge of m, for what who names (the log's
-// words). An edge not in the table is refused: in a test binary it
-// panics; otherwise it is logged as an error (the event move_refused,
-// which the process tests watch for) and the state stays.
-func move[S ~int](log *slog.Logger, m *machine[S], at *S, to S, who ...any) bool {
+// words). An edge not in the table is refused: it is logged as an error
+// (the event move_refused, which the process tests watch for), told to
+// Options.RefusedMove when set (the package's tests panic there), and the
+// state stays.
+func move[S ~int](r *router, m *machine[S], at *S, to S, who ...any) bool {
 	if m.allows(*at, to) {
 		*at = to
 		return true
 	}
 	from := m.states[*at].name
-	if testing.Testing() {
-		panic(fmt.Sprintf("fanout: %s %s → %s is not an edge of its table (%v)", m.name, from, m.states[to].name, who))
+	r.Log.Error("the router refused a move not in its table; this is a bug of acpbridge's, please report it", append([]any{events.Of("move_refused"), "machine", m.name, "from", from, "to", m.states[to].name}, who...)...)
+	if r.RefusedMove != nil {
+		r.RefusedMove(fmt.Sprintf("fanout: %s %s → %s is not an edge of its table (%v)", m.name, from, m.states[to].name, who))
 	}
-	log.Error("the router refused a move not in its table; this is a bug of acpbridge's, please report it", append([]any{events.Of("move_refused"), "machine", m.name, "from", from, "to", m.states[to].name}, who...)...)
 	return false
 }
 
 // moveChild moves c to s.
 func (r *router) moveChild(c *child, s childState) bool {
-	return move(r.Log, &childMachine, &c.state, s, "pid", c.pid, "session", c.session)
+	return move(r, &childMachine, &c.state, s, "pid", c.pid, "session", c.session)
 }
 
 // moveThread moves t to s.
 func (r *router) moveThread(t *thread, s threadState) bool {
-	return move(r.Log, &threadMachine, &t.state, s, "session", t.id)
+	return move(r, &threadMachine, &t.state, s, "session", t.id)
 }
 
 // moveConn moves the connection to s.
 func (r *router) moveConn(s connState) bool {
-	return move(r.Log, &connMachine, &r.conn, s)
+	return move(r, &connMachine, &r.conn, s)
 }
 
 var childMachine = machine[childState]{name: "child", states: []state[childState]{

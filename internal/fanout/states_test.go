@@ -4,7 +4,9 @@
 package fanout
 
 import (
+	"bytes"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -73,10 +75,17 @@ func checkMachine[S ~int](t *testing.T, m *machine[S]) {
 	}
 }
 
-// Verify that a move not in the table is refused: in a test binary it
-// panics, and the state stays; a move in it is made.
+// strictRouter is a router whose refused moves panic (Options.RefusedMove),
+// so that a test fails at the move.
+func strictRouter() *router {
+	return &router{Options: Options{Log: slog.New(slog.DiscardHandler), RefusedMove: func(what string) { panic(what) }}}
+}
+
+// Verify that a move not in the table is refused: the test's hook is told
+// (here it panics), and the state stays; a move in it is made. The binary
+// sets no hook: it logs and goes on (TestMoveRefused_logged).
 func TestMoveRefused(t *testing.T) {
-	r := &router{}
+	r := strictRouter()
 	c := &child{state: childDead}
 	assert.Panics(t, func() { r.moveChild(c, childServing) })
 	assert.Equal(t, childDead, c.state)
@@ -86,12 +95,24 @@ func TestMoveRefused(t *testing.T) {
 	assert.Panics(t, func() { r.moveConn(connInitializing); r.moveConn(connInitializing) })
 }
 
+// Verify that without the hook, as in the binary, a refused move is logged
+// with the event move_refused and the router goes on.
+func TestMoveRefused_logged(t *testing.T) {
+	var log bytes.Buffer
+	r := &router{Options: Options{Log: slog.New(slog.NewTextHandler(&log, nil))}}
+	c := &child{state: childDead}
+	assert.NotPanics(t, func() { assert.False(t, r.moveChild(c, childServing)) })
+	assert.Equal(t, childDead, c.state)
+	assert.Contains(t, log.String(), "event=move_refused")
+}
+
 // Verify that an initialize answered by a child already ending (the
 // router's end came while it started, after the client authenticated)
 // leaves it ending: no authenticate is repeated to it, and no move outside
 // the table is tried (in a test binary, a panic).
 func TestInitAnsweredWhileEnding(t *testing.T) {
-	r := &router{authArgs: json.RawMessage(`{"methodId":"token"}`)}
+	r := strictRouter()
+	r.authArgs = json.RawMessage(`{"methodId":"token"}`)
 	for _, failed := range []bool{false, true} {
 		c := &child{state: childEnding}
 		assert.NotPanics(t, func() { r.initAnswered(c, failed) }, "failed: %v", failed)
