@@ -149,37 +149,49 @@ func TestFault_unwritableStateDir(t *testing.T) {
 }
 
 // Verify that a turn whose session log cannot be written (the file size
-// limit here stands for a full disk) tells the user, and the process lives.
+// limit here stands for a full disk) tells the user with the storage code,
+// 1006, naming the log and asking for space, and the process lives: at the
+// turn's end, and in the middle of the model's stream (the write of what
+// streamed, at the replay's pause: once answered 1005 as the model's).
 func TestFault_fullDisk(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("prlimit"); err != nil {
 		t.Skip("prlimit (util-linux) is not installed")
 	}
-	fixture := writeFixture(t, fmt.Sprintf(`{"chunks":[{"text":%q}]}`, strings.Repeat("long answer ", 1000)), `{"chunks":[{"text":"short"}]}`)
-	ta := newTestAgent(t)
-	p := &procAgent{testAgent: ta}
-	cmd := exec.Command("prlimit", "--fsize=4096", binary(t), "--model", "replay:"+fixture, "--state-dir", ta.state)
-	cmd.Stderr = ta.stderr
-	p.cmd = cmd
-	ta.attach(func(stdin io.Reader, stdout io.WriteCloser) {
-		cmd.Stdin, cmd.Stdout = stdin, stdout
-		if err := cmd.Start(); err != nil {
-			stdout.Close()
-			ta.exit <- -1
-			return
-		}
-		cmd.Wait()
-		stdout.Close()
-		ta.exit <- cmd.ProcessState.ExitCode()
-	})
-	sid := ta.newSession()
-	_, r := ta.turnUpdates(2, sid, "write a lot")
-	require.NotNil(t, r.Error, "the turn whose log write failed")
-	assert.Equal(t, 1006, r.Error.Code)
-	assert.Contains(t, r.Error.Message, "file too large")
-	assert.Contains(t, r.Error.Message, "has space")
-	r = decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":3,"method":"session/list","params":{}}`))
-	assert.Nil(t, r.Error, "still serving")
+	for name, entry := range map[string]string{
+		"turn end":   fmt.Sprintf(`{"chunks":[{"text":%q}]}`, strings.Repeat("long answer ", 1000)),
+		"mid-stream": fmt.Sprintf(`{"chunks":[{"text":%q},{"delayMs":1},{"text":"more"}]}`, strings.Repeat("x", 70<<10)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fixture := writeFixture(t, entry, `{"chunks":[{"text":"short"}]}`)
+			ta := newTestAgent(t)
+			p := &procAgent{testAgent: ta}
+			cmd := exec.Command("prlimit", "--fsize=4096", binary(t), "--model", "replay:"+fixture, "--state-dir", ta.state)
+			cmd.Stderr = ta.stderr
+			p.cmd = cmd
+			ta.attach(func(stdin io.Reader, stdout io.WriteCloser) {
+				cmd.Stdin, cmd.Stdout = stdin, stdout
+				if err := cmd.Start(); err != nil {
+					stdout.Close()
+					ta.exit <- -1
+					return
+				}
+				cmd.Wait()
+				stdout.Close()
+				ta.exit <- cmd.ProcessState.ExitCode()
+			})
+			sid := ta.newSession()
+			_, r := ta.turnUpdates(2, sid, "write a lot")
+			require.NotNil(t, r.Error, "the turn whose log write failed")
+			assert.Equal(t, 1006, r.Error.Code, r.Error.Message)
+			assert.Contains(t, r.Error.Message, "file too large")
+			assert.Contains(t, r.Error.Message, filepath.Join(ta.state, "sessions", sid+".jsonl"))
+			assert.Contains(t, r.Error.Message, "has space")
+			r = decodeResponse(t, ta.call(`{"jsonrpc":"2.0","id":3,"method":"session/list","params":{}}`))
+			assert.Nil(t, r.Error, "still serving")
+		})
+	}
 }
 
 // Verify that a client that stops reading stdout (the pipe fills, acpbridge

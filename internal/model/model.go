@@ -227,6 +227,36 @@ type Sink interface {
 	KeepState(state json.RawMessage) error
 }
 
+// watched is a Sink whose first failure is kept: the session's own (its
+// store could not write: a full disk), which a model passes up as it is,
+// never wrapped as a failed model call.
+type watched struct {
+	Sink
+	err error
+}
+
+func (w *watched) TextChunk(s string) error    { return w.keep(w.Sink.TextChunk(s)) }
+func (w *watched) ThoughtChunk(s string) error { return w.keep(w.Sink.ThoughtChunk(s)) }
+func (w *watched) Pause() error                { return w.keep(w.Sink.Pause()) }
+func (w *watched) KeepState(state json.RawMessage) error {
+	return w.keep(w.Sink.KeepState(state))
+}
+
+func (w *watched) keep(err error) error {
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	return err
+}
+
+// failure is the call's error: the sink's own when it failed, else err.
+func (w *watched) failure(err error) error {
+	if err != nil && w.err != nil {
+		return w.err
+	}
+	return err
+}
+
 // Entry is one line of a replay fixture as --record writes it.
 type Entry struct {
 	Expect string         `json:"expect,omitempty"`

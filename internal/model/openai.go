@@ -412,7 +412,8 @@ func argumentsOf(input json.RawMessage) string {
 
 // --- the call ---
 
-func (m *OpenAI) Complete(ctx context.Context, req *Request, out Sink) (acp.StopReason, error) {
+func (m *OpenAI) Complete(ctx context.Context, req *Request, sink Sink) (acp.StopReason, error) {
+	out := &watched{Sink: sink}         // a failure of the session's own is said as its own
 	if err := out.Pause(); err != nil { // what is buffered shows while the model thinks
 		return "", err
 	}
@@ -423,9 +424,10 @@ func (m *OpenAI) Complete(ctx context.Context, req *Request, out Sink) (acp.Stop
 	endpoint := m.shown + "/chat/completions"
 	resp, err := m.send(ctx, body, endpoint, hasImages(req), out)
 	if err != nil {
-		return "", err
+		return "", out.failure(err)
 	}
-	return m.stream(ctx, resp, out, endpoint)
+	stop, err := m.stream(ctx, resp, out, endpoint)
+	return stop, out.failure(err)
 }
 
 // hasImages reports whether a request sends an image.

@@ -110,7 +110,8 @@ func (m *Replay) NeedsHistory() bool  { return false }
 func (m *Replay) Models() []string    { return []string{m.DefaultName()} }
 func (m *Replay) DefaultName() string { return "replay:" + filepath.Base(m.path) }
 
-func (m *Replay) Complete(ctx context.Context, req *Request, out Sink) (acp.StopReason, error) {
+func (m *Replay) Complete(ctx context.Context, req *Request, sink Sink) (acp.StopReason, error) {
+	out := &watched{Sink: sink} // a failure of the session's own is said as its own
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.openLocked(); err != nil {
@@ -135,6 +136,9 @@ func (m *Replay) Complete(ctx context.Context, req *Request, out Sink) (acp.Stop
 		err = kerr
 	}
 	if err != nil && ctx.Err() == nil {
+		if out.err != nil {
+			return "", out.err
+		}
 		if rerr := (*jrpc2.Error)(nil); errors.As(err, &rerr) {
 			return "", err
 		}
