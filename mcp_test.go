@@ -60,6 +60,14 @@ func newTestMCPServer() *mcp.Server {
 				})
 			return text("added"), nil, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "table", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, any, error) {
+			rows := make([]map[string]any, 4000) // some 200 KB of structured content
+			for i := range rows {
+				rows[i] = map[string]any{"id": i, "name": fmt.Sprintf("row %d of the table", i)}
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "4000 rows"}}, StructuredContent: map[string]any{"rows": rows}}, nil, nil
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "die", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, req *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, any, error) {
 			os.Exit(3)
@@ -217,6 +225,34 @@ func TestMCP_stdio(t *testing.T) {
 	require.False(t, gone(t, pidFile), "the server runs while the session is live")
 	ta.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"session/close","params":{"sessionId":%q}}`, sid))
 	assert.True(t, gone(t, pidFile), "the server's process ended with session/close")
+}
+
+// Verify that an MCP tool's structuredContent of 200 KB reaches the editor
+// as a preview (rawOutput within its share), so that no line of the turn,
+// nor of its replay on load, outgrows 64 KiB; the model is told the
+// tool's text.
+func TestMCP_structuredContentPreviewed(t *testing.T) {
+	t.Parallel()
+	spec, _ := stdioSpec(t, "helper")
+	fixture := writeFixture(t,
+		`{"chunks":[{"toolCall":{"id":"t1","name":"mcp__helper__table","input":{}}}]}`,
+		`{"expect":"4000 rows","chunks":[{"text":"Read."}]}`)
+	ta := startAgent(t, "--model", "replay:"+fixture)
+	sid := ta.newSessionWith(spec)
+	_, r := ta.turnUpdates(2, sid, "read the table")
+	require.Nil(t, r.Error)
+	joined := strings.Join(ta.gotUpdates(), "\n")
+	assert.Contains(t, joined, `"rawOutput":"{\"structuredContent\":{\"rows\":[{\"id\":0`, "a preview of the structured content")
+	assert.Contains(t, joined, "not shown here")
+	ta.close()
+	q := startAgentLike(t, ta, "--model", "replay:"+fixture)
+	q.call(initLine)
+	q.send(load(1, sid))
+	_, r = q.updatesUntil(1)
+	require.Nil(t, r.Error)
+	for _, l := range append(ta.got, q.got...) {
+		assert.Less(t, len(l), 64<<10, "a line of %d bytes: %.120s", len(l), l)
+	}
 }
 
 // gotUpdates returns the params.update of every session/update read so far.

@@ -4,6 +4,7 @@
 package tools
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -17,11 +18,19 @@ import (
 // Python ACP SDK) can take.
 const PreviewBytes = 48 << 10
 
-// Preview cuts each text content of out that is longer than its share of
-// PreviewBytes to a preview: its head and its tail, with a note between
-// of how much was left out. The result the model is given is not touched,
-// nor diffs (what the user approves) or terminals.
+// RawPreviewBytes bounds the JSON of a tool call's rawOutput (an MCP tool's
+// structuredContent is as large as the tool makes it); the texts share
+// what is left of PreviewBytes.
+const RawPreviewBytes = PreviewBytes / 4
+
+// Preview cuts what the client is shown of out to PreviewBytes: a rawOutput
+// whose JSON is longer than RawPreviewBytes becomes a preview of that JSON,
+// as a string; each text content longer than its share of the rest
+// becomes a preview: its head and its tail, with a note between of how much
+// was left out. The result the model is given is not touched, nor diffs
+// (what the user approves) or terminals.
 func Preview(out *Outcome) {
+	budget := PreviewBytes - previewRaw(out)
 	texts := 0
 	for _, c := range out.Content {
 		if c.Text != "" {
@@ -31,12 +40,29 @@ func Preview(out *Outcome) {
 	if texts == 0 {
 		return
 	}
-	budget := PreviewBytes / texts
+	budget /= texts
 	for i, c := range out.Content {
 		if c.Text != "" && jsonenc.StringLen(c.Text) > budget {
 			out.Content[i] = acp.TextOut(preview(c.Text, budget))
 		}
 	}
+}
+
+// previewRaw cuts out's rawOutput to a preview when its JSON is longer than
+// RawPreviewBytes; the bytes it takes of the update.
+func previewRaw(out *Outcome) int {
+	if out.RawOutput == nil {
+		return 0
+	}
+	raw, ok := out.RawOutput.(json.RawMessage)
+	if !ok {
+		raw = acp.MustJSON(out.RawOutput)
+	}
+	if len(raw) <= RawPreviewBytes {
+		return len(raw)
+	}
+	out.RawOutput = json.RawMessage(jsonenc.AppendString(nil, preview(string(raw), RawPreviewBytes)))
+	return RawPreviewBytes
 }
 
 // preview is s as at most budget bytes of JSON: three quarters head, a
