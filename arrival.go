@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 
 	"github.com/creachadair/jrpc2"
 	"github.com/creachadair/jrpc2/handler"
@@ -45,23 +44,44 @@ func queueCancellable(run func() (any, error), cancel cancelling) admission {
 	return admission{run: run, cancel: cancel}
 }
 
-// handlers is the dispatch table: every ACP method acpbridge serves.
+// handlers is the dispatch table: every ACP method acpbridge serves. The
+// methods decided at arrival (arrivals) reach jrpc2 only when sent as a
+// notification, which has nobody to answer.
 func (a *agent) handlers() handler.Map {
 	m := handler.Map{
 		acp.MethodSessionList:   a.guard(a.session(handle(a.listSessions))),
 		acp.MethodCancelRequest: a.guard(a.cancelRequestHandler),
 	}
-	for _, method := range arrivalMethods {
+	for method := range a.arrivals {
 		m[method] = a.guard(a.notAStep)
 	}
 	return m
 }
 
-// arrivalMethods are the methods decided at arrival.
-var arrivalMethods = []string{
-	acp.MethodInitialize, acp.MethodSessionNew, acp.MethodSessionLoad, acp.MethodSessionResume,
-	acp.MethodSessionClose, acp.MethodSessionPrompt, acp.MethodSessionCancel, acp.MethodSessionDelete,
-	acp.MethodSessionSetMode, acp.MethodSessionSetConfigOption, acp.MethodAuthenticate, acp.MethodLogout,
+// arrival is how a method decided at arrival is admitted: its params
+// decoded and checked, then its admission; and whether it may come before
+// initialize.
+type arrival struct {
+	admit      func(params json.RawMessage) admission
+	beforeInit bool
+}
+
+// arrivalTable is the one table of the methods decided at arrival.
+func (a *agent) arrivalTable() map[string]arrival {
+	return map[string]arrival{
+		acp.MethodInitialize:             {typed(a.admitInitialize), true},
+		acp.MethodSessionCancel:          {typed(a.admitCancel), true},
+		acp.MethodSessionNew:             {typed(signedIn(a, a.admitNew)), false},
+		acp.MethodSessionLoad:            {typed(signedIn(a, a.admitOpen(true))), false},
+		acp.MethodSessionResume:          {typed(signedIn(a, a.admitOpen(false))), false},
+		acp.MethodSessionClose:           {typed(a.admitClose), false},
+		acp.MethodSessionPrompt:          {typed(a.admitPrompt), false},
+		acp.MethodSessionDelete:          {typed(a.admitDelete), false},
+		acp.MethodSessionSetMode:         {typed(a.admitSetMode), false},
+		acp.MethodSessionSetConfigOption: {typed(a.admitSetConfig), false},
+		acp.MethodAuthenticate:           {typed(a.admitAuthenticate), false},
+		acp.MethodLogout:                 {typed(a.admitLogout), false},
+	}
 }
 
 // arrive decides one message, in arrival order (the wire calls it on the
@@ -102,43 +122,19 @@ func (a *agent) safeAdmit(method, id string, params json.RawMessage) (adm admiss
 			adm, ok = refuse(err), true
 		}
 	}()
-	switch method {
-	case acp.MethodInitialize:
-		return typed(params, a.admitInitialize), true
-	case acp.MethodSessionCancel:
-		return typed(params, a.admitCancel), true
-	}
-	if !slices.Contains(arrivalMethods, method) {
+	m, ok := a.arrivals[method]
+	if !ok {
 		return admission{}, false
 	}
-	a.mu.Lock()
-	initialized := a.initialized
-	a.mu.Unlock()
-	if !initialized {
-		return refuse(errNotInitialized(method)), true
+	if !m.beforeInit {
+		a.mu.Lock()
+		initialized := a.initialized
+		a.mu.Unlock()
+		if !initialized {
+			return refuse(errNotInitialized(method)), true
+		}
 	}
-	switch method {
-	case acp.MethodSessionNew:
-		return typed(params, signedIn(a, a.admitNew)), true
-	case acp.MethodSessionLoad:
-		return typed(params, signedIn(a, a.admitOpen(true))), true
-	case acp.MethodSessionResume:
-		return typed(params, signedIn(a, a.admitOpen(false))), true
-	case acp.MethodSessionClose:
-		return typed(params, a.admitClose), true
-	case acp.MethodSessionPrompt:
-		return typed(params, a.admitPrompt), true
-	case acp.MethodSessionDelete:
-		return typed(params, a.admitDelete), true
-	case acp.MethodSessionSetMode:
-		return typed(params, a.admitSetMode), true
-	case acp.MethodAuthenticate:
-		return typed(params, a.admitAuthenticate), true
-	case acp.MethodLogout:
-		return typed(params, a.admitLogout), true
-	default: // acp.MethodSessionSetConfigOption
-		return typed(params, a.admitSetConfig), true
-	}
+	return m.admit(params), true
 }
 
 // encodeResponse is the response to request id, as jrpc2 would write it.
@@ -182,14 +178,17 @@ func (a *agent) session(h jrpc2.Handler) jrpc2.Handler {
 // withSession is params that name a session: its sessionId is required.
 type withSession interface{ Session() *string }
 
-// typed decodes params into a P (a wrong field is named) and, when P names
-// a session, requires its sessionId; then it admits them.
-func typed[P any](raw json.RawMessage, admit func(sessionID string, p *P) admission) admission {
-	p, sid, err := decodeTyped[P](raw)
-	if err != nil {
-		return refuse(err)
+// typed is admit for raw params: they are decoded into a P (a wrong field
+// is named) and, when P names a session, its sessionId is required; then
+// they are admitted.
+func typed[P any](admit func(sessionID string, p *P) admission) func(raw json.RawMessage) admission {
+	return func(raw json.RawMessage) admission {
+		p, sid, err := decodeTyped[P](raw)
+		if err != nil {
+			return refuse(err)
+		}
+		return admit(sid, p)
 	}
-	return admit(sid, p)
 }
 
 // handle decodes params as typed does, for the methods jrpc2 runs as they

@@ -358,6 +358,7 @@ func openTrace(cfg config, stderr io.Writer, trace **channel.Tracer) int {
 // serve runs the agent on one connection until it ends.
 func serve(ctx context.Context, a *agent, stdin io.Reader, stdout io.Writer, trace *channel.Tracer) int {
 	a.out = channel.NewWire(stdin, stdout, a.cfg.maxLineBytes, trace)
+	a.arrivals = a.arrivalTable()
 	a.steps.init()
 	a.out.Arrive = a.arrive
 	a.out.Arrived = a.steps.release

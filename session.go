@@ -77,8 +77,9 @@ type agent struct {
 	signinPath   string  // the stored sign-in's file
 	signInNeeded string  // why a session must wait for a sign-in, or ""
 
-	steps agentLoop      // the steps in arrival order
-	sess  *SessionRecord // the loop's: the one session, or nil
+	arrivals map[string]arrival // the methods decided at arrival (arrival.go)
+	steps    agentLoop          // the steps in arrival order
+	sess     *SessionRecord     // the loop's: the one session, or nil
 
 	// a.mu guards what arrival decides and the loop reports back.
 	mu          sync.Mutex

@@ -683,11 +683,35 @@ func CancelledRequest(params json.RawMessage) []byte {
 	var p struct {
 		RequestID json.RawMessage `json:"requestId"`
 	}
-	var id bytes.Buffer
-	if json.Unmarshal(params, &p) != nil || len(p.RequestID) == 0 || json.Compact(&id, p.RequestID) != nil {
+	if json.Unmarshal(params, &p) != nil || len(p.RequestID) == 0 {
 		return nil
 	}
-	return id.Bytes()
+	return CompactID(p.RequestID)
+}
+
+// CompactID is a request id as compact JSON, the one form ids are kept and
+// matched in (1, not 1.0's spacing or " 1"), or nil when it is not JSON.
+func CompactID(id json.RawMessage) []byte {
+	var b bytes.Buffer
+	if json.Compact(&b, id) != nil {
+		return nil
+	}
+	return b.Bytes()
+}
+
+// WithID is a JSON-RPC message line (a request or a response) with its id
+// replaced by id; a line that is not a JSON object is given back as it is.
+func WithID(line []byte, id json.RawMessage) []byte {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(line, &fields) != nil {
+		return line
+	}
+	fields["id"] = id
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return line
+	}
+	return b
 }
 
 // Marshal encodes v as compact JSON without escaping <, > and &.

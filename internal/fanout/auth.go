@@ -58,7 +58,7 @@ func (r *router) initAgain(m clientMessage) {
 		r.initWaiting = append(r.initWaiting, m.id)
 		return
 	}
-	r.respond(m.id, withResponseID(r.initAnswer, m.id))
+	r.respond(m.id, acp.WithID(r.initAnswer, m.id))
 }
 
 // firstInitAnswered is the answer to the client's first initialize (line,
@@ -79,23 +79,9 @@ func (r *router) firstInitAnswered(line []byte, ok bool) {
 		}
 	}
 	for _, id := range r.initWaiting {
-		r.respond(id, withResponseID(line, id))
+		r.respond(id, acp.WithID(line, id))
 	}
 	r.initWaiting = nil
-}
-
-// withResponseID is a response line with its id replaced.
-func withResponseID(line []byte, id json.RawMessage) []byte {
-	var resp map[string]json.RawMessage
-	if json.Unmarshal(line, &resp) != nil {
-		return line
-	}
-	resp["id"] = id
-	b, err := json.Marshal(resp)
-	if err != nil {
-		return line
-	}
-	return b
 }
 
 // initialize sends c the client's initialize params: as the client's own

@@ -196,7 +196,7 @@ func (r *router) clientLoading(t *thread) bool {
 // answer (line, as written to the client).
 func (r *router) answerJoiners(t *thread, line []byte) {
 	for _, id := range t.joiners {
-		r.respond(id, withResponseID(line, id))
+		r.respond(id, acp.WithID(line, id))
 	}
 	t.joiners = nil
 }

@@ -5,7 +5,7 @@ package scenario
 
 import (
 	"encoding/csv"
-	"fmt"
+	"errors"
 	"os"
 	"strconv"
 )
@@ -45,15 +45,5 @@ func (c *comparison) writeCSV(path string) error {
 		}
 	}
 	w.Flush()
-	return errorsJoin(w.Error(), f.Close())
-}
-
-func errorsJoin(a, b error) error {
-	if a != nil {
-		return a
-	}
-	if b != nil {
-		return fmt.Errorf("writing the CSV: %w", b)
-	}
-	return nil
+	return errors.Join(w.Error(), f.Close())
 }

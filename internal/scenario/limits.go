@@ -6,6 +6,7 @@
 package scenario
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -38,7 +39,7 @@ func (c *comparison) writeLimits(md *strings.Builder) {
 		item("**Not every agent used it.** No request of %s reached the served model in some runs: it answered with a model of its own, so its figures there are not comparable.", strings.Join(sortedKeys(silent), ", "))
 	}
 	item("**Offline but for loopback, not sandboxed.** The model was on 127.0.0.1; what else an agent does on the network (update checks, telemetry) was neither served nor stopped, and its time is in the agent's figures.")
-	machine := fmt.Sprintf("%s × %d, %s/%s", cmpOr(e.CPU, "an unknown CPU"), e.CPUs, e.OS, e.Arch)
+	machine := fmt.Sprintf("%s × %d, %s/%s", cmp.Or(e.CPU, "an unknown CPU"), e.CPUs, e.OS, e.Arch)
 	load := "its load was not readable"
 	if lo, hi, ok := c.sampledRange(func(rec runRecord) []float64 { return firsts(rec.LoadAverage, rec.LoadAtEnd) }); ok {
 		load = fmt.Sprintf("its 1-minute load ran from %.2f to %.2f as runs began and ended", lo, hi)

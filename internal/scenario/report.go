@@ -7,6 +7,7 @@ package scenario
 import (
 	"acpbridge/internal/served"
 	"acpbridge/internal/shellword"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -369,7 +370,7 @@ func (c *comparison) writeReport(dir string) error {
 func (c *comparison) writeSetting(md *strings.Builder) {
 	e := c.Environment
 	fmt.Fprintf(md, "# Scenario comparison\n\nRun %s; to run it again:\n\n```sh\ncd %s && %s\n```\n\n", e.Started.Format(time.RFC3339), shellword.Quote(e.WorkingDir), e.Command)
-	fmt.Fprintf(md, "| | |\n|---|---|\n| acpbridge | %s |\n| OS | %s/%s %s |\n| CPU | %s × %d |\n", e.Acpbridge, e.OS, e.Arch, e.Kernel, cmpOr(e.CPU, "unknown"), e.CPUs)
+	fmt.Fprintf(md, "| | |\n|---|---|\n| acpbridge | %s |\n| OS | %s/%s %s |\n| CPU | %s × %d |\n", e.Acpbridge, e.OS, e.Arch, e.Kernel, cmp.Or(e.CPU, "unknown"), e.CPUs)
 	if e.MemoryBytes > 0 {
 		fmt.Fprintf(md, "| RAM | %.1f GiB |\n", float64(e.MemoryBytes)/(1<<30))
 	}
@@ -384,12 +385,12 @@ func (c *comparison) writeSetting(md *strings.Builder) {
 	} else {
 		md.WriteString("| CPU clock | not readable here |\n")
 	}
-	fmt.Fprintf(md, "| Go | %s |\n| Node | %s |\n| bootstrap seed | %d |\n\n", e.Go, cmpOr(e.Node, "not on the PATH"), c.Seed)
+	fmt.Fprintf(md, "| Go | %s |\n| Node | %s |\n| bootstrap seed | %d |\n\n", e.Go, cmp.Or(e.Node, "not on the PATH"), c.Seed)
 	md.WriteString("| agent | says it is | command | file run | sha256 | ACP library |\n|---|---|---|---|---|---|\n")
 	for _, a := range c.Agents {
-		fmt.Fprintf(md, "| %s | %s | `%s` | %s | %s | %s |\n", a.Name, cmpOr(a.Version, "–"), shellLine(a.Command), cmpOr(a.Path, "not found"), cmpOr(a.SHA256, "–"), cmpOr(a.SDK, "–"))
+		fmt.Fprintf(md, "| %s | %s | `%s` | %s | %s | %s |\n", a.Name, cmp.Or(a.Version, "–"), shellLine(a.Command), cmp.Or(a.Path, "not found"), cmp.Or(a.SHA256, "–"), cmp.Or(a.SDK, "–"))
 		if p := a.Program; p != nil {
-			fmt.Fprintf(md, "| %s, the program it started | | `%s` | %s | %s | %s |\n", a.Name, shellLine(p.Command), p.Path, cmpOr(p.SHA256, "–"), cmpOr(p.SDK, "–"))
+			fmt.Fprintf(md, "| %s, the program it started | | `%s` | %s | %s | %s |\n", a.Name, shellLine(p.Command), p.Path, cmp.Or(p.SHA256, "–"), cmp.Or(p.SDK, "–"))
 		}
 	}
 }
@@ -582,13 +583,6 @@ const figureDefinitions = `
 - **processes**: the most processes in the tree at once whenever every request was answered.
 - Cells: the median over the counted runs (with ` + "`--threads`" + `, over every session of every run) and, in brackets, its 95% interval: a percentile bootstrap of the median, 2,000 resamples, seeded, that draws runs (a run's sessions together: they share its process and its minute of the machine, so they are not independent); a ratio is the ratio of the median to the baseline agent's median, over the rounds both gave the figure, with its 95% interval from a paired bootstrap over those rounds (both agents' runs of a round drawn together). n on a chart: the runs, and the sessions where they differ. Runs outside three interquartile ranges are flagged in the JSON (` + "`outliers`" + `).
 `
-
-func cmpOr(s, or string) string {
-	if s == "" {
-		return or
-	}
-	return s
-}
 
 // slug is a figure's name as a file name's part.
 func slug(s string) string {

@@ -8,7 +8,6 @@
 package scenario
 
 import (
-	"acpbridge/internal/served"
 	"bufio"
 	"bytes"
 	"encoding/json"
@@ -19,6 +18,9 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"acpbridge/internal/acp"
+	"acpbridge/internal/served"
 )
 
 // shared is what the threads of one run share: the run directory, the
@@ -330,7 +332,7 @@ func (m *mux) fromThread(k int, line []byte) error {
 	m.nextID++
 	m.routes[id] = r
 	m.mu.Unlock()
-	return m.toAgent(withID(line, json.RawMessage(strconv.FormatInt(id, 10))))
+	return m.toAgent(acp.WithID(line, json.RawMessage(strconv.FormatInt(id, 10))))
 }
 
 // withdraw passes thread k's $/cancel_request to the agent with the id the
@@ -352,12 +354,13 @@ func (m *mux) withdraw(k int, line []byte, reqID json.RawMessage) error {
 	return m.toAgent(fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":%d}}`, ours))
 }
 
+// compactID is id as its key: compact JSON, or as it came when it is not
+// JSON.
 func compactID(id json.RawMessage) string {
-	var b bytes.Buffer
-	if json.Compact(&b, id) != nil {
-		return string(id)
+	if b := acp.CompactID(id); b != nil {
+		return string(b)
 	}
-	return b.String()
+	return string(id)
 }
 
 // toAgent writes a line to the agent, one thread's at a time.
@@ -372,7 +375,7 @@ func (m *mux) toAgent(line []byte) error {
 // to the first, result or error.
 func (m *mux) answerInitialize(r route) {
 	m.mu.Lock()
-	line := withID(m.initial, r.id)
+	line := acp.WithID(m.initial, r.id)
 	m.mu.Unlock()
 	m.threads[r.thread].queue <- line
 }
@@ -484,23 +487,9 @@ func (m *mux) answer(line []byte, id json.RawMessage, session string) []delivery
 	if r.method == "initialize" && m.initial == nil {
 		m.initial = line
 		for _, w := range m.waiting {
-			ds = append(ds, delivery{w.thread, withID(line, w.id)})
+			ds = append(ds, delivery{w.thread, acp.WithID(line, w.id)})
 		}
 		m.waiting = nil
 	}
-	return append(ds, delivery{r.thread, withID(line, r.id)})
-}
-
-// withID is a JSON-RPC message line with its id replaced.
-func withID(line []byte, id json.RawMessage) []byte {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(line, &fields) != nil {
-		return line
-	}
-	fields["id"] = id
-	b, err := json.Marshal(fields)
-	if err != nil {
-		return line
-	}
-	return b
+	return append(ds, delivery{r.thread, acp.WithID(line, r.id)})
 }
