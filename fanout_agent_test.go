@@ -440,3 +440,31 @@ func TestFanoutAgent_loadWhileTheRouterChecksTheList(t *testing.T) {
 	assert.Equal(t, "user_message_chunk", updates[0]["sessionUpdate"])
 	p.close()
 }
+
+// Verify the router's protocol version: a client that asks for ACP v2, in
+// front of an agent that speaks v1 and v2 (as codex-acp 2.x and
+// claude-agent-acp 0.101 do), is answered v1 in v1's shapes only (the
+// agent is asked for v1, and session/close is offered where v1 has it),
+// and threads open and run on that answer; acpbridge children, whose
+// answer the router gives itself, say v1 too.
+func TestFanoutAgent_versionTwoAnsweredOne(t *testing.T) {
+	t.Parallel()
+	v2 := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":2,"clientCapabilities":{}}}`
+	p := startRouted(t)
+	r := decodeResponse(t, p.call(v2))
+	require.Nil(t, r.Error)
+	var res map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(r.Result, &res))
+	assert.Equal(t, "1", string(res["protocolVersion"]))
+	assert.NotContains(t, res, "capabilities", "no v2 shape in a v1 answer")
+	assert.Contains(t, string(res["agentCapabilities"]), `"close":{}`)
+	p.openSession(1)
+	p.close()
+
+	q := startProcess(t, nil, "--fanout", "--model", anyModel)
+	r = decodeResponse(t, q.call(v2))
+	require.Nil(t, r.Error)
+	assert.Contains(t, string(r.Result), `{"protocolVersion":1,"agentCapabilities":{`)
+	q.newSession()
+	q.close()
+}

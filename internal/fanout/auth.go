@@ -20,13 +20,16 @@ import (
 // binary with these flags, so the router answers it; another agent's
 // answer comes from the first child initialized (a spare, or one started
 // now), relayed as it is but for session/close, offered when the agent
-// lacks it. Every child gets the same params.
+// lacks it. Every child gets the same params, asking for ACP v1: the
+// router speaks v1 to the client and its children (a client that asks for
+// a later version is answered v1, as the spec has an agent answer the
+// version it supports), so no answer mixes v1's shapes and v2's.
 func (r *router) onInitialize(m clientMessage) {
 	if r.Command != nil && r.initArgs != nil {
 		r.initAgain(m) // the agent's answer is the connection's: given again, not asked again
 		return
 	}
-	r.initArgs = m.params
+	r.initArgs = asVersion1(m.params)
 	if r.Command == nil {
 		// Capabilities it cannot read offer the client the least: no
 		// terminal sign-in (the children, given the same params, agree).
@@ -48,6 +51,25 @@ func (r *router) onInitialize(m clientMessage) {
 			r.initialize(c)
 		}
 	}
+}
+
+// asVersion1 is initialize's params asking for protocol version 1 when they
+// ask for a later one; any other params as they are.
+func asVersion1(params json.RawMessage) json.RawMessage {
+	var p map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil {
+		return params
+	}
+	var v float64
+	if json.Unmarshal(p["protocolVersion"], &v) != nil || v <= acp.ProtocolVersion {
+		return params
+	}
+	p["protocolVersion"] = json.RawMessage(strconv.Itoa(acp.ProtocolVersion))
+	b, err := json.Marshal(p)
+	if err != nil {
+		return params
+	}
+	return b
 }
 
 // initAgain answers a later initialize of the client's with the agent's

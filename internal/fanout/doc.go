@@ -24,8 +24,9 @@
 //
 // Each machine is a table of edges (states.go): every state, what it is,
 // and each edge that leaves it with what moves it. A state moves only
-// through move, which refuses an edge not in its table (a panic in a test
-// binary, a logged error and no move otherwise); the tables below are the
+// through move, which refuses an edge not in its table (a logged error and
+// no move; the package's tests panic there, through Options.RefusedMove);
+// the tables below are the
 // code's, rendered, and a test holds them together.
 //
 // A child (child.go) is one process:
@@ -119,8 +120,8 @@
 // The connection (router.go, auth.go):
 //
 //	new: no initialize answered yet
-//	  → initializing    the client's initialize, sent to the first child (-- CMD)
-//	  → ready           the client's initialize, answered by the router (acpbridge children)
+//	  → initializing    the client's initialize, sent to the first child (-- CMD), asking for v1 whatever version the client asked
+//	  → ready           the client's initialize, answered by the router (acpbridge children): v1 whatever version the client asked
 //	  → ending          stdin ends or a signal comes
 //	initializing: the first child's answer awaited; later initializes wait for it
 //	  → ready           answered with success: later initializes get the same answer

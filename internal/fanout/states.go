@@ -203,8 +203,8 @@ var threadMachine = machine[threadState]{name: "thread", states: []state[threadS
 
 var connMachine = machine[connState]{name: "connection", states: []state[connState]{
 	connNew: {"new", "no initialize answered yet", []edge[connState]{
-		{connInitializing, "the client's initialize, sent to the first child (-- CMD)"},
-		{connReady, "the client's initialize, answered by the router (acpbridge children)"},
+		{connInitializing, "the client's initialize, sent to the first child (-- CMD), asking for v1 whatever version the client asked"},
+		{connReady, "the client's initialize, answered by the router (acpbridge children): v1 whatever version the client asked"},
 		{connEnding, "stdin ends or a signal comes"}}},
 	connInitializing: {"initializing", "the first child's answer awaited; later initializes wait for it", []edge[connState]{
 		{connReady, "answered with success: later initializes get the same answer"},

@@ -197,6 +197,7 @@ func (a *agent) serve(id json.RawMessage, method string, params json.RawMessage)
 		Prompt    []struct {
 			Text string `json:"text"`
 		} `json:"prompt"`
+		ProtocolVersion int `json:"protocolVersion"`
 	}
 	json.Unmarshal(params, &p)
 	switch method {
@@ -216,6 +217,13 @@ func (a *agent) serve(id json.RawMessage, method string, params json.RawMessage)
 		a.mu.Lock()
 		a.initialized = true
 		a.mu.Unlock()
+		if p.ProtocolVersion >= 2 {
+			// It speaks the draft v2 too, as codex-acp 2.x and
+			// claude-agent-acp 0.101 do: its own shape of capabilities.
+			a.answer(id, map[string]any{"protocolVersion": 2, "capabilities": map[string]any{"sessions": map[string]any{"load": map[string]any{}}},
+				"authMethods": auth, "agentInfo": map[string]any{"name": a.name, "version": a.version}})
+			return
+		}
 		a.answer(id, map[string]any{"protocolVersion": 1, "agentCapabilities": caps, "authMethods": auth,
 			"agentInfo": map[string]any{"name": a.name, "version": a.version}})
 	case "authenticate":
