@@ -89,9 +89,11 @@ class Editor:
             m = json.loads(line)
             if "method" in m and "id" in m:
                 self._write({"jsonrpc": "2.0", "id": m["id"], **self._answer(m["method"], m.get("params", {}))})
-            elif "method" in m:
+            elif m.get("method") == "session/update":
                 sid = m["params"].get("sessionId")
                 self.updates.setdefault(sid, queue.Queue()).put(m["params"]["update"])
+            elif "method" in m:
+                pass  # a notification it does not know (_auth/status_update, ...): ignored, as ACP asks of a client
             elif m.get("id") in self.waiting:
                 self.waiting.pop(m["id"]).put(m)
         for q in list(self.waiting.values()):
