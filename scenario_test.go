@@ -590,7 +590,6 @@ func TestScenario_threads(t *testing.T) {
 	assert.Contains(t, report, "| runs passed (every session) | 2/2 |")
 	assert.NotContains(t, report, "| turn 1: model requests |", "a session owns no model figures: they are every session's")
 	assert.NotContains(t, report, "| turn 1: CPU of the tree (ms) |", "nor the tree's CPU")
-	assert.Regexp(t, `\| processes \| 1 \| [4-9] \|`, report, "multi: one process for three sessions; the router: one a session, and itself")
 
 	var got struct {
 		Threads   int
@@ -614,7 +613,16 @@ func TestScenario_threads(t *testing.T) {
 			if i%3 == 0 {
 				whole := run["model_whole_run"].(map[string]any)
 				assert.Equal(t, 6.0, whole["requests"], "%s: two turns of three sessions", ar.Agent)
-				assert.Positive(t, run["processes"])
+				// What the test is about, from the run's own record: multi
+				// serves the three sessions in one process; the router gives
+				// each its own, beside itself. How many spares the router
+				// has started besides is its timing's, which load moves: no
+				// upper bound.
+				if ar.Agent == "multi" {
+					assert.Equal(t, 1.0, run["processes"], "multi: one process for three sessions")
+				} else {
+					assert.GreaterOrEqual(t, run["processes"], 4.0, "the router: a process a session, and itself")
+				}
 			} else {
 				assert.NotContains(t, run, "model_whole_run", "counted once a run")
 				assert.Equal(t, -1.0, run["processes"])
