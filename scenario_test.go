@@ -720,7 +720,7 @@ func TestScenario_repeatJSONAndReport(t *testing.T) {
 	for _, ar := range sc.Results {
 		require.Len(t, ar.Runs, 3, "%s: the counted runs, no warm-up", ar.Agent)
 		for _, run := range ar.Runs {
-			for _, field := range []string{"index", "agent", "started_at", "passed", "agent_lines", "spawn_to_initialize_ms", "session_new_ms", "turns", "cpu_ms", "rss_peaks_sum_bytes", "peak_pss_bytes", "peak_uss_bytes", "processes", "exited_after_eof"} {
+			for _, field := range []string{"index", "agent", "started_at", "passed", "agent_lines", "spawn_to_initialize_ms", "session_new_ms", "turns", "cpu_ms", "rss_peaks_sum_bytes", "peak_pss_bytes", "peak_uss_bytes", "peak_anon_bytes", "processes", "exited_after_eof"} {
 				assert.Contains(t, run, field, "%s", ar.Agent)
 			}
 			turns := run["turns"].([]any)

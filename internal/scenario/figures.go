@@ -47,6 +47,10 @@ type Stats struct {
 	// pages (unique set size): unlike PSS it does not move with what
 	// other processes on the machine map of the same files.
 	PeakUSS int64
+	// PeakAnon is the largest sum over the tree of each process's
+	// anonymous memory (heaps, stacks: no file's pages): unlike PSS and
+	// USS it does not move when other processes map the same binary.
+	PeakAnon int64
 	// CPU is the user and system time of the tree: the agent's own and
 	// its waited-for children's at its end, or where more, the sum of
 	// every process's own time as last sampled.
@@ -108,6 +112,7 @@ type sampler struct {
 type procMemory struct {
 	pid               int
 	peakRSS, pss, uss int64
+	anon              int64         // its anonymous memory: private, not file-backed
 	cpu               time.Duration // its own user and system time so far
 }
 
@@ -126,7 +131,7 @@ func sampleWait(took time.Duration) time.Duration {
 }
 
 func startSampler(pid int) *sampler {
-	s := &sampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{}), stats: Stats{PeakRSS: -1, PeakPSS: -1, PeakUSS: -1, Processes: -1},
+	s := &sampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{}), stats: Stats{PeakRSS: -1, PeakPSS: -1, PeakUSS: -1, PeakAnon: -1, Processes: -1},
 		peak: map[int]int64{}, quiet: map[int]bool{}, cpu: map[int]time.Duration{}}
 	go s.loop()
 	return s
@@ -162,10 +167,11 @@ func (s *sampler) measure(count bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var pss, uss, rss int64
+	var pss, uss, anon, rss int64
 	for _, p := range procs {
 		pss += p.pss
 		uss += p.uss
+		anon += p.anon
 		s.peak[p.pid] = p.peakRSS
 		s.cpu[p.pid] = p.cpu
 		if count {
@@ -177,6 +183,7 @@ func (s *sampler) measure(count bool) {
 	}
 	s.stats.PeakPSS = max(s.stats.PeakPSS, pss)
 	s.stats.PeakUSS = max(s.stats.PeakUSS, uss)
+	s.stats.PeakAnon = max(s.stats.PeakAnon, anon)
 	if len(s.quiet) > 0 {
 		s.stats.PeakRSS = max(s.stats.PeakRSS, rss)
 	}

@@ -23,9 +23,9 @@ func treeMemory(pid int) ([]procMemory, bool) {
 	for _, p := range append([]int{pid}, proc.Descendants(pid)...) {
 		dir := "/proc/" + strconv.Itoa(p)
 		r, okR := kbField(dir+"/status", "VmHWM:")
-		ps, uss := rollup(dir + "/smaps_rollup")
+		m := rollup(dir + "/smaps_rollup")
 		if okR {
-			out = append(out, procMemory{pid: p, peakRSS: r, pss: ps, uss: uss, cpu: ownCPU(dir + "/stat")})
+			out = append(out, procMemory{pid: p, peakRSS: r, pss: m.pss, uss: m.uss, anon: m.anon, cpu: ownCPU(dir + "/stat")})
 		}
 	}
 	return out, len(out) > 0
@@ -137,12 +137,19 @@ func schedCPU(path string) (time.Duration, bool) {
 	return time.Duration(ns), err == nil
 }
 
-// rollup reads a process's PSS and USS (its private pages, clean and
-// dirty: what no other process shares) from its smaps_rollup, in bytes.
-func rollup(path string) (pss, uss int64) {
+// rolledUp is what a process's smaps_rollup says of its memory, in bytes.
+type rolledUp struct {
+	pss  int64 // its proportional share of every page it maps
+	uss  int64 // its private pages, clean and dirty: what no other process shares
+	anon int64 // its anonymous pages: no file's, so whoever else maps its binary
+}
+
+// rollup reads a process's smaps_rollup.
+func rollup(path string) rolledUp {
+	var m rolledUp
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, 0
+		return m
 	}
 	for _, line := range bytes.Split(b, []byte("\n")) {
 		name, v, ok := bytes.Cut(line, []byte(":"))
@@ -156,12 +163,14 @@ func rollup(path string) (pss, uss int64) {
 		}
 		switch string(name) {
 		case "Pss":
-			pss = kb << 10
+			m.pss = kb << 10
 		case "Private_Clean", "Private_Dirty":
-			uss += kb << 10
+			m.uss += kb << 10
+		case "Anonymous":
+			m.anon = kb << 10
 		}
 	}
-	return pss, uss
+	return m
 }
 
 // kbField reads a "Name:  N kB" line of a /proc file, in bytes.

@@ -62,7 +62,7 @@ func (c *comparison) writeLimits(md *strings.Builder) {
 		item("**Failures.** %d runs failed (listed under each scenario, with the reason); a failed run's figures count up to where it failed, and a turn it never finished has none.", failed)
 	}
 	item("**Estimates.** Prompt and completion tokens are estimated the same way for every agent (the bytes of a request's text, and of an answer's, divided by 4), not by any model's tokenizer; a real model's counts differ, by an amount that differs between languages and between agents' prompts.")
-	item("**Memory sampled.** Memory is sampled every 5 ms, or, where a sample of the tree takes longer than a twentieth of that, twenty times the sample's time apart (so that measuring takes at most a twentieth of a core beside the agent: a large tree is sampled less often), and whenever an agent has answered every request: a shorter peak may be missed. PSS moves with what other processes on the machine map of the same files; USS (the tree's private pages) does not, and is a lower bound of what the tree costs.")
+	item("**Memory sampled.** Memory is sampled every 5 ms, or, where a sample of the tree takes longer than a twentieth of that, twenty times the sample's time apart (so that measuring takes at most a twentieth of a core beside the agent: a large tree is sampled less often), and whenever an agent has answered every request: a shorter peak may be missed. PSS and USS move with what other processes on the machine map of the same files (a page shared with another process is divided in PSS and leaves USS); the tree's anonymous memory does not, and is the figure to compare across runs and machines.")
 }
 
 // cycle is how many rounds a Williams design of n agents takes to balance.

@@ -134,6 +134,7 @@ func figuresOf(turns int) []figure {
 		figure{"cpu_ms", 0, "CPU, user + system, the whole run", "ms", func(r Result) (float64, bool) { return float64(r.Stats.CPU.Microseconds()) / 1000, r.Stats.CPU > 0 }},
 		figure{"peak_pss_bytes", 0, "peak PSS of the tree", "bytes", func(r Result) (float64, bool) { return known(r.Stats.PeakPSS) }},
 		figure{"peak_uss_bytes", 0, "peak USS of the tree (private pages)", "bytes", func(r Result) (float64, bool) { return known(r.Stats.PeakUSS) }},
+		figure{"peak_anon_bytes", 0, "peak anonymous memory of the tree", "bytes", func(r Result) (float64, bool) { return known(r.Stats.PeakAnon) }},
 		figure{"rss_peaks_sum_bytes", 0, "sum of per-process peak RSS (an upper bound)", "bytes", func(r Result) (float64, bool) { return known(r.Stats.PeakRSS) }},
 		figure{"processes", 0, "processes", "", func(r Result) (float64, bool) { return float64(r.Stats.Processes), r.Stats.Processes > 0 }},
 	)

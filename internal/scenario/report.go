@@ -235,7 +235,8 @@ type runRecord struct {
 	CPUMs        float64      `json:"cpu_ms"`
 	RSSPeaksSum  int64        `json:"rss_peaks_sum_bytes"` // an upper bound: each process's own peak, added
 	PeakPSS      int64        `json:"peak_pss_bytes"`
-	PeakUSS      int64        `json:"peak_uss_bytes"` // private pages: not moved by other processes
+	PeakUSS      int64        `json:"peak_uss_bytes"`  // private pages: not moved by other processes' mapping them
+	PeakAnon     int64        `json:"peak_anon_bytes"` // anonymous pages: not moved by other processes mapping the same files
 	Processes    int          `json:"processes"`
 	// ExitedAfterEOF says the agent exited by itself at its stdin's end
 	// (false: the run ended it, SIGTERM then SIGKILL).
@@ -280,7 +281,7 @@ func millis(d time.Duration) float64 {
 
 func newRunRecord(r Result) runRecord {
 	rec := runRecord{Passed: r.Err == nil, AgentLines: r.Lines, InitializeMs: millis(r.Initialize), NewSessionMs: millis(r.NewSession),
-		CPUMs: millis(r.Stats.CPU), RSSPeaksSum: r.Stats.PeakRSS, PeakPSS: r.Stats.PeakPSS, PeakUSS: r.Stats.PeakUSS, Processes: r.Stats.Processes, Turns: []turnRecord{},
+		CPUMs: millis(r.Stats.CPU), RSSPeaksSum: r.Stats.PeakRSS, PeakPSS: r.Stats.PeakPSS, PeakUSS: r.Stats.PeakUSS, PeakAnon: r.Stats.PeakAnon, Processes: r.Stats.Processes, Turns: []turnRecord{},
 		ExitedAfterEOF: r.Err == nil && !r.EndedByRun, Model: r.Model}
 	if r.Err != nil {
 		rec.Error = r.Err.Error()
@@ -578,7 +579,8 @@ const figureDefinitions = `
 - **model requests, the whole run** and **prompt tokens, estimated, the whole run**: the same over the whole run, the handshake and every session included: with ` + "`--threads N`" + `, the cost of N sessions at once.
 - **CPU, user + system, the whole run**: of the tree, from the agent's start to its exit: the agent's own and its waited-for children's at its end, or where more, the sum of every process's own time as last sampled (so the children of an agent ended at the run's end count too).
 - **peak PSS of the tree**: the largest sum, over the agent process and every process below it, of the proportional set size (each page's size divided among the processes that share it), sampled every 5 ms (or, for a tree whose sample takes longer than a twentieth of that, twenty times the sample's time apart: measuring takes at most a twentieth of a core), whenever the agent has answered every request, and as its stdin closes.
-- **peak USS of the tree (private pages)**: the largest sum, sampled as PSS is, of each process's private pages (clean and dirty: the unique set size). PSS divides a shared page among the processes that map it, so it moves when another process on the machine maps the same files (a second codex-acp running meanwhile); USS does not: it is the memory the tree alone holds, a lower bound of what it costs.
+- **peak USS of the tree (private pages)**: the largest sum, sampled as PSS is, of each process's private pages (clean and dirty: the unique set size). PSS divides a shared page among the processes that map it, so it moves when another process on the machine maps the same files (a second codex-acp running meanwhile); USS moves too, the other way: a file page that only the tree maps is private, and turns shared when an unrelated process maps the same binary.
+- **peak anonymous memory of the tree**: the largest sum, sampled as PSS is, of each process's anonymous memory (` + "`Anonymous`" + ` in smaps_rollup: heaps, stacks, what the program allocated; no file's pages). It does not move with what other processes map, so it is the figure to compare across machines and runs; it leaves out the program's own code and files, which PSS and USS count.
 - **sum of per-process peak RSS (an upper bound)**: each process's own peak RSS (VmHWM) added, over the processes alive whenever every request was answered: pages shared are counted once per process and peaks at different moments added, so it is never below the tree's true peak.
 - **processes**: the most processes in the tree at once whenever every request was answered.
 - Cells: the median over the counted runs (with ` + "`--threads`" + `, over every session of every run) and, in brackets, its 95% interval: a percentile bootstrap of the median, 2,000 resamples, seeded, that draws runs (a run's sessions together: they share its process and its minute of the machine, so they are not independent); a ratio is the ratio of the median to the baseline agent's median, over the rounds both gave the figure, with its 95% interval from a paired bootstrap over those rounds (both agents' runs of a round drawn together). n on a chart: the runs, and the sessions where they differ. Runs outside three interquartile ranges are flagged in the JSON (` + "`outliers`" + `).

@@ -78,7 +78,7 @@ func RunThreads(sc *Scenario, opt Options, n int) []Result {
 	for k := 1; k < n; k++ {
 		results[k].Model = nil     // the first thread's is every thread's
 		results[k].Initialize = -1 // answered by the multiplexer, from the first thread's
-		results[k].Stats = Stats{PeakRSS: -1, PeakPSS: -1, PeakUSS: -1, Processes: -1}
+		results[k].Stats = Stats{PeakRSS: -1, PeakPSS: -1, PeakUSS: -1, PeakAnon: -1, Processes: -1}
 	}
 	return results
 }
