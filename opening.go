@@ -515,13 +515,6 @@ func (a *agent) shutdown() {
 	}
 }
 
-// The limits on images: one image at most imageMaxBytes decoded (the large
-// hosted models' own limit), a prompt's images at most promptImageMaxBytes.
-const (
-	imageMaxBytes       = 20 << 20
-	promptImageMaxBytes = 50 << 20
-)
-
 func (a *agent) listSessions(_ context.Context, _ string, p *acp.ListParams) (any, error) {
 	if p.Cwd != "" && !filepath.IsAbs(p.Cwd) {
 		return nil, acp.InvalidParams("cwd", "%q is not an absolute path", p.Cwd)

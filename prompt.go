@@ -128,6 +128,13 @@ func (a *agent) errNoModel() error {
 		"no model is configured: start acpbridge with --model openai:MODEL (with OPENAI_API_KEY, and --base-url for Ollama and other servers) or --model replay:FIXTURE.jsonl, or set ACPBRIDGE_MODEL")
 }
 
+// The limits on images: one image at most imageMaxBytes decoded (the large
+// hosted models' own limit), a prompt's images at most promptImageMaxBytes.
+const (
+	imageMaxBytes       = 20 << 20
+	promptImageMaxBytes = 50 << 20
+)
+
 // parsePrompt checks every block of a prompt.
 func parsePrompt(raw []acp.Window) ([]acp.ContentBlock, error) {
 	if raw == nil {
