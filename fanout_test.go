@@ -456,6 +456,37 @@ func TestFanout_maxChildren(t *testing.T) {
 	p.close()
 }
 
+// Verify that session/new requests waiting at --max-children are served in
+// arrival order whenever a process or a thread frees, not only at the first
+// process's end: with one thread idle and one in a turn, two session/new
+// in one write; the first has the idle thread evicted and opens once its
+// process ended; the second, which found nothing idle, opens once the busy
+// thread's turn ends (here: cancelled) and its process gives way.
+func TestFanout_waitersAtMaxChildrenServedInOrder(t *testing.T) {
+	t.Parallel()
+	p := startProcess(t, nil, "--fanout", "--spares", "0", "--max-children", "2", "--model", "replay:"+writeFixture(t, `{"chunks":[{"text":"Streaming"},{"delayMs":600000}]}`))
+	p.call(initLine)
+	idle := p.openSession(10)
+	busy := p.openSession(11)
+	p.send(prompt(50, busy, "busy"))
+	p.await(fmt.Sprintf(`{"params":{"sessionId":%q,"update":{"content":{"text":"Streaming"}}}}`, busy))
+	p.sendTogether(`{"jsonrpc":"2.0","id":12,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`,
+		`{"jsonrpc":"2.0","id":13,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`)
+	_, rs, _ := p.collect(12)
+	require.Nil(t, rs[12].Error, "the first waits for the idle thread's process, then opens")
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, busy))
+	_, rs, order := p.collect(50, 13)
+	assert.JSONEq(t, `{"stopReason":"cancelled"}`, string(rs[50].Result))
+	require.Nil(t, rs[13].Error, "the second opens once the busy thread is idle and gives way")
+	assert.Equal(t, []int{50, 13}, order)
+	// Both evicted threads are still the client's: they reopen on use.
+	for i, sid := range []string{idle, busy} {
+		r := decodeResponse(t, p.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/set_mode","params":{"sessionId":%q,"modeId":"ask"}}`, 60+i, sid)))
+		assert.Nil(t, r.Error, "%s reopens", sid)
+	}
+	p.close()
+}
+
 // Verify that the spares are refilled once threads have opened: three
 // session/new in one write are each served by a process of their own, two
 // new spares then start and answer their initialize, and the next thread

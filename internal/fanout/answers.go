@@ -41,6 +41,7 @@ func (r *router) onAnswer(c *child, req *request, m childMessage) {
 	default:
 		r.clientAnswered(c, req, m)
 	}
+	r.serveWaiters() // an answer may leave a thread idle, to give way to a waiting one
 }
 
 // clientAnswered relays c's answer to a client's request and moves what it
@@ -184,7 +185,7 @@ func (r *router) onChildExited(c *child) {
 	for _, f := range c.after {
 		f()
 	}
-	r.slotFreed()
+	r.serveWaiters()
 	r.warm()
 }
 

@@ -103,13 +103,32 @@ func (r *router) anyEnding() bool {
 	return false
 }
 
-// slotFreed gives a freed process slot to the first take waiting for one.
-func (r *router) slotFreed() {
-	if len(r.waiting) > 0 && r.count() < r.MaxChildren {
+// serveWaiters serves the takes waiting for a process slot (--max-children),
+// in arrival order, whenever something may have changed for them: a
+// process ended (a slot free: the first waiting take gets it, then the
+// next), or an answer left a thread idle. A take no ending process will
+// free a slot for (more takes wait than processes end) has the least
+// recently used idle thread evicted for it, as when it came: a take that
+// found every thread busy waits for the first to turn idle, not for ever.
+func (r *router) serveWaiters() {
+	for len(r.waiting) > 0 && r.count() < r.MaxChildren {
 		w := r.waiting[0]
 		r.waiting = r.waiting[1:]
 		r.take(w.dir, w.want)
 	}
+	for len(r.waiting) > r.endingCount() && r.evictLeastRecent() {
+	}
+}
+
+// endingCount is how many children are ending: the slots that will free.
+func (r *router) endingCount() int {
+	n := 0
+	for c := range r.children {
+		if c.state == childEnding {
+			n++
+		}
+	}
+	return n
 }
 
 // failing is the pool's back-off from an agent that exits at its start (a
@@ -335,7 +354,7 @@ func (r *router) onStarted(c *child, p *process, err error) {
 		if want != nil {
 			want(nil, err)
 		}
-		r.slotFreed() // no new spare: the next may fail as this one did
+		r.serveWaiters() // no new spare: the next may fail as this one did
 		return
 	}
 	c.cmd, c.pid, c.in = p.cmd, p.cmd.Process.Pid, p.in

@@ -366,6 +366,7 @@ func (r *router) onCallAnswered(c *child, key string, resp acp.Response) {
 	delete(c.calls, key)
 	c.active = time.Now()
 	r.toChild(c, resp)
+	r.serveWaiters() // its thread may be idle now
 }
 
 // toChild writes a response to c's own request; it needs no readiness (c
