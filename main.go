@@ -221,6 +221,9 @@ func run(ctx context.Context, caught <-chan struct{}, guard *proc.Guard, args []
 		a.log.Warn("cannot watch over child processes as this OS allows; they are still ended at exit", "err", err)
 	}
 	if a.cfg.fanout {
+		if a.cfg.agentCommand != nil && a.cfg.stateDirGiven {
+			a.log.Info("--state-dir is unused under -- CMD: the agent keeps its sessions where it keeps them")
+		}
 		<-caught
 		routerOnOneProcessor()
 		return fanout.Serve(ctx, fanout.Options{Version: version, Args: args, Env: env, MaxLine: a.cfg.maxLineBytes, MaxChildren: a.cfg.maxChildren,
@@ -255,6 +258,7 @@ type config struct {
 	modelSpec        string
 	stateDir         string
 	signinPath       string // where the sign-in is stored (internal/signin)
+	stateDirGiven    bool   // --state-dir on the command line (with -- CMD: unused, and said so)
 	baseURL          string
 	record           string
 	trace            string
@@ -436,6 +440,14 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*agent, config, string
 		return nil, *cfg, "", 2
 	}
 	cfg.agentCommand = command
+	if command != nil {
+		fs.Visit(func(f *flag.Flag) { cfg.stateDirGiven = cfg.stateDirGiven || f.Name == "state-dir" })
+		if own := agentOnlyFlags(fs); len(own) > 0 {
+			cliflag.Fail(stderr, "acpbridge", "%s: acpbridge's own agent's, which --fanout -- CMD does not run; remove them, and give CMD its own flags after --",
+				strings.Join(own, ", "))
+			return nil, *cfg, "", 2
+		}
+	}
 	cfg.spares = c.spares.Or(fanout.DefaultSpares(command))
 	if c.showVersion {
 		fmt.Fprintln(stdout, versionLine())
@@ -446,6 +458,20 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*agent, config, string
 		return nil, *cfg, "", 2
 	}
 	return &agent{cfg: *cfg}, *cfg, c.logLevel, 0
+}
+
+// agentOnlyFlags are the flags given on the command line (fs.Visit: not
+// those the environment set) that configure only acpbridge's own agent,
+// which --fanout -- CMD runs none of: silently lost, were they accepted.
+func agentOnlyFlags(fs *flag.FlagSet) []string {
+	var given []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "model", "models", "base-url", "record", "pass-env", "max-context-tokens", "max-turn-requests", "max-prompt-blocks":
+			given = append(given, "--"+f.Name)
+		}
+	})
+	return given
 }
 
 // finish completes the configuration from the flags and checks the limits.

@@ -38,6 +38,8 @@ func TestMain_flags(t *testing.T) {
 		{[]string{"--max-turn-requests", "0"}, 2, "", "--max-turn-requests must be at least 1"},
 		{[]string{"--trace", "/no/such/dir/trace"}, 2, "", "--trace"},
 		{[]string{"--record", "/no/such/dir/rec"}, 2, "", "--record"},
+		{[]string{"--fanout", "--model", "openai:m", "--record", "r.jsonl", "--spares", "1", "--", "some-agent", "--model", "x"}, 2, "",
+			"acpbridge: --model, --record: acpbridge's own agent's, which --fanout -- CMD does not run"},
 	} {
 		var stdout, stderr bytes.Buffer
 		caught := make(chan struct{})
