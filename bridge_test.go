@@ -118,12 +118,24 @@ func (ta *testAgent) awaitEvent(name string, kv ...string) {
 // awaitEvents waits for n such events.
 func (ta *testAgent) awaitEvents(n int, name string, kv ...string) {
 	ta.t.Helper()
+	knownEvent(ta.t, name)
 	ta.events.waitForCount(ta.t, eventText(name, kv...), n)
 }
 
 // hasEvent reports whether the event has been seen.
 func (ta *testAgent) hasEvent(name string, kv ...string) bool {
+	ta.t.Helper()
+	knownEvent(ta.t, name)
 	return strings.Contains(ta.events.String(), eventText(name, kv...))
+}
+
+// knownEvent fails the test at once for a name not in internal/events'
+// list, which no process ever writes: waiting for it would only time out.
+func knownEvent(t testing.TB, name string) {
+	t.Helper()
+	if !slices.Contains(events.All(), events.Name(name)) {
+		t.Fatalf("event %q is not in internal/events' list (names.go): no process writes it", name)
+	}
 }
 
 func eventText(name string, kv ...string) string {

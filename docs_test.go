@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"acpbridge/internal/events"
 )
 
 func TestDocs_consistent(t *testing.T) {
@@ -65,4 +67,21 @@ func TestDocs_consistent(t *testing.T) {
 	require.NoError(t, err)
 	figure := regexp.MustCompile(`\d[\d.,]*\s?(ms|µs)\b`)
 	assert.Empty(t, figure.FindAllString(string(readme), -1), "the README states no timing of its own: link to docs/performance.md")
+}
+
+// Verify that docs/design.md lists every event of internal/events, and
+// names none that is not there.
+func TestDocs_eventsListed(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("docs/design.md")
+	require.NoError(t, err)
+	listed := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\|").FindAllStringSubmatch(string(b), -1) {
+		listed[m[1]] = true
+	}
+	for _, name := range events.All() {
+		assert.True(t, listed[string(name)], "docs/design.md's events list lacks %s", name)
+		delete(listed, string(name))
+	}
+	assert.Empty(t, listed, "docs/design.md lists events internal/events does not have")
 }

@@ -176,3 +176,50 @@ func TestFanoutReopen_spareServesAnyCwd(t *testing.T) {
 	}
 	p.close()
 }
+
+// heldBy is the pids the events say held session sid, in order
+// (thread_held; the last pid of a line is the child's: the first is the
+// writing process's own).
+func heldBy(t *testing.T, ta *testAgent, sid string) []int {
+	t.Helper()
+	var pids []int
+	for _, l := range strings.Split(ta.events.String(), "\n") {
+		var e struct {
+			Event, Session string
+			Pid            int
+		}
+		if json.Unmarshal([]byte(l), &e) == nil && e.Event == "thread_held" && e.Session == sid {
+			pids = append(pids, e.Pid)
+		}
+	}
+	return pids
+}
+
+// Verify thread_held: whenever a thread takes a process (opened, reopened
+// after an eviction) the event names the thread and the process, for
+// another agent (whose session ids name their process) and for acpbridge's
+// own children (the session's lock names its holder).
+func TestFanoutReopen_threadHeldNamesTheProcess(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, []string{"--idle-timeout", "300ms", "--spares", "0"}, "-list")
+	p.call(initLine)
+	a := p.openSession(10)
+	p.awaitEvent("thread_held", "session", a)
+	assert.Equal(t, []int{agentPid(t, a)}, heldBy(t, p.testAgent, a), "the process that opened it")
+	_, r := p.turnUpdates(20, a, "first")
+	require.Nil(t, r.Error)
+	p.awaitEvent("evicting", "session", a)
+	_, r = p.turnUpdates(21, a, "back")
+	require.Nil(t, r.Error)
+	held := heldBy(t, p.testAgent, a)
+	require.Len(t, held, 2, "opened, then reopened")
+	assert.NotEqual(t, held[0], held[1], "a new process")
+	assert.Contains(t, agentChildren(t, p.cmd.Process.Pid), held[1], "the router's child serves it now")
+	p.close()
+
+	q := startProcess(t, nil, "--fanout", "--model", anyModel)
+	sid := q.newSession()
+	q.awaitEvent("thread_held", "session", sid)
+	assert.Equal(t, []int{holder(t, q.state, sid)}, heldBy(t, q.testAgent, sid), "the child that holds the session's lock")
+	q.close()
+}

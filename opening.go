@@ -403,7 +403,7 @@ func (a *agent) closeLocked(id string, b *box) func() (any, error) {
 	a.closing[id]++
 	if a.ahead.opening != nil {
 		a.ahead.opening(errClosed)
-		a.log.Info("session/close ends the opening of the session", events.Of("opening_ended"), "session", id)
+		a.log.Info("session/close ends the opening of the session", events.Of(events.OpeningEnded), "session", id)
 	}
 	if a.ahead.turn != nil {
 		a.ahead.turn.cancel()
@@ -411,7 +411,7 @@ func (a *agent) closeLocked(id string, b *box) func() (any, error) {
 	return func() (any, error) {
 		if s := a.sess; s != nil && s.box == b {
 			a.release()
-			a.log.Info("session closed", events.Of("session_closed"), "session", id)
+			a.log.Info("session closed", events.Of(events.SessionClosed), "session", id)
 		}
 		a.forget(b)
 		a.mu.Lock()

@@ -21,7 +21,7 @@ const Var = "ACPBRIDGE_EVENTS"
 const key = "event"
 
 // Of is the attribute that makes a log record the event name.
-func Of(name string) slog.Attr { return slog.String(key, name) }
+func Of(name Name) slog.Attr { return slog.String(key, string(name)) }
 
 // Open wraps h so that events also go to the file that ACPBRIDGE_EVENTS
 // names, opened for appending; h itself when it names none or cannot be

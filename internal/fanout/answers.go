@@ -157,7 +157,7 @@ func (r *router) onChildExited(c *child) {
 		cancel() // the client is told to drop them
 	}
 	if !wasEnding && !r.ending() && (c.session != "" || asked) {
-		r.Log.Error("the process of a session ended", events.Of("child_ended"), "session", c.session, "pid", c.pid, "status", c.cmd.ProcessState.String())
+		r.Log.Error("the process of a session ended", events.Of(events.ChildEnded), "session", c.session, "pid", c.pid, "status", c.cmd.ProcessState.String())
 	}
 	if !wasEnding && !r.ending() && c.session == "" && c.thread == nil {
 		r.startFailed(c) // a spare, or a process taken for a thread, that never served one

@@ -138,7 +138,7 @@ func (r *router) onInitTimeout(c *child) {
 		return
 	}
 	c.gaveUp = fmt.Sprintf("did not answer initialize within %s (--reopen-timeout, at least %s)", r.initTimeout(), minInitTimeout)
-	r.Log.Error("an agent process did not answer initialize in time; it is ended", events.Of("init_timeout"), "pid", c.pid, "timeout", r.initTimeout())
+	r.Log.Error("an agent process did not answer initialize in time; it is ended", events.Of(events.InitTimeout), "pid", c.pid, "timeout", r.initTimeout())
 	r.endChild(c, false)
 }
 
@@ -205,7 +205,7 @@ func (r *router) learnAgent(result json.RawMessage) json.RawMessage {
 	known := knownAgents[info.Name]
 	if known.cannotReopenThrough != "" && !versionAfter(info.Version, known.cannotReopenThrough) {
 		r.noEvict = fmt.Sprintf("%s %s cannot reopen a session in a new process: %s", info.Name, info.Version, known.cannotReopen)
-		r.Log.Info("threads are not evicted", events.Of("eviction_off"), "why", r.noEvict)
+		r.Log.Info("threads are not evicted", events.Of(events.EvictionOff), "why", r.noEvict)
 	}
 	r.inSessionDir = known.inSessionDir
 	if _, ok := sc["close"]; ok {

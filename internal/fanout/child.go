@@ -211,7 +211,7 @@ func (r *router) readChild(c *child, p *process) {
 			m := decodeChildLine(line)
 			n := len(line)
 			held := p.backlog.take(n, r.done, func(out int) {
-				r.Log.Debug("a child's output waits for the client to read", events.Of("child_output_held"), "pid", p.cmd.Process.Pid, "bytes", out+n)
+				r.Log.Debug("a child's output waits for the client to read", events.Of(events.ChildOutputHeld), "pid", p.cmd.Process.Pid, "bytes", out+n)
 			})
 			if !held {
 				return // the loop has returned

@@ -152,7 +152,7 @@ func (r *router) startFailed(c *child) {
 	r.failing.exits++
 	r.failing.why = exitReason(c, "before it served a thread").Error()
 	if r.failing.exits == maxStartFailures {
-		r.Log.Error("the agent exits at every start; no more are started until a thread asks for one", events.Of("warming_stopped"), "starts", r.failing.exits, "why", r.failing.why)
+		r.Log.Error("the agent exits at every start; no more are started until a thread asks for one", events.Of(events.WarmingStopped), "starts", r.failing.exits, "why", r.failing.why)
 	}
 }
 
@@ -230,7 +230,7 @@ func (r *router) warmAfterTurns() {
 	switch h := &r.holding; {
 	case h.opened:
 		h.opened = false
-		r.Log.Debug("the spares waited", events.Of("spares_waited"), "why", "another thread opened")
+		r.Log.Debug("the spares waited", events.Of(events.SparesWaited), "why", "another thread opened")
 		r.warm()
 	case h.timer == nil:
 		r.holdSpares(false)
@@ -243,7 +243,7 @@ func (r *router) holdSpares(atStart bool) {
 	if atStart {
 		what = "the first spare or thread"
 	}
-	r.Log.Debug("the spares wait", events.Of("spares_waiting"), "for", what, "at_most", spareWait)
+	r.Log.Debug("the spares wait", events.Of(events.SparesWaiting), "for", what, "at_most", spareWait)
 	var t *time.Timer
 	t = r.after(spareWait, func() {
 		if r.holding.timer == t {
@@ -276,7 +276,7 @@ func (r *router) endHold(why string) {
 	}
 	r.holding.timer.Stop()
 	r.holding = holding{}
-	r.Log.Debug("the spares waited", events.Of("spares_waited"), "why", why)
+	r.Log.Debug("the spares waited", events.Of(events.SparesWaited), "why", why)
 	r.warm()
 }
 
@@ -313,7 +313,7 @@ func (r *router) start(dir string, want func(*child, error)) *child {
 	r.children[c] = true
 	if want == nil {
 		r.spares = append(r.spares, c)
-		r.Log.Debug("a spare is started", events.Of("spare_started"), "dir", dir)
+		r.Log.Debug("a spare is started", events.Of(events.SpareStarted), "dir", dir)
 	}
 	cmd := r.command()
 	cmd.Dir = dir

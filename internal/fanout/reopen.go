@@ -78,7 +78,7 @@ func (r *router) sendReopen(t *thread, c *child, method string) {
 			r.becomes(c, childOpening)
 		}
 	}
-	r.Log.Debug("reopening a session", events.Of("reopening"), "session", t.id, "with", method, "pid", c.pid)
+	r.Log.Debug("reopening a session", events.Of(events.Reopening), "session", t.id, "with", method, "pid", c.pid)
 	r.send(c, req, params)
 	t.timer = r.after(r.ReopenTimeout, func() { r.onReopenTimeout(t, c) })
 }
@@ -102,7 +102,7 @@ func (r *router) crashed(t *thread, c *child) {
 	case t.crashes > maxCrashes:
 		why := fmt.Sprintf("its agent's process ended unexpectedly %d times in a row (the last: %s); the thread was closed rather than restarted again: start a new thread, and see the agent's log", t.crashes, exitReason(c, "").Error())
 		r.tell(t.id, "error", "The agent's process keeps ending; this thread was closed", why)
-		r.Log.Error("a thread's process keeps ending; the thread is closed", events.Of("thread_given_up"), "session", t.id, "crashes", t.crashes)
+		r.Log.Error("a thread's process keeps ending; the thread is closed", events.Of(events.ThreadGivenUp), "session", t.id, "crashes", t.crashes)
 		r.forget(t, "closed, as "+why)
 	}
 }
@@ -152,7 +152,7 @@ func (r *router) onReopened(c *child, req *request, m childMessage) {
 		why := fmt.Errorf("the agent answered %s: %s", req.method, errorMessage(m.err))
 		if req.clientID == nil && r.noEvict == "" { // the router's own reopening of a thread it had open
 			r.noEvict = fmt.Sprintf("it could not reopen session %s in a new process (%v)", t.id, why)
-			r.Log.Warn("threads are no longer evicted", events.Of("eviction_stopped"), "why", r.noEvict)
+			r.Log.Warn("threads are no longer evicted", events.Of(events.EvictionStopped), "why", r.noEvict)
 		}
 		r.reopenFailed(t, why)
 		return

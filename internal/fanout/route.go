@@ -171,7 +171,7 @@ func (r *router) send(c *child, req *request, params json.RawMessage) {
 // answered are answered cancelled here; c's own answers to them, should it
 // read again, are dropped.
 func (r *router) cancelBehind(c *child) {
-	r.Log.Warn("a child is behind on its input; its prompts are answered cancelled by the router", events.Of("cancel_behind"), "pid", c.pid, "session", c.session)
+	r.Log.Warn("a child is behind on its input; its prompts are answered cancelled by the router", events.Of(events.CancelBehind), "pid", c.pid, "session", c.session)
 	r.promptsCancelled(c)
 }
 
@@ -268,11 +268,11 @@ func (r *router) cancelRequest(params json.RawMessage) {
 // onChildMessage handles one of c's lines, in the order c wrote them.
 func (r *router) onChildMessage(c *child, m childMessage) {
 	if !m.ok {
-		r.Log.Warn("a child wrote a line that is not a JSON-RPC message; it is dropped", events.Of("child_line_dropped"), "pid", c.pid, "session", c.session, "bytes", len(m.line))
+		r.Log.Warn("a child wrote a line that is not a JSON-RPC message; it is dropped", events.Of(events.ChildLineDropped), "pid", c.pid, "session", c.session, "bytes", len(m.line))
 		return
 	}
 	if m.method != "" && !r.trusted(c, m.session) {
-		r.Log.Warn("a child named a session it does not serve; its message is dropped", events.Of("child_spoofed"), "pid", c.pid, "serves", c.session, "named", m.session, "method", m.method)
+		r.Log.Warn("a child named a session it does not serve; its message is dropped", events.Of(events.ChildSpoofed), "pid", c.pid, "serves", c.session, "named", m.session, "method", m.method)
 		return
 	}
 	switch {

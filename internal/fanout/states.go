@@ -98,16 +98,26 @@ func move[S ~int](r *router, m *machine[S], at *S, to S, who ...any) bool {
 		return true
 	}
 	from := m.states[*at].name
-	r.Log.Error("the router refused a move not in its table; this is a bug of acpbridge's, please report it", append([]any{events.Of("move_refused"), "machine", m.name, "from", from, "to", m.states[to].name}, who...)...)
+	r.Log.Error("the router refused a move not in its table; this is a bug of acpbridge's, please report it", append([]any{events.Of(events.MoveRefused), "machine", m.name, "from", from, "to", m.states[to].name}, who...)...)
 	if r.RefusedMove != nil {
 		r.RefusedMove(fmt.Sprintf("fanout: %s %s → %s is not an edge of its table (%v)", m.name, from, m.states[to].name, who))
 	}
 	return false
 }
 
-// moveChild moves c to s.
+// moveChild moves c to s. A child that starts serving a thread (opened,
+// loaded, reopened; not back from a repeated authenticate) says which
+// thread it holds: the event thread_held, so that a user watching top, or
+// a test, can tell which process is which thread whatever its cwd.
 func (r *router) moveChild(c *child, s childState) bool {
-	return move(r, &childMachine, &c.state, s, "pid", c.pid, "session", c.session)
+	from := c.state
+	if !move(r, &childMachine, &c.state, s, "pid", c.pid, "session", c.session) {
+		return false
+	}
+	if s == childServing && from != childAuthenticating && c.thread != nil {
+		r.Log.Debug("a thread holds a process", events.Of(events.ThreadHeld), "session", c.thread.id, "pid", c.pid)
+	}
+	return true
 }
 
 // moveThread moves t to s.

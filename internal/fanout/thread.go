@@ -371,7 +371,7 @@ func (r *router) evict(t *thread, why string, to threadState) bool {
 	c := t.child
 	r.moveThread(t, to)
 	t.why = why
-	r.Log.Debug("evicting a thread's process", events.Of("evicting"), "session", t.id, "why", why, "pid", c.pid, "idle", time.Since(c.active).Round(time.Millisecond))
+	r.Log.Debug("evicting a thread's process", events.Of(events.Evicting), "session", t.id, "why", why, "pid", c.pid, "idle", time.Since(c.active).Round(time.Millisecond))
 	r.endChild(c, true)
 	return true
 }
@@ -388,7 +388,7 @@ func (r *router) onIdleCheck() {
 	for _, t := range r.threads {
 		if t.state == threadOpen && time.Since(t.child.active) >= r.IdleTimeout && !r.evict(t, "idle", threadEvicting) && !t.keptIdle {
 			t.keptIdle = true // said once: the check runs every so often
-			r.Log.Debug("an idle thread is kept", events.Of("idle_kept"), "session", t.id, "why", cmp.Or(r.noEvict, "not evictable now"))
+			r.Log.Debug("an idle thread is kept", events.Of(events.IdleKept), "session", t.id, "why", cmp.Or(r.noEvict, "not evictable now"))
 		}
 	}
 	r.armIdle()

@@ -388,7 +388,7 @@ func (h *Hub) watch(srv *mcpServer) {
 	}
 	err = namedLimit(err)
 	srv.dead = err
-	h.log.Error("MCP server stopped", events.Of("mcp_stopped"), "server", srv.spec.Name, "err", err)
+	h.log.Error("MCP server stopped", events.Of(events.MCPStopped), "server", srv.spec.Name, "err", err)
 	h.notices = append(h.notices, fmt.Sprintf("MCP server `%s` stopped (%v). acpbridge goes on without its tools.", srv.spec.Name, err))
 }
 
@@ -439,7 +439,7 @@ func (h *Hub) refresh(srv *mcpServer) error {
 	h.mu.Lock()
 	srv.tools = tools
 	h.mu.Unlock()
-	h.log.Info("MCP server's tools changed", events.Of("mcp_tools_changed"), "server", srv.spec.Name, "tools", len(tools))
+	h.log.Info("MCP server's tools changed", events.Of(events.MCPToolsChanged), "server", srv.spec.Name, "tools", len(tools))
 	return nil
 }
 

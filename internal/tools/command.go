@@ -161,7 +161,7 @@ func (e *Env) runLocal(ctx context.Context, command, dir string, timeout time.Du
 	if err := e.Procs.Started(cmd); err != nil {
 		e.Log.Warn("a command's children may outlive acpbridge if it is killed", "err", err)
 	}
-	e.Log.Debug("command started", events.Of("command_started"), "pid", cmd.Process.Pid)
+	e.Log.Debug("command started", events.Of(events.CommandStarted), "pid", cmd.Process.Pid)
 	timedOut, err := e.awaitLocal(ctx, cmd, timeout, tag)
 	st, err := localStatus(cmd, err)
 	if err != nil {
