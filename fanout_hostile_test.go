@@ -711,3 +711,34 @@ func eventInt(t *testing.T, events, name, key string) int {
 	t.Fatalf("no event %s", name)
 	return 0
 }
+
+// Verify that a session/new withdrawn while it waits for a process slot
+// (--max-children: an idle thread's process ends for it), its id sent again
+// at once for another project, opens the second project's session, not the
+// first's: the wait is the request's own, not its id's; and the process
+// the withdrawn one was given serves the one sent again.
+func TestFanoutHostile_withdrawnNewIDReused(t *testing.T) {
+	t.Parallel()
+	other := t.TempDir()
+	p := startProcess(t, nil, "--fanout", "--spares", "0", "--max-children", "2", "--model", "replay:"+writeFixture(t, `{"chunks":[{"text":"Streaming"},{"delayMs":600000}]}`))
+	p.call(initLine)
+	p.openSession(10)
+	busy := p.openSession(11)
+	p.send(prompt(50, busy, "busy"))
+	p.await(fmt.Sprintf(`{"params":{"sessionId":%q,"update":{"content":{"text":"Streaming"}}}}`, busy))
+	p.sendTogether(`{"jsonrpc":"2.0","id":5,"method":"session/new","params":{"cwd":"$CWD","mcpServers":[]}}`,
+		`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":5}}`)
+	first := decodeResponse(t, p.await(`{"id":5}`))
+	require.NotNil(t, first.Error, "the withdrawn one")
+	assert.Equal(t, -32800, first.Error.Code)
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":5,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, other))
+	second := decodeResponse(t, p.await(`{"id":5}`))
+	require.Nil(t, second.Error, "the one sent again")
+	var res struct{ SessionID string }
+	require.NoError(t, json.Unmarshal(second.Result, &res))
+	r := decodeResponse(t, p.call(`{"jsonrpc":"2.0","id":6,"method":"session/list","params":{}}`))
+	require.Nil(t, r.Error)
+	assert.Contains(t, string(r.Result), fmt.Sprintf(`"sessionId":%q,"cwd":%q`, res.SessionID, other), "the second project's session")
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, busy))
+	p.close()
+}

@@ -106,12 +106,13 @@ func (r *router) anyEnding() bool {
 // serveWaiters serves the takes waiting for a process slot (--max-children),
 // in arrival order, whenever something may have changed for them: a
 // process ended (a slot free: the first waiting take gets it, then the
-// next), or an answer left a thread idle. A take no ending process will
+// next), a spare came back (a withdrawn take's), or an answer left a
+// thread idle. A take no ending process will
 // free a slot for (more takes wait than processes end) has the least
 // recently used idle thread evicted for it, as when it came: a take that
 // found every thread busy waits for the first to turn idle, not for ever.
 func (r *router) serveWaiters() {
-	for len(r.waiting) > 0 && r.count() < r.MaxChildren {
+	for len(r.waiting) > 0 && (r.count() < r.MaxChildren || len(r.spares) > 0) {
 		w := r.waiting[0]
 		r.waiting = r.waiting[1:]
 		r.take(w.dir, w.want)

@@ -256,7 +256,7 @@ func (r *router) cancelRequest(params json.RawMessage) {
 			return
 		}
 	}
-	if r.openings[string(want)] {
+	if r.openings[string(want)] != nil {
 		// A session/new still waiting for a process (one starting, which
 		// may never be ready): withdrawn here, answered at once; the
 		// process it would have taken stays a spare.

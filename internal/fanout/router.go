@@ -76,32 +76,32 @@ type router struct {
 	wg     sync.WaitGroup
 
 	// ---- the loop's
-	initArgs       json.RawMessage    // the client's initialize params, for every child
-	initClient     *request           // the client's initialize, for the first child to be initialized (-- CMD)
-	initAnswer     []byte             // the agent's answer to it, as relayed (-- CMD): a later initialize gets it too
-	initWaiting    []json.RawMessage  // later initializes waiting for that answer
-	authArgs       json.RawMessage    // a successful authenticate's params, repeated to every child
-	noClose        bool               // the agent offers no session/close: the router answers it, ending the child
-	reopenBy       string             // how a lost thread is reopened: session/resume, session/load, or "" (it cannot be)
-	canList        bool               // the agent offers session/list: a thread is evicted once the agent lists its session
-	noEvict        string             // why threads are not evicted: the agent cannot reopen them ("": they are)
-	inSessionDir   bool               // a thread's process runs in its session's cwd (knownAgents)
-	failing        failing            // the pool's back-off from an agent that exits at its start
-	holding        holding            // the spares held back from a turn or the first thread's start
-	children       map[*child]bool    // every child not dead, ending ones included: they count toward --max-children
-	spares         []*child           // children for the next threads, in the order they were started
-	waiting        []take             // takes waiting for a process slot to free (--max-children)
-	cwd            string             // the router's own directory
-	spareDir       string             // where spares start: the directory of the thread opened last ("": cwd, always unless knownAgents says otherwise)
-	threads        map[string]*thread // the client's open sessions, by id
-	inflight       map[string]bool    // the client's request ids not answered yet
-	openings       map[string]bool    // session/new requests waiting for a process, by the client's id
-	transient      *child             // a child started past the cap for what names no session, or nil
-	started        int                // children started, for their deterministic part
-	conn           connState          // the connection's state (connMachine)
-	endedMeanwhile bool               // ending: a child ended since the end's wait was last armed
-	clientDone     bool               // stdin's reader has returned (or a signal: it is not waited for)
-	detPart        int                // ACPBRIDGE_DETERMINISTIC's part, or 0
+	initArgs       json.RawMessage           // the client's initialize params, for every child
+	initClient     *request                  // the client's initialize, for the first child to be initialized (-- CMD)
+	initAnswer     []byte                    // the agent's answer to it, as relayed (-- CMD): a later initialize gets it too
+	initWaiting    []json.RawMessage         // later initializes waiting for that answer
+	authArgs       json.RawMessage           // a successful authenticate's params, repeated to every child
+	noClose        bool                      // the agent offers no session/close: the router answers it, ending the child
+	reopenBy       string                    // how a lost thread is reopened: session/resume, session/load, or "" (it cannot be)
+	canList        bool                      // the agent offers session/list: a thread is evicted once the agent lists its session
+	noEvict        string                    // why threads are not evicted: the agent cannot reopen them ("": they are)
+	inSessionDir   bool                      // a thread's process runs in its session's cwd (knownAgents)
+	failing        failing                   // the pool's back-off from an agent that exits at its start
+	holding        holding                   // the spares held back from a turn or the first thread's start
+	children       map[*child]bool           // every child not dead, ending ones included: they count toward --max-children
+	spares         []*child                  // children for the next threads, in the order they were started
+	waiting        []take                    // takes waiting for a process slot to free (--max-children)
+	cwd            string                    // the router's own directory
+	spareDir       string                    // where spares start: the directory of the thread opened last ("": cwd, always unless knownAgents says otherwise)
+	threads        map[string]*thread        // the client's open sessions, by id
+	inflight       map[string]bool           // the client's request ids not answered yet
+	openings       map[string]*clientMessage // session/new requests waiting for a process, by the client's id: each the request itself, so that an id withdrawn and sent again is another wait
+	transient      *child                    // a child started past the cap for what names no session, or nil
+	started        int                       // children started, for their deterministic part
+	conn           connState                 // the connection's state (connMachine)
+	endedMeanwhile bool                      // ending: a child ended since the end's wait was last armed
+	clientDone     bool                      // stdin's reader has returned (or a signal: it is not waited for)
+	detPart        int                       // ACPBRIDGE_DETERMINISTIC's part, or 0
 	idleTimer      *time.Timer
 }
 
@@ -143,7 +143,7 @@ func newRouter(o Options, exe string) *router {
 		args:     append(withoutFanout(o.Args), fmt.Sprintf("--max-line-bytes=%d", o.MaxLine+rewrapSlack)),
 		events:   make(chan func(), 64),
 		done:     make(chan struct{}),
-		children: map[*child]bool{}, threads: map[string]*thread{}, inflight: map[string]bool{}, openings: map[string]bool{}}
+		children: map[*child]bool{}, threads: map[string]*thread{}, inflight: map[string]bool{}, openings: map[string]*clientMessage{}}
 	if o.Command == nil {
 		r.reopenBy = acp.MethodSessionResume // acpbridge resumes any session it persisted
 	} else {

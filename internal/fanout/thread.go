@@ -56,11 +56,12 @@ func (t *thread) reopening() bool {
 func (r *router) openNew(m clientMessage) {
 	dir := r.processDir(m.params)
 	r.spareDir = dir // the next thread is likely opened where this one was
-	r.openings[string(m.id)] = true
+	r.openings[string(m.id)] = &m
 	r.take(dir, func(c *child, err error) {
-		if !r.openings[string(m.id)] { // withdrawn while it waited
+		if r.openings[string(m.id)] != &m { // withdrawn while it waited (its id perhaps sent again since, for another wait)
 			if c != nil {
 				r.spares = append([]*child{c}, r.spares...)
+				r.serveWaiters() // the next waiting take has it
 			}
 			return
 		}
