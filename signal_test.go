@@ -205,9 +205,13 @@ func TestSignal_kill9EndsCommandChildren(t *testing.T) {
 			// The keeper learns of a command right after its start; that
 			// instant is logged (a kill -9 within it is the one window).
 			p.awaitEvent("command_started")
+			held := holder(t, p.state, sid) // with --fanout, the child serving the session
 			require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
 			p.drainKilled()
 			assertGone(t, pids[0], "a background job of a command, after kill -9 of acpbridge")
+			// The session's process (a child of the router's) persists the
+			// turn as it ends: the test's folders are removed after that.
+			assertGone(t, held, "the process that held the session")
 		})
 	}
 }
