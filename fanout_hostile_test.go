@@ -742,3 +742,22 @@ func TestFanoutHostile_withdrawnNewIDReused(t *testing.T) {
 	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, busy))
 	p.close()
 }
+
+// Verify the crash of a thread whose agent the router's table says cannot
+// reopen a session in a new process (gemini-cli through 0.61.0): the
+// running prompt's error says the thread is lost and cannot come back, not
+// that it comes back, and a client that opted into notices is told so.
+func TestFanoutHostile_crashOfAnAgentThatCannotReopen(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, nil, "-name", "gemini-cli", "-version", "0.61.0")
+	p.call(strings.Replace(initLine, `"clientCapabilities":{}`, `"clientCapabilities":{"session":{"notices":{}}}`, 1))
+	a := p.openSession(10)
+	p.send(prompt(20, a, "crash with helper"))
+	_, rs, _ := p.collect(20)
+	require.NotNil(t, rs[20].Error)
+	assert.Contains(t, rs[20].Error.Message, "the thread is lost, and cannot come back: gemini-cli 0.61.0 cannot reopen a session in a new process")
+	assert.NotContains(t, rs[20].Error.Message, "reopened in a new process on its next request")
+	notice := p.await(fmt.Sprintf(`{"params":{"sessionId":%q,"update":{"sessionUpdate":"notice","severity":"error"}}}`, a))
+	assert.Contains(t, string(notice), "this thread must be started again")
+	p.close()
+}

@@ -248,8 +248,8 @@ func (r *router) answerUnanswered(c *child) {
 // afterDeath says what becomes of the thread whose process (c) died.
 func (r *router) afterDeath(c *child) string {
 	switch {
-	case r.reopenBy == "":
-		return "the agent cannot reopen it (it offers neither session/resume nor session/load): open a new thread"
+	case r.cannotReopen() != "":
+		return "the thread is lost, and cannot come back: " + r.cannotReopen() + "; open a new thread"
 	case c.thread != nil && c.thread.crashes >= maxCrashes:
 		return fmt.Sprintf("it has ended %d times in a row, so the thread is closed: open a new thread", c.thread.crashes+1)
 	}

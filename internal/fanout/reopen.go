@@ -96,15 +96,29 @@ func (r *router) crashed(t *thread, c *child) {
 	t.crashes++
 	t.crashed = c.cmd.ProcessState.String()
 	switch {
-	case r.reopenBy == "":
+	case r.cannotReopen() != "":
 		r.tell(t.id, "error", "The agent's process ended; this thread must be started again",
-			fmt.Sprintf("The process serving this thread ended unexpectedly (%s), and the agent cannot reopen a session in a new process (it offers neither session/resume nor session/load): start a new thread.", t.crashed))
+			fmt.Sprintf("The process serving this thread ended unexpectedly (%s), and the thread cannot come back: %s. Start a new thread.", t.crashed, r.cannotReopen()))
 	case t.crashes > maxCrashes:
 		why := fmt.Sprintf("its agent's process ended unexpectedly %d times in a row (the last: %s); the thread was closed rather than restarted again: start a new thread, and see the agent's log", t.crashes, exitReason(c, "").Error())
 		r.tell(t.id, "error", "The agent's process keeps ending; this thread was closed", why)
 		r.Log.Error("a thread's process keeps ending; the thread is closed", events.Of(events.ThreadGivenUp), "session", t.id, "crashes", t.crashes)
 		r.forget(t, "closed, as "+why)
 	}
+}
+
+// cannotReopen says why the agent cannot reopen a session in a new process,
+// as the router knows it: it offers neither session/resume nor
+// session/load, or the table of agents (knownAgents) says its version
+// cannot; "" when it can.
+func (r *router) cannotReopen() string {
+	switch {
+	case r.reopenBy == "":
+		return "the agent cannot reopen a session in a new process (it offers neither session/resume nor session/load)"
+	case r.noEvict != "":
+		return r.noEvict
+	}
+	return ""
 }
 
 // tell sends the client a notice for session id, where the client opted
