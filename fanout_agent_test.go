@@ -468,3 +468,23 @@ func TestFanoutAgent_versionTwoAnsweredOne(t *testing.T) {
 	q.newSession()
 	q.close()
 }
+
+// Verify an agent that closes a session by exiting (some do): the close is
+// answered {} and the thread is closed, not taken for a crash (no error,
+// no reopening on the next request, which finds no such session).
+func TestFanoutAgent_closeByExit(t *testing.T) {
+	t.Parallel()
+	p := startRouted(t, "-close-exits")
+	p.call(initLine)
+	a := p.openSession(10)
+	r := decodeResponse(t, p.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":11,"method":"session/close","params":{"sessionId":%q}}`, a)))
+	require.Nil(t, r.Error, "a close, answered")
+	assert.JSONEq(t, `{}`, string(r.Result))
+	_, r = p.turnUpdates(12, a, "still there?")
+	require.NotNil(t, r.Error, "a closed thread is not reopened")
+	assert.Equal(t, -32002, r.Error.Code)
+	p.openSession(13)
+	p.close()
+	assert.False(t, p.hasEvent("child_ended", "session", a), "not a crash")
+	assert.False(t, p.hasEvent("reopening", "session", a))
+}

@@ -152,11 +152,11 @@ func (r *router) onChildExited(c *child) {
 	if r.transient == c {
 		r.transient = nil
 	}
-	r.answerUnanswered(c)
+	closed := r.answerUnanswered(c)
 	for _, cancel := range c.calls {
 		cancel() // the client is told to drop them
 	}
-	if !wasEnding && !r.ending() && (c.session != "" || asked) {
+	if !wasEnding && !r.ending() && !closed && (c.session != "" || asked) {
 		r.Log.Error("the process of a session ended", events.Of(events.ChildEnded), "session", c.session, "pid", c.pid, "status", c.cmd.ProcessState.String())
 	}
 	if !wasEnding && !r.ending() && c.session == "" && c.thread == nil {
@@ -208,10 +208,15 @@ func ended(c *child) string {
 // prompt the child did not answer in time was cancelled by that end, and
 // is answered so: however many children end at once on however few cores,
 // every running prompt is answered cancelled (the child persists its turn
-// as interrupted before it exits).
-func (r *router) answerUnanswered(c *child) {
+// as interrupted before it exits). An exit with the client's session/close
+// pending is the agent's way of closing (closed reports it): the close is
+// answered, and a prompt it ended is cancelled.
+func (r *router) answerUnanswered(c *child) (closed bool) {
 	pending := c.pending
 	c.pending = nil
+	closing := slices.ContainsFunc(slices.Collect(maps.Values(pending)), func(req *request) bool {
+		return req.method == acp.MethodSessionClose && req.clientID != nil
+	})
 	for _, req := range pending {
 		switch {
 		case req.clientID == nil:
@@ -221,6 +226,14 @@ func (r *router) answerUnanswered(c *child) {
 			continue
 		}
 		switch {
+		case req.method == acp.MethodSessionClose && req.thread != nil && !r.ending():
+			// Some agents close a session by exiting: a close, not a
+			// crash. The thread is closed as the client asked.
+			r.forget(req.thread, "closed (its process exited at session/close)")
+			r.answer(req.clientID, struct{}{}, nil)
+			closed = true
+		case closing && req.method == acp.MethodSessionPrompt:
+			r.answer(req.clientID, acp.PromptResult{StopReason: acp.StopCancelled}, nil) // the close ends its turn
 		case r.ending() && req.method == acp.MethodSessionPrompt:
 			r.answer(req.clientID, acp.PromptResult{StopReason: acp.StopCancelled}, nil)
 		case r.ending() && req.method != acp.MethodInitialize:
@@ -243,6 +256,7 @@ func (r *router) answerUnanswered(c *child) {
 		}
 	}
 	c.held = nil // their requests were pending, answered above
+	return closed
 }
 
 // afterDeath says what becomes of the thread whose process (c) died.

@@ -48,11 +48,11 @@ import (
 )
 
 type agent struct {
-	methodFirst, needAuth, noClose, sameID bool
-	closeHang, loadHang, loadRefuse        bool
-	list, listHang                         bool // offer session/list: the sessions that had a prompt; never answer it
-	closeLate                              time.Duration
-	name, version                          string // its agentInfo
+	methodFirst, needAuth, noClose, sameID      bool
+	closeHang, closeExits, loadHang, loadRefuse bool
+	list, listHang                              bool // offer session/list: the sessions that had a prompt; never answer it
+	closeLate                                   time.Duration
+	name, version                               string // its agentInfo
 
 	mu     sync.Mutex
 	w      *bufio.Writer
@@ -77,6 +77,7 @@ func main() {
 	ignoreEOF := flag.Bool("ignore-eof", false, "keep running at stdin's end, ignoring SIGTERM")
 	delay := flag.Duration("start-delay", 0, "sleep before serving")
 	flag.BoolVar(&a.closeHang, "close-hang", false, "never answer session/close")
+	flag.BoolVar(&a.closeExits, "close-exits", false, "exit at session/close, answering nothing (its way of closing)")
 	flag.DurationVar(&a.closeLate, "close-late", 0, "answer session/close after this long")
 	flag.BoolVar(&a.loadHang, "load-hang", false, "never answer session/load")
 	flag.BoolVar(&a.loadRefuse, "load-refuse", false, "refuse session/load")
@@ -280,6 +281,9 @@ func (a *agent) serve(id json.RawMessage, method string, params json.RawMessage)
 	case "session/close":
 		if a.closeHang {
 			return
+		}
+		if a.closeExits {
+			os.Exit(0)
 		}
 		time.Sleep(a.closeLate)
 		a.mu.Lock()
