@@ -165,22 +165,11 @@ func TestFault_fullDisk(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			fixture := writeFixture(t, entry, `{"chunks":[{"text":"short"}]}`)
-			ta := newTestAgent(t)
-			p := &procAgent{testAgent: ta}
-			cmd := exec.Command("prlimit", "--fsize=4096", binary(t), "--model", "replay:"+fixture, "--state-dir", ta.state)
-			cmd.Stderr = ta.stderr
-			p.cmd = cmd
-			ta.attach(func(stdin io.Reader, stdout io.WriteCloser) {
-				cmd.Stdin, cmd.Stdout = stdin, stdout
-				if err := cmd.Start(); err != nil {
-					stdout.Close()
-					ta.exit <- -1
-					return
-				}
-				cmd.Wait()
-				stdout.Close()
-				ta.exit <- cmd.ProcessState.ExitCode()
-			})
+			prlimit, err := exec.LookPath("prlimit")
+			require.NoError(t, err)
+			ta := startProcessWith(t, nil, func(cmd *exec.Cmd, _ *testAgent) {
+				cmd.Path, cmd.Args = prlimit, []string{prlimit, "--fsize=4096", binary(t)} // the agent's flags follow
+			}, "--model", "replay:"+fixture).testAgent
 			sid := ta.newSession()
 			_, r := ta.turnUpdates(2, sid, "write a lot")
 			require.NotNil(t, r.Error, "the turn whose log write failed")
