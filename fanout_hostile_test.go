@@ -761,3 +761,32 @@ func TestFanoutHostile_crashOfAnAgentThatCannotReopen(t *testing.T) {
 	assert.Contains(t, string(notice), "this thread must be started again")
 	p.close()
 }
+
+// Verify that a thread whose agent dies at every reopen is not reopened for
+// ever: the deaths at reopening count as a flapping thread's do, and after
+// the same bound the thread is closed, with the error notice to a client
+// that opted in; each request meanwhile is answered with why.
+func TestFanoutHostile_deathAtEveryReopenBounded(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, []string{"--spares", "1"}, "-load-dies")
+	p.call(strings.Replace(initLine, `"clientCapabilities":{}`, `"clientCapabilities":{"session":{"notices":{}}}`, 1))
+	a := p.openSession(10)
+	_, r := p.turnUpdates(20, a, "crash with helper")
+	require.NotNil(t, r.Error, "the first crash")
+	var told []string
+	for i := range 6 {
+		ups, r := p.turnUpdates(30+i, a, "back?")
+		require.NotNil(t, r.Error, "a reopen that dies")
+		told = append(told, ups...)
+		t.Logf("%d: %s", i, r.Error.Message)
+		if r.Error.Code == -32002 {
+			break // the thread is closed: unknown from now on
+		}
+	}
+	all := strings.Join(told, "\n")
+	assert.Contains(t, all, `"severity":"error","title":"The agent's process keeps ending; this thread was closed"`, "closed after the flapping bound, and told")
+	_, r = p.turnUpdates(40, a, "again?")
+	require.NotNil(t, r.Error)
+	assert.Equal(t, -32002, r.Error.Code, "a closed thread is not reopened again")
+	p.close()
+}

@@ -170,6 +170,9 @@ func (r *router) onChildExited(c *child) {
 				break
 			}
 			r.reopenFailed(t, exitReason(c, "before it answered the reopening"))
+			if t.state != threadClosed && !r.ending() {
+				r.crashed(t, c) // a process that dies at every reopen is bounded as a flapping thread is
+			}
 		case threadOpen:
 			r.moveThread(t, threadLost)
 			r.crashed(t, c)

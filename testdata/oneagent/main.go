@@ -48,11 +48,11 @@ import (
 )
 
 type agent struct {
-	methodFirst, needAuth, noClose, sameID      bool
-	closeHang, closeExits, loadHang, loadRefuse bool
-	list, listHang                              bool // offer session/list: the sessions that had a prompt; never answer it
-	closeLate                                   time.Duration
-	name, version                               string // its agentInfo
+	methodFirst, needAuth, noClose, sameID                bool
+	closeHang, closeExits, loadHang, loadRefuse, loadDies bool
+	list, listHang                                        bool // offer session/list: the sessions that had a prompt; never answer it
+	closeLate                                             time.Duration
+	name, version                                         string // its agentInfo
 
 	mu     sync.Mutex
 	w      *bufio.Writer
@@ -81,6 +81,7 @@ func main() {
 	flag.DurationVar(&a.closeLate, "close-late", 0, "answer session/close after this long")
 	flag.BoolVar(&a.loadHang, "load-hang", false, "never answer session/load")
 	flag.BoolVar(&a.loadRefuse, "load-refuse", false, "refuse session/load")
+	flag.BoolVar(&a.loadDies, "load-dies", false, "exit at session/load, answering nothing (a reopen that dies every time)")
 	flag.BoolVar(&a.list, "list", false, "offer session/list, listing the sessions that had a prompt")
 	flag.BoolVar(&a.listHang, "list-hang", false, "never answer session/list")
 	flag.StringVar(&a.name, "name", "oneagent", "the name in its agentInfo")
@@ -239,6 +240,9 @@ func (a *agent) serve(id json.RawMessage, method string, params json.RawMessage)
 		if a.loadRefuse {
 			a.fail(id, -32002, "oneagent keeps no session "+p.SessionID+" here (refused on purpose)")
 			return
+		}
+		if a.loadDies {
+			os.Exit(3)
 		}
 		fallthrough
 	case "session/new":
