@@ -790,3 +790,30 @@ func TestFanoutHostile_deathAtEveryReopenBounded(t *testing.T) {
 	assert.Equal(t, -32002, r.Error.Code, "a closed thread is not reopened again")
 	p.close()
 }
+
+// Verify that a client's load of a live thread, waiting for the thread's
+// old process to close (an agent slow to close), is answered when the
+// router ends meanwhile (stdin's end): with an error saying to send it
+// again, once, before the router's output ends.
+func TestFanoutHostile_loadWaitingAtTheEndAnswered(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, nil, "-close-late", "2s")
+	p.call(initLine)
+	a := p.openSession(10)
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":11,"method":"session/load","params":{"sessionId":%q,"cwd":"$CWD","mcpServers":[]}}`, a))
+	p.close() // stdin's end while the load waits; reads to the end of output
+	answers := 0
+	for _, l := range p.got {
+		var r struct {
+			ID     json.RawMessage
+			Method string
+			Error  *struct{ Message string }
+		}
+		if json.Unmarshal(l, &r) == nil && string(r.ID) == "11" && r.Method == "" {
+			answers++
+			require.NotNil(t, r.Error, "%s", l)
+			assert.Contains(t, r.Error.Message, "send session/load again to a new acpbridge")
+		}
+	}
+	assert.Equal(t, 1, answers, "the load is answered once")
+}

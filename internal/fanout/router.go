@@ -296,6 +296,14 @@ func (r *router) onStdinEnd() {
 	}
 	for _, t := range r.threads {
 		r.failHeld(t, nil)
+		if t.state == threadLoading && t.opener != nil {
+			// The client's load waits for the old process to end, and no
+			// new one will be taken for it now: answered here, once.
+			err := acp.Errorf(acp.CodeInternal, "acpbridge was ending (its input ended, or a signal) before session %s could be opened in a new process; send %s again to a new acpbridge", t.id, t.opener.method)
+			r.answer(t.opener.id, nil, err)
+			t.opener = nil
+			r.answerJoiners(t, channel.EncodeResponse("null", nil, err))
+		}
 	}
 	for _, w := range r.waiting {
 		w.want(nil, errClosing)
