@@ -817,3 +817,26 @@ func TestFanoutHostile_loadWaitingAtTheEndAnswered(t *testing.T) {
 	}
 	assert.Equal(t, 1, answers, "the load is answered once")
 }
+
+// Verify that a client's load of a live thread whose agent cannot reopen a
+// session in a new process (it offers neither session/load nor resume; or
+// the agents table says so) is served by the thread's own process: the
+// process is not killed for it, and the thread keeps it.
+func TestFanoutHostile_loadKeepsAThreadThatCannotReopen(t *testing.T) {
+	t.Parallel()
+	for _, flags := range [][]string{{"-no-load"}, {"-name", "gemini-cli", "-version", "0.61.0"}} {
+		p := startRoutedWith(t, nil, flags...)
+		p.call(initLine)
+		a := p.openSession(10)
+		_, r := p.turnUpdates(20, a, "first")
+		require.Nil(t, r.Error)
+		p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":11,"method":"session/load","params":{"sessionId":%q,"cwd":"$CWD","mcpServers":[]}}`, a))
+		_, rs, _ := p.collect(11)
+		require.Nil(t, rs[11].Error, "%v: the load, served by the thread's own process", flags)
+		_, r = p.turnUpdates(21, a, "same process?")
+		require.Nil(t, r.Error)
+		p.close()
+		assert.False(t, p.hasEvent("evicting", "session", a), "%v: its process is not killed for the load", flags)
+		assert.Equal(t, []int{agentPid(t, a)}, heldBy(t, p.testAgent, a), "%v: the one process it ever had", flags)
+	}
+}

@@ -305,8 +305,7 @@ func (r *router) failHeldWith(t *thread, errFor func(clientMessage) error) {
 // nothing in flight (no request of the client's, none of the child's open
 // at the client), and an agent that can reopen it.
 func (r *router) evictable(t *thread) bool {
-	return t.state == threadOpen && !r.busy(t) &&
-		(r.reopenBy != "" || t.opener != nil) && (!r.canList || t.listed) && r.noEvict == ""
+	return t.state == threadOpen && !r.busy(t) && r.cannotReopen() == "" && (!r.canList || t.listed)
 }
 
 // busy reports whether something of open t's is in flight: a request of

@@ -48,11 +48,11 @@ import (
 )
 
 type agent struct {
-	methodFirst, needAuth, noClose, sameID                bool
-	closeHang, closeExits, loadHang, loadRefuse, loadDies bool
-	list, listHang                                        bool // offer session/list: the sessions that had a prompt; never answer it
-	closeLate                                             time.Duration
-	name, version                                         string // its agentInfo
+	methodFirst, needAuth, noClose, sameID                        bool
+	closeHang, closeExits, loadHang, loadRefuse, loadDies, noLoad bool
+	list, listHang                                                bool // offer session/list: the sessions that had a prompt; never answer it
+	closeLate                                                     time.Duration
+	name, version                                                 string // its agentInfo
 
 	mu     sync.Mutex
 	w      *bufio.Writer
@@ -82,6 +82,7 @@ func main() {
 	flag.BoolVar(&a.loadHang, "load-hang", false, "never answer session/load")
 	flag.BoolVar(&a.loadRefuse, "load-refuse", false, "refuse session/load")
 	flag.BoolVar(&a.loadDies, "load-dies", false, "exit at session/load, answering nothing (a reopen that dies every time)")
+	flag.BoolVar(&a.noLoad, "no-load", false, "offer no session/load (it still serves one sent to it)")
 	flag.BoolVar(&a.list, "list", false, "offer session/list, listing the sessions that had a prompt")
 	flag.BoolVar(&a.listHang, "list-hang", false, "never answer session/list")
 	flag.StringVar(&a.name, "name", "oneagent", "the name in its agentInfo")
@@ -211,7 +212,7 @@ func (a *agent) serve(id json.RawMessage, method string, params json.RawMessage)
 		if a.list {
 			sc["list"] = map[string]any{}
 		}
-		caps := map[string]any{"loadSession": true, "sessionCapabilities": sc}
+		caps := map[string]any{"loadSession": !a.noLoad, "sessionCapabilities": sc}
 		auth := []any{}
 		if a.needAuth {
 			auth = []any{map[string]any{"id": "token", "name": "Token"}}
