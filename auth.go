@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/model"
 	"acpbridge/internal/proc"
 	"acpbridge/internal/signin"
 )
@@ -46,30 +47,14 @@ func resolveSignIn(cfg config, envKey, path string, stored signin.Stored) signIn
 	switch {
 	case s.spec == "":
 		s.missing = "acpbridge has no model yet: " + how + ", or start it with --model openai:MODEL (an OpenAI-compatible endpoint, with OPENAI_API_KEY; --base-url for Ollama and other servers) or --model replay:FIXTURE.jsonl"
-	case strings.HasPrefix(s.spec, "openai:") && s.key == "" && webURL(s.baseURL) && !signin.Local(s.baseURL):
-		s.missing = fmt.Sprintf("acpbridge has no key for %s: %s, or set OPENAI_API_KEY in the agent's environment; an endpoint on this machine (--base-url http://localhost:11434/v1 for Ollama) needs none", shownURL(s.baseURL), how)
+	case strings.HasPrefix(s.spec, "openai:") && s.key == "" && !signin.Local(s.baseURL):
+		// A URL that is none is the model's error to tell (--base-url),
+		// not a sign-in's.
+		if shown, err := model.ShownEndpoint(s.baseURL); err == nil {
+			s.missing = fmt.Sprintf("acpbridge has no key for %s: %s, or set OPENAI_API_KEY in the agent's environment; an endpoint on this machine (--base-url http://localhost:11434/v1 for Ollama) needs none", shown, how)
+		}
 	}
 	return s
-}
-
-// webURL reports whether raw is an http or https URL; any other is the
-// model's error to tell (--base-url), not a sign-in's.
-func webURL(raw string) bool {
-	return strings.HasPrefix(raw, "http://") || strings.HasPrefix(raw, "https://")
-}
-
-// shownURL is an endpoint as a message shows it: no credentials, no query.
-func shownURL(raw string) string {
-	if i := strings.IndexAny(raw, "?#"); i >= 0 {
-		raw = raw[:i]
-	}
-	if scheme, rest, ok := strings.Cut(raw, "://"); ok {
-		if at := strings.LastIndex(rest, "@"); at >= 0 && at < strings.IndexByte(rest+"/", '/') {
-			rest = rest[at+1:]
-		}
-		return scheme + "://" + rest
-	}
-	return raw
 }
 
 // keyring is the provider's key in use, shared by the model, which asks
@@ -93,6 +78,8 @@ type fileStamp struct {
 	mod  time.Time
 }
 
+func (s fileStamp) same(o fileStamp) bool { return s.size == o.size && s.mod.Equal(o.mod) }
+
 func stampOf(path string) fileStamp {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -105,7 +92,7 @@ func (k *keyring) get() string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.stored {
-		if now := stampOf(k.path); now != k.stamp {
+		if now := stampOf(k.path); !now.same(k.stamp) {
 			k.stamp = now
 			stored, err := signin.Load(k.path)
 			k.key = ""
@@ -199,7 +186,8 @@ func (a *agent) requireSignIn() error {
 		return nil
 	}
 	if s := a.loadSignIn(); s.missing == "" {
-		a.log.Info("signed in", "endpoint", shownURL(s.baseURL), "stored", s.stored)
+		shown, _ := model.ShownEndpoint(s.baseURL)
+		a.log.Info("signed in", "endpoint", shown, "stored", s.stored)
 		a.useSignIn(s)
 		return nil
 	}

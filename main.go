@@ -239,6 +239,9 @@ func setupCommand(args []string) (signin.Options, []string, bool) {
 	if i := slices.Index(args, "--"); i >= 0 {
 		args = args[:i] // -- CMD: another agent, whose sign-in is its own
 	}
+	if !slices.Contains(args, "setup") {
+		return signin.Options{}, nil, false // the agent's own start parses its flags once
+	}
 	fs := flag.NewFlagSet("acpbridge", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var c commandLine

@@ -94,21 +94,30 @@ func NewOpenAI(baseURL string, key func() string, models []string, name string, 
 
 // endpoint is an OpenAI client of baseURL with its key, no model chosen.
 func endpoint(baseURL string, key func() string) (*OpenAI, error) {
-	u, err := url.Parse(baseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--base-url %q is not an http or https URL", baseURL)
+	shown, err := ShownEndpoint(baseURL)
+	if err != nil {
+		return nil, err
 	}
 	if key == nil {
 		key = func() string { return "" }
 	}
-	shown := *u
-	shown.User, shown.RawQuery, shown.Fragment = nil, "", ""
 	return &OpenAI{
 		base:   strings.TrimSuffix(baseURL, "/"),
-		shown:  strings.TrimSuffix(shown.String(), "/"),
+		shown:  shown,
 		key:    key,
 		client: &http.Client{Transport: newTransport()},
 	}, nil
+}
+
+// ShownEndpoint is baseURL as errors and logs show it (no credentials, no
+// query), or an error when it is not an http or https URL.
+func ShownEndpoint(baseURL string) (string, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("--base-url %q is not an http or https URL", baseURL)
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return strings.TrimSuffix(u.String(), "/"), nil
 }
 
 // ListModels asks the endpoint at baseURL for its models with key (GET

@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -225,7 +226,7 @@ func (s *setup) check(endpoint, key string) ([]string, int) {
 		return models, 0
 	case errors.As(err, &ee) && ee.Refused():
 		return nil, s.fail("%s refused the key (%s): %s; nothing was stored", endpoint, ee.Status, ee.Message)
-	case errors.As(err, &ee) && (ee.Code == 404 || ee.Code == 405):
+	case errors.As(err, &ee) && (ee.Code == http.StatusNotFound || ee.Code == http.StatusMethodNotAllowed):
 		fmt.Fprintf(s.stderr, "acpbridge setup: %s lists no models (GET /models answered %s): the key could not be checked\n", endpoint, ee.Status)
 		return nil, 0
 	case s.u.ctx.Err() != nil:

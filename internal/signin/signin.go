@@ -69,12 +69,21 @@ func Load(path string) (Stored, error) {
 	if path == "" {
 		return s, errors.New("there is no folder to keep a sign-in in: set XDG_CONFIG_HOME (or HOME)")
 	}
-	f, err := os.Open(path)
+	// Not opened before it is known to be a file: opening a FIFO would
+	// wait for a writer, and hold every session/new with it.
+	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return s, nil
 	}
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("it is not a regular file (%v)", fi.Mode().Type())
+	}
+	var f *os.File
+	if err == nil {
+		f, err = os.Open(path)
+	}
 	if err != nil {
-		return s, fmt.Errorf("cannot read the stored sign-in %s: %v", path, err)
+		return s, fmt.Errorf("cannot read the stored sign-in %s: %v; remove it and run acpbridge setup again", path, err)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxFile+1))
@@ -106,12 +115,8 @@ func Save(path string, s Stored) error {
 	if err != nil {
 		return fmt.Errorf("cannot write the sign-in in %s: %v", dir, err)
 	}
-	tmp := f.Name()
+	tmp := f.Name()      // created 0600: readable by its owner only
 	defer os.Remove(tmp) // gone once renamed; left only by a failure
-	if err := f.Chmod(0o600); err != nil && runtime.GOOS != "windows" {
-		f.Close()
-		return fmt.Errorf("cannot make %s readable by its owner only: %v", tmp, err)
-	}
 	_, err = f.Write(append(b, '\n'))
 	if err == nil {
 		err = f.Sync()
