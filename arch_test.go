@@ -46,9 +46,12 @@ var layers = map[string][]string{
 	"fanout": {"acp", "channel", "clip", "events", "jsonenc", "proc"},
 	// The served model answers any agent's model calls from a replay
 	// fixture, read by the replay model; scenarios run transcripts
-	// against agents, and serve them that model.
+	// against agents, and serve them that model; a comparison of the
+	// agents' runs is summarised and written by the report, which only
+	// the scenario command uses.
 	"served":   {"acp", "clip", "model", "shellword"},
-	"scenario": {"acp", "cliflag", "clip", "jsonenc", "model", "proc", "served", "shellword"},
+	"report":   {"served", "shellword"},
+	"scenario": {"acp", "cliflag", "clip", "jsonenc", "model", "proc", "report", "served", "shellword"},
 	// The stored sign-in and acpbridge setup, which checks a key by
 	// asking the endpoint for its models.
 	"signin": {"cliflag", "model"},

@@ -5,6 +5,7 @@
 package scenario
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/mattn/go-shellwords"
 
 	"acpbridge/internal/proc"
+	"acpbridge/internal/report"
 	"acpbridge/internal/served"
 )
 
@@ -163,7 +165,7 @@ func Exec(command []string) func(flags []string, env Env) (*Agent, error) {
 		pid := cmd.Process.Pid
 		watch := startSampler(pid)
 		var code int
-		var stats Stats
+		var stats report.Stats
 		exited := make(chan struct{})
 		go func() {
 			err := cmd.Wait()
@@ -193,7 +195,7 @@ func Exec(command []string) func(flags []string, env Env) (*Agent, error) {
 			}
 		}
 		return &Agent{Stdin: closingStdin{stdin, watch}, Stdout: stdout, Wait: wait, Kill: kill, End: end, Stderr: errTail.String,
-			Stats: func() Stats { wait(); return stats }, Settled: watch.settled, ReadCPU: func() map[int]time.Duration { return treeCPU(pid) }}, nil
+			Stats: func() report.Stats { wait(); return stats }, Settled: watch.settled, ReadCPU: func() map[int]time.Duration { return treeCPU(pid) }}, nil
 	}
 }
 
@@ -241,3 +243,22 @@ func isolatedEnv(user []string, env Env) []string {
 // served model takes their place.
 var servedVars = []string{"OPENAI_API_KEY", "MODEL_URL", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN",
 	"GOOGLE_GEMINI_BASE_URL", "GEMINI_API_KEY", "GOOGLE_API_KEY"}
+
+// agentInfo is the name and version an agent gave in its answer to
+// initialize, among the lines it sent; "" when it gave none.
+func agentInfo(received [][]byte) string {
+	for _, line := range received {
+		if !strings.Contains(string(line), `"agentInfo"`) {
+			continue
+		}
+		var msg struct {
+			Result struct {
+				AgentInfo struct{ Name, Version string }
+			}
+		}
+		if json.Unmarshal(line, &msg) == nil && msg.Result.AgentInfo.Name != "" {
+			return strings.TrimSpace(msg.Result.AgentInfo.Name + " " + msg.Result.AgentInfo.Version)
+		}
+	}
+	return ""
+}

@@ -1,5 +1,7 @@
-// cli.go holds the `scenario run`, `scenario serve` and `scenario record`
-// commands.
+// cli.go holds the four scenario commands: `scenario run` (check,
+// update or compare agents), `scenario serve` (play the agent's side to
+// test a client), `scenario record` (write a conversation down) and
+// `scenario model` (serve a fixture's model on its own).
 
 package scenario
 
@@ -19,15 +21,17 @@ import (
 
 	"acpbridge/internal/cliflag"
 	"acpbridge/internal/proc"
+	"acpbridge/internal/report"
 	"acpbridge/internal/served"
 )
 
 const usage = `Usage:
-  acpbridge scenario run [--agent [NAME=]CMD]... [--repeat N] [--json FILE] [--report DIR] [--diff-limit N]
+  acpbridge scenario run [--agent [NAME=]CMD]... [--repeat N] [--threads N] [--baseline NAME]
+                         [--json FILE] [--csv FILE] [--benchfmt FILE] [--report DIR] [--diff-limit N] [--verbose]
                          [--update [--accept-errors]] [--timeout D] FILE...  (flags may follow the files)
   acpbridge scenario serve [--report FILE] [--timeout D] FILE
   acpbridge scenario record --out FILE [--append] [--deterministic] [--neutral] -- CMD [ARG...]
-  acpbridge scenario model [--cwd DIR] FILE
+  acpbridge scenario model [--cwd DIR] [--listen ADDR] FILE
 
 run starts the agent for each scenario file, plays the client's side and
 checks every line the agent sends. The agent is this acpbridge with the
@@ -180,9 +184,9 @@ func runCommand(ctx context.Context, args []string, self, version string, stdout
 		return 2
 	}
 	names := uniqueNames(agents)
-	cmp := &comparison{Seed: bootstrapSeed, Environment: newEnvironment(version, append([]string{self, "scenario", "run"}, args...))}
+	cmp := report.New(version, append([]string{self, "scenario", "run"}, args...), machine())
 	for i, a := range agents {
-		cmp.Agents = append(cmp.Agents, newAgentRecord(names[i], a.command))
+		cmp.AddAgent(names[i], a.command)
 	}
 	rr := rounds{agents: agents, names: names, named: named, repeat: *repeat, threads: *threads, verbose: *verbose,
 		opt: Options{Timeout: timeout, Update: *upd, AcceptErrors: *acceptErrors, Stop: ctx.Done()}}
@@ -192,15 +196,14 @@ func runCommand(ctx context.Context, args []string, self, version string, stdout
 		cliflag.Fail(stderr, "acpbridge scenario run", "--baseline %q names no agent (the agents: %s)", *baseline, strings.Join(names, ", "))
 		return 2
 	}
-	cmp.Threads = *threads
-	cmp.Baseline, cmp.AgentOrder = names[rr.baseline], agentOrder
+	cmp.Threads, cmp.Baseline = *threads, names[rr.baseline]
 	total, failed := rr.runAll(files, cmp, *diffLimit, stdout)
 	fmt.Fprintf(stdout, "%d passed, %d failed\n", total-failed, failed)
 	if ctx.Err() != nil {
 		fmt.Fprintf(stderr, "acpbridge scenario run: stopped by a signal after %d runs; what ran is reported\n", total)
 		failed++
 	}
-	if !cmp.writeFiles(outputs{*jsonOut, *csvOut, *benchOut, *reportDir}, stdout, stderr) {
+	if !writeFiles(cmp, outputs{*jsonOut, *csvOut, *benchOut, *reportDir}, stdout, stderr) {
 		return 1
 	}
 	if failed > 0 {
@@ -214,14 +217,11 @@ type outputs struct{ json, csv, benchfmt, report string }
 
 // writeFiles writes --json, --csv, --benchfmt and --report where asked,
 // and says where the report is; false when one could not be written.
-func (c *comparison) writeFiles(o outputs, stdout, stderr io.Writer) bool {
-	if o.json != "" || o.report != "" {
-		c.Environment.Node = nodeVersion() // asked only for a file that shows it
-	}
+func writeFiles(c *report.Comparison, o outputs, stdout, stderr io.Writer) bool {
 	for _, out := range []struct {
 		flag, path string
 		write      func(string) error
-	}{{"--json", o.json, c.writeJSON}, {"--csv", o.csv, c.writeCSV}, {"--benchfmt", o.benchfmt, c.writeBenchfmt}, {"--report", o.report, c.writeReport}} {
+	}{{"--json", o.json, c.WriteJSON}, {"--csv", o.csv, c.WriteCSV}, {"--benchfmt", o.benchfmt, c.WriteBenchfmt}, {"--report", o.report, c.WriteReport}} {
 		if out.path == "" {
 			continue
 		}
@@ -257,39 +257,26 @@ type rounds struct {
 // runAll runs every file, adds each to cmp and prints each one's table and
 // differences when comparing or repeating; a signal (rr.opt.Stop) ends it
 // after the file it stopped in. It returns how many runs ran and failed.
-func (rr rounds) runAll(files []string, cmp *comparison, diffLimit int, stdout io.Writer) (total, failed int) {
+func (rr rounds) runAll(files []string, cmp *report.Comparison, diffLimit int, stdout io.Writer) (total, failed int) {
 	for _, path := range files {
 		runs, warmups, f := rr.run(path, stdout)
 		failed += f
+		measured, warm := measuredRuns(runs), measuredRuns(warmups)
 		var first []Result
 		for i := range runs {
-			total += len(runs[i]) + len(warmups[i]) - passed(warmups[i]) // a failed warm-up is a run that failed
+			total += len(runs[i]) + len(warm[i]) - report.Passed(warm[i]) // a failed warm-up is a run that failed
 			if len(runs[i]) > 0 {
 				first = append(first, runs[i][0])
 			}
 		}
-		for i, a := range cmp.Agents {
-			if a.Version == "" && len(runs[i]) > 0 {
-				cmp.Agents[i].Version = agentInfo(runs[i][0].Received)
-			}
-			if a.Program == nil && len(runs[i]) > 0 {
-				cmp.Agents[i].Program = a.ranProgram(runs[i][0].Stats.Program)
-			}
-		}
-		var diffs []pairDifferences
+		var diffs []report.Differences
 		if len(first) == len(rr.agents) { // else stopped before every agent ran
 			diffs = compareAll(rr.names, first, diffLimit, rr.opt.Timeout)
 		}
 		if len(rr.agents) > 1 || rr.repeat > 0 {
-			figs := foldedFigures(maxTurns(runs))
-			if rr.verbose {
-				figs = figuresOf(maxTurns(runs))
-			}
-			fmt.Fprintf(stdout, "  %s, side by side:\n%s%s", path, figuresTable("  ", rr.names, runs, rr.baseline, rr.threads, figs), showDifferences(diffs))
+			fmt.Fprintf(stdout, "  %s, side by side:\n%s%s", path, report.Table("  ", rr.names, measured, rr.baseline, rr.threads, !rr.verbose), report.ShowDifferences(diffs))
 		}
-		sr := newScenarioRecord(path, rr.names, runs, diffs, rr.baseline)
-		sr.addWarmUps(warmups)
-		cmp.Scenarios = append(cmp.Scenarios, sr)
+		cmp.Add(path, measured, warm, diffs)
 		if isClosed(rr.opt.Stop) {
 			break
 		}
@@ -297,11 +284,22 @@ func (rr rounds) runAll(files []string, cmp *comparison, diffLimit int, stdout i
 	return total, failed
 }
 
+// measuredRuns is what each of runs measured (runs[i]: agent i's).
+func measuredRuns(runs [][]Result) [][]report.Run {
+	out := make([][]report.Run, len(runs))
+	for i, rs := range runs {
+		for _, r := range rs {
+			out[i] = append(out[i], r.Run)
+		}
+	}
+	return out
+}
+
 // run runs the scenario at path on every agent: one warm-up run each
 // (files cached, binaries paged in) when repeating, then the counted runs,
 // the agents interleaved so that a slower minute of the machine falls on
-// all of them, in the order of a Williams design (roundOrder), so that
-// none always runs after the same one.
+// all of them, in the order of a Williams design (report.RoundOrder), so
+// that none always runs after the same one.
 // It returns each agent's counted runs, its warm-up runs, and how many
 // runs failed, warm-ups included (a failed warm-up is a failure too).
 func (rr rounds) run(path string, stdout io.Writer) (runs, warmups [][]Result, failed int) {
@@ -310,7 +308,7 @@ func (rr rounds) run(path string, stdout io.Writer) (runs, warmups [][]Result, f
 	seq := 0
 	for round := range max(1, rr.repeat) + btoi(warm) {
 		counted := round - btoi(warm)
-		for _, i := range roundOrder(max(0, counted), len(rr.agents)) {
+		for _, i := range report.RoundOrder(max(0, counted), len(rr.agents)) {
 			a := rr.agents[i]
 			opt := rr.opt
 			opt.Start, opt.Flags = Exec(a.command), a.flags
@@ -357,7 +355,7 @@ func (rr rounds) runOnce(path string, opt Options, label string, stdout io.Write
 	sc, err := Load(path)
 	if err != nil {
 		fmt.Fprintf(stdout, "FAIL %s%s\n  %v\n", path, label, err)
-		return []Result{{Path: path, Err: err, Initialize: -1, NewSession: -1}}, 1
+		return []Result{{Path: path, Run: report.Run{Err: err, Initialize: -1, NewSession: -1}}}, 1
 	}
 	start := time.Now()
 	res = RunThreads(sc, opt, rr.threads)
@@ -371,35 +369,6 @@ func (rr rounds) runOnce(path string, opt Options, label string, stdout io.Write
 		fmt.Fprintf(stdout, "ok   %s%s (%d sessions at once, %.2fs)\n", path, label, len(res), time.Since(start).Seconds())
 	}
 	return res, failed
-}
-
-// agentOrder is how the counted runs are ordered, as the JSON says.
-const agentOrder = "interleaved: each round runs every agent once, in the order of a Williams design (over n rounds, 2n for an odd n, each agent runs in each place and follows each other agent equally often)"
-
-// roundOrder is the order agents run in counted round k of n agents: row k
-// of a Williams design. Its first row is 0, 1, n-1, 2, n-2, …; row k adds
-// k to every place (mod n); for an odd n the rows of every other cycle of
-// n rounds are reversed. Over a whole cycle each agent runs in each place
-// equally often and follows each other agent equally often, so that no
-// agent always inherits the same predecessor's cache, heat or leftovers.
-func roundOrder(k, n int) []int {
-	first := make([]int, n)
-	lo, hi := 1, n-1
-	for p := 1; p < n; p++ {
-		if p%2 == 1 {
-			first[p], lo = lo, lo+1
-		} else {
-			first[p], hi = hi, hi-1
-		}
-	}
-	order := make([]int, n)
-	for p := range n {
-		order[p] = (first[p] + k) % n
-	}
-	if n%2 == 1 && (k/n)%2 == 1 {
-		slices.Reverse(order)
-	}
-	return order
 }
 
 // isClosed reports whether c is closed (nil: never).
@@ -496,7 +465,7 @@ func modelFixture(file string) (path string, cleanup func(), err error) {
 
 func serveCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("scenario serve", flag.ContinueOnError)
-	report := fs.String("report", "", "where to write the differences (default: FILE's name with .serve-report.txt)")
+	reportPath := fs.String("report", "", "where to write the differences (default: FILE's name with .serve-report.txt)")
 	timeout := 30 * time.Second
 	fs.Var(durationFlag{&timeout}, "timeout", "how long to wait for each client line, with a unit")
 	files, ok, status := parseInterspersed(fs, args, "acpbridge scenario serve", stdout, stderr)
@@ -516,15 +485,15 @@ func serveCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	if len(diffs) == 0 {
 		return 0
 	}
-	if *report == "" {
-		*report = strings.TrimSuffix(files[0], filepath.Ext(files[0])) + ".serve-report.txt"
+	if *reportPath == "" {
+		*reportPath = strings.TrimSuffix(files[0], filepath.Ext(files[0])) + ".serve-report.txt"
 	}
 	text := strings.Join(diffs, "\n") + "\n"
 	fmt.Fprint(stderr, "acpbridge scenario serve: the client differs from "+files[0]+":\n"+text)
-	if err := os.WriteFile(*report, []byte(text), 0o644); err != nil {
+	if err := os.WriteFile(*reportPath, []byte(text), 0o644); err != nil {
 		fmt.Fprintf(stderr, "acpbridge scenario serve: writing the report: %v\n", err)
 	} else {
-		fmt.Fprintf(stderr, "acpbridge scenario serve: the report is in %s\n", *report)
+		fmt.Fprintf(stderr, "acpbridge scenario serve: the report is in %s\n", *reportPath)
 	}
 	return 1
 }
@@ -535,7 +504,7 @@ func runFile(path string, opt Options, label string, stdout io.Writer) (Result, 
 	sc, err := Load(path)
 	if err != nil {
 		fmt.Fprintf(stdout, "FAIL %s%s\n  %v\n", path, label, err)
-		return Result{Path: path, Err: err, Initialize: -1, NewSession: -1}, false
+		return Result{Path: path, Run: report.Run{Err: err, Initialize: -1, NewSession: -1}}, false
 	}
 	start := time.Now()
 	res := Run(sc, opt)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"acpbridge/internal/clip"
+	"acpbridge/internal/report"
 )
 
 // view is a run's lines as the comparison sees them: each line
@@ -309,27 +310,15 @@ func show(x any) string {
 	return clip.Marked(string(b), 160)
 }
 
-// pairDifferences is where each pair of agents differ, for every pair,
-// from each agent's first counted run. SameAs names an earlier pair whose
-// differences these repeat, its names put for these ("acpbridge and
-// codex": fanout differs from codex as acpbridge does); Lines is then
-// empty.
-type pairDifferences struct {
-	A      string   `json:"a"`
-	B      string   `json:"b"`
-	Lines  []string `json:"lines"` // none: they sent the same lines
-	SameAs string   `json:"same_as,omitempty"`
-}
-
 // compareAll compares every pair of agents' runs, folding a pair whose
 // differences repeat an earlier pair's into it; the pairs not compared
 // within timeout (0: no bound) say so.
-func compareAll(names []string, first []Result, limit int, timeout time.Duration) []pairDifferences {
+func compareAll(names []string, first []Result, limit int, timeout time.Duration) []report.Differences {
 	var deadline time.Time
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
 	}
-	var out []pairDifferences
+	var out []report.Differences
 	seen := map[string]string{} // a pair's differences, names as placeholders → the pair
 	for i := range first {
 		for j := i + 1; j < len(first); j++ {
@@ -339,7 +328,7 @@ func compareAll(names []string, first []Result, limit int, timeout time.Duration
 			} else {
 				d = differences(newRunView(names[i], first[i]), newRunView(names[j], first[j]), limit, deadline)
 			}
-			p := pairDifferences{A: names[i], B: names[j], Lines: d}
+			p := report.Differences{A: names[i], B: names[j], Lines: d}
 			if len(d) > 0 {
 				key := placeholders(d, names[i], names[j])
 				if earlier, ok := seen[key]; ok {
@@ -360,23 +349,4 @@ func placeholders(lines []string, a, b string) string {
 	r := strings.NewReplacer(a+"'s ", "\x00A's ", "only "+a+" ", "only \x00A ", a+" failed", "\x00A failed",
 		b+"'s ", "\x00B's ", "only "+b+" ", "only \x00B ", b+" failed", "\x00B failed")
 	return r.Replace(strings.Join(lines, "\n"))
-}
-
-// showDifferences is the report of compareAll.
-func showDifferences(all []pairDifferences) string {
-	var sb strings.Builder
-	for _, p := range all {
-		switch {
-		case p.SameAs != "":
-			fmt.Fprintf(&sb, "  %s and %s differ as %s do\n", p.A, p.B, p.SameAs)
-		case len(p.Lines) == 0:
-			fmt.Fprintf(&sb, "  %s and %s sent the same lines (chunks joined; ids and times as variables)\n", p.A, p.B)
-		default:
-			fmt.Fprintf(&sb, "  where %s and %s differ, the turns first (values: %s / %s):\n", p.A, p.B, p.A, p.B)
-			for _, d := range p.Lines {
-				sb.WriteString("    " + d + "\n")
-			}
-		}
-	}
-	return sb.String()
 }

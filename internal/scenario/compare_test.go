@@ -1,21 +1,17 @@
 // compare_test.go tests what comparing agents rests on: --agent's command
-// lines, answering permissions by kind, and the differences between runs.
+// lines, answering permissions by kind, what a turn counts, and the
+// differences between runs.
 
 package scenario
 
 import (
-	"acpbridge/internal/served"
+	"acpbridge/internal/report"
 	"errors"
-	"os"
-	"path/filepath"
-	"regexp"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/mattn/go-shellwords"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -124,7 +120,7 @@ func TestDifferences_turnsFirstAlignedAndCut(t *testing.T) {
 
 	assert.Equal(t, []string{diffs[0], "(2 more differences not shown: --diff-limit 0 shows them all)"}, differences(ra, rb, 1, time.Time{}))
 
-	failed := newRunView("B", Result{Received: b[:2], Env: env, BeforeTurns: 2, Err: errors.New("timed out waiting for < line 9\nbindings: ...")})
+	failed := newRunView("B", Result{Received: b[:2], Env: env, BeforeTurns: 2, Run: report.Run{Err: errors.New("timed out waiting for < line 9\nbindings: ...")}})
 	diffs = differences(ra, failed, 0, time.Time{})
 	assert.Equal(t, []string{
 		`line 1 / 1 (the response 0) at .result.agentInfo.name: "a" / "b"`,
@@ -140,13 +136,6 @@ func TestOverServedModel(t *testing.T) {
 		overServedModel([]string{"--model", "replay:$DIR/model.jsonl", "--state-dir", "$STATE"}))
 	assert.Equal(t, []string{"--model", "openai:scenario-model", "--base-url", "$MODEL_URL"}, overServedModel([]string{"--model=replay:m.jsonl"}))
 	assert.Equal(t, []string{"--model", "openai:x", "--base-url", "$MODEL_URL"}, overServedModel([]string{"--model", "openai:x", "--base-url", "$MODEL_URL"}))
-
-	rec := newRunRecord(Result{Env: Env{ModelURL: "http://127.0.0.1:1/v1"}, Turns: []Turn{{Model: &served.Count{}}}})
-	assert.Contains(t, rec.Note, "no request reached the served model")
-	rec = newRunRecord(Result{Env: Env{ModelURL: "http://127.0.0.1:1/v1"}, Turns: []Turn{{Model: &served.Count{Requests: 2, SideCalls: 1, Mapped: map[string]int{"write_file → Write {content, file_path}": 1}}}}})
-	assert.Empty(t, rec.Note)
-	assert.Equal(t, 1, rec.Turns[0].SideCalls)
-	assert.Equal(t, map[string]int{"write_file → Write {content, file_path}": 1}, rec.Turns[0].ToolCalls)
 }
 
 // Verify that joining an answer's chunks takes memory linear in them: 5,000
@@ -168,67 +157,6 @@ func TestView_joinsLinearly(t *testing.T) {
 	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(200<<20), "bytes allocated joining")
 }
 
-// Verify --csv's rows: a row per run and figure, turns numbered, names in
-// snake_case with the unit, sizes in bytes, a figure a run lacks left out.
-func TestWriteCSV(t *testing.T) {
-	run := func(init time.Duration, pss int64, round, seq int) Result {
-		return Result{Initialize: init, NewSession: -1, Stats: Stats{PeakPSS: pss}, Round: round, Seq: seq,
-			Turns: []Turn{{FirstOutput: 2 * time.Millisecond, Answer: 5 * time.Millisecond, Bytes: 300, Model: &served.Count{Requests: 3}}}}
-	}
-	runs := [][]Result{{run(10*time.Millisecond, 1<<20, 1, 1), run(12*time.Millisecond, 2<<20, 2, 4)}, {run(30*time.Millisecond, 0, 1, 2)}}
-	cmp := &comparison{Agents: []agentRecord{{Name: "a"}, {Name: "b"}}}
-	cmp.Scenarios = append(cmp.Scenarios, newScenarioRecord("s.txtar", []string{"a", "b"}, runs, nil, 0))
-	path := filepath.Join(t.TempDir(), "runs.csv")
-	require.NoError(t, cmp.writeCSV(path))
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	text := string(b)
-	assert.True(t, strings.HasPrefix(text, "run,round,session,agent,scenario,passed,turn,figure,unit,value\n"))
-	for _, row := range []string{ // a's round 1 runs first, b's second; round 2 begins with b (Seq, as the rounds ran)
-		"1,1,,a,s.txtar,true,0,spawn_to_initialize_ms,ms,10\n",
-		"4,2,,a,s.txtar,true,0,spawn_to_initialize_ms,ms,12\n",
-		"2,1,,b,s.txtar,true,0,spawn_to_initialize_ms,ms,30\n",
-		"1,1,,a,s.txtar,true,1,first_output_ms,ms,2\n",
-		"1,1,,a,s.txtar,true,1,agent_bytes,bytes,300\n",
-		"1,1,,a,s.txtar,true,1,model_requests,,3\n",
-		"4,2,,a,s.txtar,true,0,peak_pss_bytes,bytes,2097152\n",
-	} {
-		assert.Contains(t, text, row)
-	}
-	assert.NotContains(t, text, "session_new_ms", "no run gave it")
-	assert.NotContains(t, text, "1,b,s.txtar,0,peak_pss", "b gave none")
-}
-
-// Verify what makes a comparison repeatable: the command is one string a
-// shell splits back into the argv given; the agent's file (through an
-// interpreter, its script) and the scenario are hashed; each run carries
-// its index, agent and start.
-func TestComparisonRepeatable(t *testing.T) {
-	args := []string{"acpbridge", "scenario", "run", "--agent", `fanout='/opt/my bin/acpbridge' --fanout`, "--agent", "it's", "", "a b.txtar"}
-	e := newEnvironment("v", args)
-	back, err := shellwords.Parse(e.Command)
-	require.NoError(t, err)
-	assert.Equal(t, args, back)
-
-	dir := t.TempDir()
-	script := filepath.Join(dir, "agent.mjs")
-	require.NoError(t, os.WriteFile(script, []byte("x"), 0o644))
-	a := newAgentRecord("ts", []string{"sh", script})
-	assert.Equal(t, script, a.Path)
-	assert.Equal(t, "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881", a.SHA256, "sha256 of \"x\"")
-	assert.Empty(t, newAgentRecord("gone", []string{"/no/such/agent"}).SHA256)
-
-	sc := filepath.Join(dir, "s.txtar")
-	require.NoError(t, os.WriteFile(sc, []byte("x"), 0o644))
-	started := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
-	sr := newScenarioRecord(sc, []string{"a"}, [][]Result{{{StartedAt: started, Initialize: -1, NewSession: -1}, {StartedAt: started.Add(time.Second), Initialize: -1, NewSession: -1}}}, nil, 0)
-	assert.Equal(t, a.SHA256, sr.SHA256)
-	require.Len(t, sr.Results[0].Runs, 2)
-	assert.Equal(t, 2, sr.Results[0].Runs[1].Index)
-	assert.Equal(t, "a", sr.Results[0].Runs[1].Agent)
-	assert.Equal(t, started.Add(time.Second), sr.Results[0].Runs[1].StartedAt)
-}
-
 // Verify that a comparison is bounded by --timeout: past its deadline a
 // pair is not aligned, and says so, rather than running on.
 func TestDifferences_deadline(t *testing.T) {
@@ -240,90 +168,53 @@ func TestDifferences_deadline(t *testing.T) {
 	assert.NotEqual(t, got, differences(a, b, 0, time.Time{}), "without a deadline it compares")
 }
 
-// Verify the CSV under --threads: each session is a row of its run, with
-// its round and session, and a failed session says so.
-func TestWriteCSV_threads(t *testing.T) {
-	s := func(round, session int, err error) Result {
-		return Result{Initialize: time.Millisecond, NewSession: -1, Round: round, Seq: round, Session: session, Err: err}
+// Verify the kinds a turn counts.
+func TestSentKind(t *testing.T) {
+	m := func(s string) *string { return &s }
+	assert.Equal(t, "update tool_call", sentKind(m("session/update"), false, "tool_call"))
+	assert.Equal(t, "request fs/read_text_file", sentKind(m("fs/read_text_file"), true, ""))
+	assert.Equal(t, "notification $/cancel_request", sentKind(m("$/cancel_request"), false, ""))
+	assert.Equal(t, "", sentKind(nil, true, ""), "a response is not counted")
+}
+
+// Verify that a pair whose differences repeat an earlier pair's is
+// folded into it, and a pair that differs otherwise is not.
+func TestCompareAll_foldsRepeatedPairs(t *testing.T) {
+	line := func(text string) []byte {
+		return []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + text + `"}}}}`)
 	}
-	runs := [][]Result{{s(1, 1, nil), s(1, 2, errors.New("no")), s(2, 1, nil), s(2, 2, nil)}}
-	cmp := &comparison{Agents: []agentRecord{{Name: "a"}}}
-	cmp.Scenarios = append(cmp.Scenarios, newScenarioRecord("s.txtar", []string{"a"}, runs, nil, 0))
-	path := filepath.Join(t.TempDir(), "runs.csv")
-	require.NoError(t, cmp.writeCSV(path))
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	for _, row := range []string{
-		"1,1,1,a,s.txtar,true,0,spawn_to_initialize_ms,ms,1\n",
-		"1,1,2,a,s.txtar,false,0,spawn_to_initialize_ms,ms,1\n",
-		"2,2,1,a,s.txtar,true,0,spawn_to_initialize_ms,ms,1\n",
-		"2,2,2,a,s.txtar,true,0,spawn_to_initialize_ms,ms,1\n",
-	} {
-		assert.Contains(t, string(b), row)
+	res := func(text string) Result { return Result{Received: [][]byte{line(text)}} }
+	names := []string{"acpbridge", "fanout", "codex", "other"}
+	diffs := compareAll(names, []Result{res("hi"), res("hi"), res("hello"), res("bye")}, 0, 0)
+	byPair := map[string]report.Differences{}
+	for _, d := range diffs {
+		byPair[d.A+"/"+d.B] = d
+	}
+	assert.Empty(t, byPair["acpbridge/fanout"].Lines)
+	assert.Empty(t, byPair["acpbridge/fanout"].SameAs)
+	assert.NotEmpty(t, byPair["acpbridge/codex"].Lines)
+	assert.Equal(t, "acpbridge and codex", byPair["fanout/codex"].SameAs)
+	assert.Empty(t, byPair["fanout/codex"].Lines)
+	assert.Empty(t, byPair["codex/other"].SameAs, "different values are not folded")
+	assert.Contains(t, report.ShowDifferences(diffs), "fanout and codex differ as acpbridge and codex do")
+}
+
+// Verify what a turn's first output is timed to: the model's text, a
+// thought, a tool call or a plan, never an agent's command list or usage
+// sent at the prompt (claude-agent-acp and gemini-cli send one there).
+func TestModelOutput(t *testing.T) {
+	for _, k := range []string{"agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan"} {
+		assert.True(t, modelOutput(k), k)
+	}
+	for _, k := range []string{"available_commands_update", "usage_update", "session_info_update", "current_mode_update", "config_option_update", "user_message_chunk"} {
+		assert.False(t, modelOutput(k), k)
 	}
 }
 
-// Verify the order of the counted runs: a Williams design, so that over a
-// cycle (n rounds, 2n for an odd n) each agent runs in each place and
-// follows each other agent equally often (a rotation gives each agent the
-// same predecessor in n-1 of n rounds).
-func TestRoundOrder(t *testing.T) {
-	for _, n := range []int{2, 3, 4, 5} {
-		cycle := n
-		if n%2 == 1 {
-			cycle = 2 * n
-		}
-		places := map[[2]int]int{}
-		follows := map[[2]int]int{}
-		for k := range cycle {
-			order := roundOrder(k, n)
-			require.ElementsMatch(t, slices.Collect(func(yield func(int) bool) {
-				for i := range n {
-					if !yield(i) {
-						return
-					}
-				}
-			}), order, "every agent once a round")
-			for p, a := range order {
-				places[[2]int{a, p}]++
-				if p > 0 {
-					follows[[2]int{order[p-1], a}]++
-				}
-			}
-		}
-		for a := range n {
-			for b := range n {
-				assert.Equal(t, cycle/n, places[[2]int{a, b}], "n=%d: agent %d in place %d", n, a, b)
-				if a != b {
-					assert.Equal(t, (n-1)*cycle/(n*(n-1)), follows[[2]int{a, b}], "n=%d: %d then %d", n, a, b)
-				}
-			}
-		}
-	}
-}
-
-// Verify --benchfmt: Go's benchmark format, a line per run named by the
-// scenario and agent, one iteration, each figure the run gave as a value
-// and a unit named by it; what benchstat -col /agent reads.
-func TestWriteBenchfmt(t *testing.T) {
-	run := func(init time.Duration) Result {
-		return Result{Initialize: init, NewSession: -1, Stats: Stats{PeakPSS: 1 << 20},
-			Turns: []Turn{{FirstOutput: 2 * time.Millisecond, Answer: 5 * time.Millisecond, Model: &served.Count{Requests: 3}}}}
-	}
-	cmp := &comparison{Agents: []agentRecord{{Name: "a"}, {Name: "b c"}}, Environment: environment{CPU: "Test CPU", Acpbridge: "acpbridge 1"}}
-	cmp.Scenarios = append(cmp.Scenarios, newScenarioRecord("dir/coding.txtar", []string{"a", "b c"}, [][]Result{{run(10 * time.Millisecond), run(12 * time.Millisecond)}, {run(30 * time.Millisecond)}}, nil, 0))
-	path := filepath.Join(t.TempDir(), "runs.bench")
-	require.NoError(t, cmp.writeBenchfmt(path))
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	text := string(b)
-	assert.Contains(t, text, "cpu: Test CPU\n")
-	line := regexp.MustCompile(`(?m)^Benchmark\S+ 1( [0-9.]+ [a-z0-9-]+)+$`)
-	lines := line.FindAllString(text, -1)
-	require.Len(t, lines, 3, "a line per run:\n%s", text)
-	assert.True(t, strings.HasPrefix(lines[0], "BenchmarkScenario/coding/agent=a 1 10 spawn-to-initialize-ms "), lines[0])
-	assert.Contains(t, lines[0], " 5 turn1-answer-ms")
-	assert.Contains(t, lines[0], " 1048576 peak-pss-bytes")
-	assert.True(t, strings.HasPrefix(lines[2], "BenchmarkScenario/coding/agent=b_c 1 30 "), "a name without spaces: %s", lines[2])
-	assert.NotContains(t, text, "session-new-ms", "a figure no run gave")
+// Verify what a reader is told an agent is: the name and version from its
+// answer to initialize.
+func TestAgentInfo(t *testing.T) {
+	assert.Equal(t, "codex-acp 0.16.0", agentInfo([][]byte{
+		[]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentInfo":{"name":"codex-acp","version":"0.16.0"}}}`)}))
+	assert.Equal(t, "", agentInfo([][]byte{[]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}`)}))
 }

@@ -1,70 +1,16 @@
-// figures.go holds what a run measures of an agent, for comparing agents
-// side by side: each turn's times, messages and model calls as the client
-// and the served model saw them, and the agent's memory, CPU and processes.
+// figures.go measures an agent's process tree as a run goes: its memory,
+// sampled until the agent exits, and its CPU, for the figures of a
+// comparison (report.Stats, report.Turn).
 
 package scenario
 
 import (
-	"acpbridge/internal/served"
+	"acpbridge/internal/report"
 	"io"
 	"os"
 	"sync"
 	"time"
 )
-
-// Turn is one prompt as the client saw it: from the request's write to the
-// first session/update after it, and to its answer; the lines the agent
-// sent meanwhile (the answer included) and their bytes; and what the
-// served model was asked meanwhile (nil for a session of RunThreads: what
-// the model was asked meanwhile is every session's, not the turn's).
-type Turn struct {
-	// FirstOutput is to the first update that carries the model's output
-	// (modelOutput), Answer to the prompt's answer; -1: none came.
-	FirstOutput, Answer time.Duration
-	// CPU is what the agent's tree used from the prompt's write to its
-	// answer (treeCPU, cpuSince); -1 where not read: outside Linux, and for a session
-	// of RunThreads, whose tree is every session's.
-	CPU      time.Duration
-	Failed   bool // the prompt was answered with an error: its answer time is no answer's
-	Messages int
-	Bytes    int64
-	Model    *served.Count
-	// Sent counts the agent's messages meanwhile by kind (sentKind):
-	// "update tool_call", "request session/request_permission".
-	Sent map[string]int
-}
-
-// Stats is what an agent's processes used over a run. A figure the
-// platform cannot give is -1.
-type Stats struct {
-	// PeakRSS is the largest sum of each process's peak RSS so far (VmHWM
-	// keeps a process's peak between samples) over the processes seen
-	// when the agent had answered every request: those it keeps, not a
-	// command's short-lived shell.
-	PeakRSS int64
-	PeakPSS int64 // bytes: the largest sum of proportional set sizes over the tree seen
-	// PeakUSS is the largest sum over the tree of each process's private
-	// pages (unique set size): unlike PSS it does not move with what
-	// other processes on the machine map of the same files.
-	PeakUSS int64
-	// PeakAnon is the largest sum over the tree of each process's
-	// anonymous memory (heaps, stacks: no file's pages): unlike PSS and
-	// USS it does not move when other processes map the same binary.
-	PeakAnon int64
-	// CPU is the user and system time of the tree: the agent's own and
-	// its waited-for children's at its end, or where more, the sum of
-	// every process's own time as last sampled.
-	CPU time.Duration
-	// Processes is the most processes in its tree at once whenever the
-	// agent had answered every request (and as its stdin closed): what it
-	// keeps running, counted the same way every run, not a command's
-	// short-lived shell a sampler may or may not catch (-1: never seen).
-	Processes int
-	// Program is the command line of the program the tree ran, read as
-	// the agent first answered everything (programOf: under a wrapper
-	// script, what it started); nil where it could not be read.
-	Program []string
-}
 
 // cpuSince is what a tree used between two of its readings (treeCPU, by
 // thread id): each thread's own time since the earlier reading, from 0 for
@@ -85,15 +31,6 @@ func cpuSince(now, before map[int]time.Duration) time.Duration {
 	return d
 }
 
-// machineInfo is the machine a comparison ran on, as far as the platform
-// says: the kernel's release, the CPU's model, the RAM in bytes and the
-// load average over 1, 5 and 15 minutes.
-type machineInfo struct {
-	kernel, cpu string
-	memory      int64
-	load        []float64
-}
-
 // sampler watches a process tree until stopped, keeping the peaks.
 type sampler struct {
 	pid  int
@@ -101,7 +38,7 @@ type sampler struct {
 	done chan struct{}
 
 	mu    sync.Mutex
-	stats Stats
+	stats report.Stats
 	peak  map[int]int64         // each process's peak RSS as last read, by pid
 	quiet map[int]bool          // the processes seen at a quiet point
 	cpu   map[int]time.Duration // each process's own CPU time as last read, by pid
@@ -131,7 +68,7 @@ func sampleWait(took time.Duration) time.Duration {
 }
 
 func startSampler(pid int) *sampler {
-	s := &sampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{}), stats: Stats{PeakRSS: -1, PeakPSS: -1, PeakUSS: -1, PeakAnon: -1, Processes: -1},
+	s := &sampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{}), stats: report.Stats{PeakRSS: -1, PeakPSS: -1, PeakUSS: -1, PeakAnon: -1, Processes: -1},
 		peak: map[int]int64{}, quiet: map[int]bool{}, cpu: map[int]time.Duration{}}
 	go s.loop()
 	return s
@@ -209,7 +146,7 @@ func (c closingStdin) Close() error {
 
 // finish stops sampling and adds what the process's end tells: its CPU
 // time and largest RSS.
-func (s *sampler) finish(ps *os.ProcessState) Stats {
+func (s *sampler) finish(ps *os.ProcessState) report.Stats {
 	select {
 	case <-s.stop:
 	default:

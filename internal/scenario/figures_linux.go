@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"acpbridge/internal/proc"
+	"acpbridge/internal/report"
 )
 
 // treeMemory measures pid and every process below it: each one's peak RSS
@@ -203,21 +204,21 @@ func maxRSS(ps *os.ProcessState) int64 {
 
 // machine is the kernel's release, the CPU's model name, the RAM and the
 // load average now.
-func machine() machineInfo {
-	var m machineInfo
+func machine() report.Machine {
+	var m report.Machine
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.kernel = string(bytes.TrimSpace(b))
+		m.Kernel = string(bytes.TrimSpace(b))
 	}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, line := range bytes.Split(b, []byte("\n")) {
 			if name, val, ok := bytes.Cut(line, []byte(":")); ok && string(bytes.TrimSpace(name)) == "model name" {
-				m.cpu = string(bytes.TrimSpace(val))
+				m.CPU = string(bytes.TrimSpace(val))
 				break
 			}
 		}
 	}
-	m.memory, _ = kbField("/proc/meminfo", "MemTotal:")
-	m.load = loadAverage()
+	m.Memory, _ = kbField("/proc/meminfo", "MemTotal:")
+	m.Load = loadAverage()
 	return m
 }
 

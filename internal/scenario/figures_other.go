@@ -19,7 +19,7 @@ func treeCPU(int) map[int]time.Duration { return nil }
 func maxRSS(*os.ProcessState) int64 { return -1 }
 
 // machine is what the platform says simply of the machine: nothing here.
-func machine() machineInfo { return machineInfo{} }
+func machine() report.Machine { return report.Machine{} }
 
 // loadAverage is not read here.
 func loadAverage() []float64 { return nil }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"acpbridge/internal/clip"
+	"acpbridge/internal/report"
 	"acpbridge/internal/served"
 )
 
@@ -31,8 +32,8 @@ type Agent struct {
 	// End, when set, ends an agent that has not exited at stdin's end:
 	// SIGTERM to its process group, then, after a grace, SIGKILL.
 	End    func()
-	Stderr func() string // the last of what it wrote to stderr
-	Stats  func() Stats  // what it used, once it has exited; nil when not measured
+	Stderr func() string       // the last of what it wrote to stderr
+	Stats  func() report.Stats // what it used, once it has exited; nil when not measured
 	// ReadCPU, when set, reads the CPU time so far of each thread of the
 	// agent's tree, by thread id (nil where it cannot): a turn's CPU is
 	// what the tree used between two readings (cpuSince).
@@ -76,44 +77,15 @@ type Options struct {
 // Result is the outcome of one scenario.
 type Result struct {
 	Path    string
-	Err     error  // nil when it passed
-	Lines   int    // agent lines matched
 	Updated []byte // with Update: the rewritten file
 
 	Env      Env      // where it ran (gone by the time Run returns)
 	Received [][]byte // every line the agent sent
-	Turns    []Turn   // each prompt's figures, in the order they were sent
-	Stats    Stats    // what the agent used (zero when not measured)
-
-	// Initialize is from the agent's start to its answer to initialize,
-	// NewSession from the first session/new's write to its answer; -1
-	// when the run had none.
-	Initialize, NewSession time.Duration
 	// BeforeTurns is how many lines the agent sent before the first
 	// prompt was written: its handshake.
 	BeforeTurns int
-	// EndedByRun says the agent had not exited eofGrace after its stdin
-	// closed, and the run ended it (Agent.End).
-	EndedByRun bool
-	StartedAt  time.Time // when the run began (UTC)
-	// Load and LoadEnd are the machine's load average as it began and
-	// ended (1, 5, 15 min; nil where unread); MHz the CPUs' mean clock
-	// then (0 where unread): the machine sampled through the comparison.
-	Load, LoadEnd []float64
-	MHz           [2]float64
-	// Model is what the served model was asked over the whole run, nil
-	// without one (and for a thread of RunThreads but the first, whose
-	// Model is every thread's).
-	Model *served.Count
-	// Session is the thread's number among RunThreads' (from 1); 0 for
-	// a run of its own.
-	Session int
-	// Round is the counted round of `scenario run --repeat` it ran in
-	// (from 1; 0 for a warm-up or a run of its own): a run's sessions
-	// share it, and intervals resample rounds. Seq is the run's place
-	// among the scenario's counted runs of every agent, in the order they
-	// ran (from 1).
-	Round, Seq int
+
+	report.Run // what it measured: passed or not, times, memory, model calls
 }
 
 // eofGrace is how long an agent with Agent.End is given to exit at its
@@ -149,7 +121,7 @@ type run struct {
 	pending map[string]sentRequest        // the client's requests not yet answered, by id
 	options map[string][]permissionOption // the options of the agent's permission requests, by request id
 	got     [][]byte                      // every line the agent sent
-	turns   []Turn
+	turns   []report.Turn
 	prompts map[string]*promptClock // prompts sent and not yet answered, by id
 	editor  bool                    // the agent's requests are answered as an editor answers them
 	// rejecting makes that editor's user reject every permission asked
@@ -193,7 +165,7 @@ func Run(sc *Scenario, opt Options) Result {
 	}
 	r := &run{sc: sc, opt: opt, v: newVars(), pending: map[string]sentRequest{}, options: map[string][]permissionOption{},
 		prompts: map[string]*promptClock{}, initialize: -1, newSession: -1, beforeTurns: -1}
-	res := Result{Path: sc.Path, StartedAt: time.Now().UTC(), Load: loadAverage(), MHz: [2]float64{cpuMHz()}}
+	res := Result{Path: sc.Path, Run: report.Run{StartedAt: time.Now().UTC(), Load: loadAverage(), MHz: [2]float64{cpuMHz()}}}
 	dir, err := r.prepare()
 	if dir != "" {
 		defer os.RemoveAll(dir)
@@ -224,6 +196,7 @@ func Run(sc *Scenario, opt Options) Result {
 		c := r.model.Served()
 		res.Model = &c
 	}
+	res.Served, res.AgentInfo = r.env.ModelURL != "", agentInfo(res.Received)
 	res.LoadEnd, res.MHz[1] = loadAverage(), cpuMHz()
 	return res
 }
@@ -524,7 +497,7 @@ func (r *run) sendText(st Step) (string, error) {
 			}
 			cpu := r.readCPU() // before the clock starts: the reading is the client's time, not the agent's
 			r.prompts[id] = &promptClock{sent: time.Now(), turn: len(r.turns), model: r.model.Served(), cpu: cpu}
-			r.turns = append(r.turns, Turn{FirstOutput: -1, Answer: -1, CPU: -1})
+			r.turns = append(r.turns, report.Turn{FirstOutput: -1, Answer: -1, CPU: -1})
 		}
 	}
 	return text, nil

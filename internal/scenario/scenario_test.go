@@ -6,11 +6,13 @@ package scenario
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -388,4 +390,31 @@ func TestReadSessionLog_refusesPathsAndLinks(t *testing.T) {
 	require.NoError(t, os.Symlink(secret, filepath.Join(state, "sessions", "s2.jsonl")))
 	_, err = readSessionLog(state, "s2")
 	assert.ErrorContains(t, err, "is not a regular file")
+}
+
+// Verify that the one-line synopsis of each command in --help names every
+// flag the command accepts (as its --help lists them).
+func TestUsage_synopsisNamesEveryFlag(t *testing.T) {
+	synopsis := usage[:strings.Index(usage, "\n\n")]
+	for _, command := range []string{"run", "serve", "record", "model"} {
+		var stdout, stderr strings.Builder
+		assert.Equal(t, 0, Main(context.Background(), []string{command, "--help"}, "acpbridge", "v", strings.NewReader(""), &stdout, &stderr), command)
+		flags := stdout.String()[strings.Index(stdout.String(), "flags:\n"):]
+		line := ""
+		for _, l := range strings.Split(synopsis, "\n") {
+			if strings.Contains(l, "scenario "+command+" ") {
+				line = l
+			} else if line != "" && strings.HasPrefix(l, "      ") {
+				line += l
+			} else if line != "" {
+				break
+			}
+		}
+		require.NotEmpty(t, line, command)
+		names := regexp.MustCompile(`(?m)^  (--[a-z-]+)`).FindAllStringSubmatch(flags, -1)
+		require.NotEmpty(t, names, command)
+		for _, n := range names {
+			assert.Regexp(t, regexp.QuoteMeta(n[1])+`[\] ]`, line, "scenario %s's synopsis names %s", command, n[1])
+		}
+	}
 }

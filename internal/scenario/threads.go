@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"acpbridge/internal/acp"
+	"acpbridge/internal/report"
 	"acpbridge/internal/served"
 )
 
@@ -57,7 +58,7 @@ func RunThreads(sc *Scenario, opt Options, n int) []Result {
 	results := make([]Result, n)
 	if err != nil {
 		for k := range results {
-			results[k] = Result{Path: sc.Path, Err: err, Initialize: -1, NewSession: -1}
+			results[k] = Result{Path: sc.Path, Run: report.Run{Err: err, Initialize: -1, NewSession: -1}}
 		}
 		return results
 	}
@@ -78,7 +79,7 @@ func RunThreads(sc *Scenario, opt Options, n int) []Result {
 	for k := 1; k < n; k++ {
 		results[k].Model = nil     // the first thread's is every thread's
 		results[k].Initialize = -1 // answered by the multiplexer, from the first thread's
-		results[k].Stats = Stats{PeakRSS: -1, PeakPSS: -1, PeakUSS: -1, PeakAnon: -1, Processes: -1}
+		results[k].Stats = report.Stats{PeakRSS: -1, PeakPSS: -1, PeakUSS: -1, PeakAnon: -1, Processes: -1}
 	}
 	return results
 }

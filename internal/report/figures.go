@@ -1,8 +1,8 @@
 // repeat.go holds the figures of repeated runs: what each figure is, read
-// from a run's Result, and each agent's median and spread over its runs,
+// from what a run measured (Run), and each agent's median and spread over its runs,
 // side by side in one table.
 
-package scenario
+package report
 
 import (
 	"acpbridge/internal/served"
@@ -16,14 +16,14 @@ import (
 // figure is one number a run gives: its key (snake_case, the unit in the
 // name, as --json and --csv carry it), the turn it is of (from 1; 0 for
 // the whole run), its name for a reader, its unit ("ms", "bytes" or ""
-// for a count), and how to read it from a Result (ok false when the run
+// for a count), and how to read it from a Run (ok false when the run
 // has none, such as a turn a failed run never reached).
 type figure struct {
 	Key  string
 	Turn int
 	Name string
 	Unit string
-	of   func(Result) (float64, bool)
+	of   func(Run) (float64, bool)
 }
 
 // id is the figure's key with its turn: "turn1_answer_ms".
@@ -74,24 +74,24 @@ func (f figure) shown(v float64) float64 {
 func figuresOf(turns int) []figure {
 	dur := func(d time.Duration) (float64, bool) { return float64(d.Microseconds()) / 1000, d >= 0 }
 	fs := []figure{
-		{"spawn_to_initialize_ms", 0, "spawn → initialize answered", "ms", func(r Result) (float64, bool) { return dur(r.Initialize) }},
-		{"session_new_ms", 0, "session/new answered", "ms", func(r Result) (float64, bool) { return dur(r.NewSession) }},
+		{"spawn_to_initialize_ms", 0, "spawn → initialize answered", "ms", func(r Run) (float64, bool) { return dur(r.Initialize) }},
+		{"session_new_ms", 0, "session/new answered", "ms", func(r Run) (float64, bool) { return dur(r.NewSession) }},
 	}
 	for k := range turns {
-		turnOK := func(f func(Turn) (float64, bool)) func(Result) (float64, bool) {
-			return func(r Result) (float64, bool) {
+		turnOK := func(f func(Turn) (float64, bool)) func(Run) (float64, bool) {
+			return func(r Run) (float64, bool) {
 				if k >= len(r.Turns) || r.Turns[k].Answer < 0 {
 					return 0, false // a failed run's unfinished turn says nothing
 				}
 				return f(r.Turns[k])
 			}
 		}
-		turn := func(f func(Turn) float64) func(Result) (float64, bool) {
+		turn := func(f func(Turn) float64) func(Run) (float64, bool) {
 			return turnOK(func(t Turn) (float64, bool) { return f(t), true })
 		}
 		// A session of --threads owns no model figures: the model's calls
 		// meanwhile are every session's (the whole run's rows have them).
-		model := func(f func(served.Count) int64) func(Result) (float64, bool) {
+		model := func(f func(served.Count) int64) func(Run) (float64, bool) {
 			return turnOK(func(t Turn) (float64, bool) {
 				if t.Model == nil {
 					return 0, false
@@ -120,8 +120,8 @@ func figuresOf(turns int) []figure {
 		)
 	}
 	known := func(v int64) (float64, bool) { return float64(v), v > 0 }
-	whole := func(f func(served.Count) int64) func(Result) (float64, bool) {
-		return func(r Result) (float64, bool) {
+	whole := func(f func(served.Count) int64) func(Run) (float64, bool) {
+		return func(r Run) (float64, bool) {
 			if r.Model == nil {
 				return 0, false
 			}
@@ -131,12 +131,12 @@ func figuresOf(turns int) []figure {
 	return append(fs,
 		figure{"model_requests_total", 0, "model requests, the whole run", "", whole(func(c served.Count) int64 { return int64(c.Requests) })},
 		figure{"prompt_tokens_estimated_total", 0, "prompt tokens, estimated, the whole run", "", whole(func(c served.Count) int64 { return c.PromptTokens })},
-		figure{"cpu_ms", 0, "CPU, user + system, the whole run", "ms", func(r Result) (float64, bool) { return float64(r.Stats.CPU.Microseconds()) / 1000, r.Stats.CPU > 0 }},
-		figure{"peak_pss_bytes", 0, "peak PSS of the tree", "bytes", func(r Result) (float64, bool) { return known(r.Stats.PeakPSS) }},
-		figure{"peak_uss_bytes", 0, "peak USS of the tree (private pages)", "bytes", func(r Result) (float64, bool) { return known(r.Stats.PeakUSS) }},
-		figure{"peak_anon_bytes", 0, "peak anonymous memory of the tree", "bytes", func(r Result) (float64, bool) { return known(r.Stats.PeakAnon) }},
-		figure{"rss_peaks_sum_bytes", 0, "sum of per-process peak RSS (an upper bound)", "bytes", func(r Result) (float64, bool) { return known(r.Stats.PeakRSS) }},
-		figure{"processes", 0, "processes", "", func(r Result) (float64, bool) { return float64(r.Stats.Processes), r.Stats.Processes > 0 }},
+		figure{"cpu_ms", 0, "CPU, user + system, the whole run", "ms", func(r Run) (float64, bool) { return float64(r.Stats.CPU.Microseconds()) / 1000, r.Stats.CPU > 0 }},
+		figure{"peak_pss_bytes", 0, "peak PSS of the tree", "bytes", func(r Run) (float64, bool) { return known(r.Stats.PeakPSS) }},
+		figure{"peak_uss_bytes", 0, "peak USS of the tree (private pages)", "bytes", func(r Run) (float64, bool) { return known(r.Stats.PeakUSS) }},
+		figure{"peak_anon_bytes", 0, "peak anonymous memory of the tree", "bytes", func(r Run) (float64, bool) { return known(r.Stats.PeakAnon) }},
+		figure{"rss_peaks_sum_bytes", 0, "sum of per-process peak RSS (an upper bound)", "bytes", func(r Run) (float64, bool) { return known(r.Stats.PeakRSS) }},
+		figure{"processes", 0, "processes", "", func(r Run) (float64, bool) { return float64(r.Stats.Processes), r.Stats.Processes > 0 }},
 	)
 }
 
@@ -185,7 +185,7 @@ func foldTurns(first figure, turns []figure, n int) figure {
 		how = "median of the turns"
 	}
 	f := figure{Key: fmt.Sprintf("turns_2_to_%d_%s", n, first.Key), Name: fmt.Sprintf("turns 2–%d: %s, %s", n, first.Name, how), Unit: first.Unit}
-	f.of = func(r Result) (float64, bool) {
+	f.of = func(r Run) (float64, bool) {
 		var vs []float64
 		for _, t := range turns {
 			v, ok := t.of(r)
@@ -212,7 +212,7 @@ func foldTurns(first figure, turns []figure, n int) figure {
 }
 
 // maxTurns is the most prompts any of the runs sent.
-func maxTurns(runs [][]Result) int {
+func maxTurns(runs [][]Run) int {
 	n := 0
 	for _, rs := range runs {
 		for _, r := range rs {
@@ -244,7 +244,7 @@ type summary struct {
 }
 
 // valuesOf is f's value in each run, NaN where a run did not give it.
-func valuesOf(f figure, runs []Result) []float64 {
+func valuesOf(f figure, runs []Run) []float64 {
 	vs := make([]float64, len(runs))
 	for i, r := range runs {
 		if v, ok := f.of(r); ok {
@@ -259,8 +259,8 @@ func valuesOf(f figure, runs []Result) []float64 {
 // byRound is f's values in runs grouped by the round they ran in (a
 // round's: one, or one per session under --threads; none where the run
 // gave none), in round order: what intervals resample and ratios pair.
-// A Result with no round (a run of its own) is a round of its own.
-func byRound(f figure, runs []Result) [][]float64 {
+// A Run with no round (a run of its own) is a round of its own.
+func byRound(f figure, runs []Run) [][]float64 {
 	var rounds [][]float64
 	for i, r := range runs {
 		k := r.Round
@@ -278,7 +278,7 @@ func byRound(f figure, runs []Result) [][]float64 {
 }
 
 // summarize is f over runs; N is 0 when no run gave it.
-func summarize(f figure, runs []Result) summary {
+func summarize(f figure, runs []Run) summary {
 	rounds := byRound(f, runs)
 	vs := slices.Concat(rounds...)
 	s := summary{N: len(vs)}
@@ -340,8 +340,8 @@ func (r *ratio) cell() string {
 	return fmt.Sprintf("%.2f× [%.2f–%.2f]", r.Median, r.CI95[0], r.CI95[1])
 }
 
-// passed is how many of runs passed.
-func passed(runs []Result) int {
+// Passed is how many of runs passed.
+func Passed(runs []Run) int {
 	n := 0
 	for _, r := range runs {
 		if r.Err == nil {
@@ -352,7 +352,7 @@ func passed(runs []Result) int {
 }
 
 // anyGave reports whether any run of any agent gave f.
-func anyGave(f figure, runs [][]Result) bool {
+func anyGave(f figure, runs [][]Run) bool {
 	for _, rs := range runs {
 		for _, r := range rs {
 			if _, ok := f.of(r); ok {
@@ -363,9 +363,9 @@ func anyGave(f figure, runs [][]Result) bool {
 	return false
 }
 
-// runsPassed is how many of the runs that runs' sessions (Results) make
+// runsPassed is how many of the runs that runs' sessions (each a Run) make
 // up passed in every session, and how many runs there were.
-func runsPassed(runs []Result) (ok, all int) {
+func runsPassed(runs []Run) (ok, all int) {
 	failed := map[int]bool{}
 	for i, r := range runs {
 		k := r.Round
@@ -382,7 +382,7 @@ func runsPassed(runs []Result) (ok, all int) {
 
 // exitedAtEOF is how many of runs passed with the agent exiting by itself
 // at its stdin's end (the others it did not, and the run ended it).
-func exitedAtEOF(runs []Result) int {
+func exitedAtEOF(runs []Run) int {
 	n := 0
 	for _, r := range runs {
 		if r.Err == nil && !r.EndedByRun {
@@ -392,13 +392,24 @@ func exitedAtEOF(runs []Result) int {
 	return n
 }
 
+// Table is the agents' figures for one scenario as a terminal shows them
+// (figuresTable): folded, turns 2–N are one row per figure
+// (foldedFigures), else every turn has its rows.
+func Table(indent string, names []string, runs [][]Run, baseline, threads int, folded bool) string {
+	figs := figuresOf(maxTurns(runs))
+	if folded {
+		figs = foldedFigures(maxTurns(runs))
+	}
+	return figuresTable(indent, names, runs, baseline, threads, figs)
+}
+
 // figuresTable is the agents' figures for one scenario, side by side: a
 // row per figure of figs, a column per agent (the median over its runs
 // and, with several, the median's 95% interval) and after each agent but
 // the baseline its ratio to the baseline (with several runs, paired by
 // round, and its interval); threads is how many sessions each run had at
 // once. Every line starts with indent.
-func figuresTable(indent string, names []string, runs [][]Result, baseline, threads int, figs []figure) string {
+func figuresTable(indent string, names []string, runs [][]Run, baseline, threads int, figs []figure) string {
 	var sb strings.Builder
 	n := 0
 	for _, rs := range runs {
@@ -423,9 +434,9 @@ func figuresTable(indent string, names []string, runs [][]Result, baseline, thre
 			ok, all := runsPassed(runs[i])
 			return fmt.Sprintf("%d/%d", ok, all), ""
 		})
-		row("sessions passed", func(i int) (string, string) { return fmt.Sprintf("%d/%d", passed(runs[i]), len(runs[i])), "" })
+		row("sessions passed", func(i int) (string, string) { return fmt.Sprintf("%d/%d", Passed(runs[i]), len(runs[i])), "" })
 	} else {
-		row("runs passed", func(i int) (string, string) { return fmt.Sprintf("%d/%d", passed(runs[i]), len(runs[i])), "" })
+		row("runs passed", func(i int) (string, string) { return fmt.Sprintf("%d/%d", Passed(runs[i]), len(runs[i])), "" })
 	}
 	row("exited at stdin's end", func(i int) (string, string) { return fmt.Sprintf("%d/%d", exitedAtEOF(runs[i]), len(runs[i])), "" })
 	for _, f := range figs {
@@ -453,4 +464,11 @@ func figuresTable(indent string, names []string, runs [][]Result, baseline, thre
 		sb.WriteString("; processes: the most at once whenever every request was answered)\n")
 	}
 	return sb.String()
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

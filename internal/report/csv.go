@@ -1,7 +1,7 @@
 // csv.go writes a comparison's runs as CSV (--csv), for others' tools: one
 // row per run and figure.
 
-package scenario
+package report
 
 import (
 	"encoding/csv"
@@ -10,7 +10,7 @@ import (
 	"strconv"
 )
 
-// writeCSV writes one row per counted run (under --threads, per session)
+// WriteCSV writes one row per counted run (under --threads, per session)
 // and figure: the run (its place in the order the scenario's counted runs
 // of every agent ran, from 1), the
 // round (from 1), the session (its number among the run's --threads, else
@@ -18,7 +18,7 @@ import (
 // turn (0 for a figure of the whole run), the figure in snake_case with its
 // unit in the name, the unit, and the value (sizes in bytes). A figure a
 // run did not give has no row.
-func (c *comparison) writeCSV(path string) error {
+func (c *Comparison) WriteCSV(path string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err

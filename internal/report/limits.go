@@ -3,7 +3,7 @@
 // model, the machine and its load, the order of the runs, how many there
 // were, what failed, what is estimated).
 
-package scenario
+package report
 
 import (
 	"cmp"
@@ -14,7 +14,7 @@ import (
 )
 
 // writeLimits writes the section.
-func (c *comparison) writeLimits(md *strings.Builder) {
+func (c *Comparison) writeLimits(md *strings.Builder) {
 	md.WriteString("\n## Limits of this comparison\n\n")
 	e := c.Environment
 	agents := len(c.Agents)
@@ -63,21 +63,6 @@ func (c *comparison) writeLimits(md *strings.Builder) {
 	}
 	item("**Estimates.** Prompt and completion tokens are estimated the same way for every agent (the bytes of a request's text, and of an answer's, divided by 4), not by any model's tokenizer; a real model's counts differ, by an amount that differs between languages and between agents' prompts.")
 	item("**Memory sampled.** Memory is sampled every 5 ms, or, where a sample of the tree takes longer than a twentieth of that, twenty times the sample's time apart (so that measuring takes at most a twentieth of a core beside the agent: a large tree is sampled less often), and whenever an agent has answered every request: a shorter peak may be missed. PSS and USS move with what other processes on the machine map of the same files (a page shared with another process is divided in PSS and leaves USS); the tree's anonymous memory does not, and is the figure to compare across runs and machines.")
-}
-
-// cycle is how many rounds a Williams design of n agents takes to balance.
-func cycle(n int) int {
-	if n%2 == 1 {
-		return 2 * n
-	}
-	return n
-}
-
-func cycleWords(n int) string {
-	if n <= 1 {
-		return "every round"
-	}
-	return fmt.Sprintf("each cycle of %d rounds", cycle(n))
 }
 
 // sortedKeys is set's keys in order.

@@ -2,7 +2,7 @@
 // (--benchfmt), so that benchstat can compare agents with its own
 // statistics: `benchstat -col /agent FILE`.
 
-package scenario
+package report
 
 import (
 	"fmt"
@@ -13,14 +13,14 @@ import (
 	"strings"
 )
 
-// writeBenchfmt writes one benchmark line per counted run (with --threads,
+// WriteBenchfmt writes one benchmark line per counted run (with --threads,
 // per session) of each scenario and agent: named
 // BenchmarkScenario/<file>/agent=<name>, one iteration, then each figure
 // the run gave as a value and a unit named by the figure (its unit in the
 // name: "turn1-answer-ms", "peak-pss-bytes"). benchstat compares the
 // agents with -col /agent; its intervals treat every line as independent,
 // which a session of a --threads run is not (the report's resample runs).
-func (c *comparison) writeBenchfmt(path string) error {
+func (c *Comparison) WriteBenchfmt(path string) error {
 	var b strings.Builder
 	e := c.Environment
 	fmt.Fprintf(&b, "goos: %s\ngoarch: %s\n", runtime.GOOS, runtime.GOARCH)

@@ -1,6 +1,6 @@
 // stats_test.go checks the comparison's intervals.
 
-package scenario
+package report
 
 import (
 	"testing"
@@ -73,7 +73,7 @@ func TestPairedRatio_isTheRatioOfMedians(t *testing.T) {
 // no answer time.
 func TestFigures_missingIsMissing(t *testing.T) {
 	fs := figuresOf(1)
-	get := func(key string, r Result) (float64, bool) {
+	get := func(key string, r Run) (float64, bool) {
 		for _, f := range fs {
 			if f.Key == key {
 				return f.of(r)
@@ -82,27 +82,15 @@ func TestFigures_missingIsMissing(t *testing.T) {
 		t.Fatalf("no figure %s", key)
 		return 0, false
 	}
-	quiet := Result{Turns: []Turn{{FirstOutput: -1, Answer: 5 * time.Millisecond}}}
+	quiet := Run{Turns: []Turn{{FirstOutput: -1, Answer: 5 * time.Millisecond}}}
 	_, ok := get("first_output_ms", quiet)
 	assert.False(t, ok, "a turn with no update")
 	v, ok := get("answer_ms", quiet)
 	assert.True(t, ok)
 	assert.InDelta(t, 5.0, v, 1e-9)
-	failed := Result{Turns: []Turn{{FirstOutput: time.Millisecond, Answer: 2 * time.Millisecond, Failed: true}}}
+	failed := Run{Turns: []Turn{{FirstOutput: time.Millisecond, Answer: 2 * time.Millisecond, Failed: true}}}
 	_, ok = get("answer_ms", failed)
 	assert.False(t, ok, "an error answer is no answer time")
-}
-
-// Verify what a turn's first output is timed to: the model's text, a
-// thought, a tool call or a plan, never an agent's command list or usage
-// sent at the prompt (claude-agent-acp and gemini-cli send one there).
-func TestModelOutput(t *testing.T) {
-	for _, k := range []string{"agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan"} {
-		assert.True(t, modelOutput(k), k)
-	}
-	for _, k := range []string{"available_commands_update", "usage_update", "session_info_update", "current_mode_update", "config_option_update", "user_message_chunk"} {
-		assert.False(t, modelOutput(k), k)
-	}
 }
 
 // ones is runs of one value each: a comparison without --threads.
@@ -134,11 +122,11 @@ func TestMedianCI95_clusteredByRun(t *testing.T) {
 	clustered, naive := medianCI95(runs), medianCI95(flat)
 	assert.Greater(t, clustered[1]-clustered[0], 1.5*(naive[1]-naive[0]), "runs resampled: %v; sessions as if independent: %v", clustered, naive)
 
-	f := figure{Key: "answer_ms", of: func(r Result) (float64, bool) { return float64(r.Initialize), true }}
-	var results []Result
+	f := figure{Key: "answer_ms", of: func(r Run) (float64, bool) { return float64(r.Initialize), true }}
+	var results []Run
 	for k := range 10 {
 		for s := range 5 {
-			results = append(results, Result{Round: k + 1, Session: s + 1, Initialize: time.Duration(1000 + 400*(k%5) + s)})
+			results = append(results, Run{Round: k + 1, Session: s + 1, Initialize: time.Duration(1000 + 400*(k%5) + s)})
 		}
 	}
 	sum := summarize(f, results)

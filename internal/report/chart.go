@@ -3,7 +3,7 @@
 // where the values span more than 20×; and a chart of every agent's ratios
 // to the baseline with their intervals. Every chart says its n.
 
-package scenario
+package report
 
 import (
 	"fmt"

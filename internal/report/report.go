@@ -1,22 +1,15 @@
-// report.go writes a comparison for others to read: every run's figures
-// and the machine they ran on as JSON (--json), and a directory with
-// report.md and an SVG chart per figure (--report).
+// report.go holds a comparison (Comparison) and writes it for others to
+// read: every run's figures and the machine they ran on as JSON (--json),
+// and a directory with report.md and an SVG chart per figure (--report).
 
-package scenario
+package report
 
 import (
 	"acpbridge/internal/served"
-	"acpbridge/internal/shellword"
-	"cmp"
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -24,73 +17,9 @@ import (
 	"time"
 )
 
-// environment is where a comparison ran.
-type environment struct {
-	OS     string `json:"os"`
-	Arch   string `json:"arch"`
-	Kernel string `json:"kernel,omitempty"`
-	CPU    string `json:"cpu,omitempty"`
-	CPUs   int    `json:"cpus"`
-	Go     string `json:"go"`
-	Node   string `json:"node,omitempty"` // node --version, where node is on the PATH
-	// MemoryBytes is the machine's RAM; LoadAverage its load over 1, 5
-	// and 15 minutes as the comparison began.
-	MemoryBytes int64     `json:"memory_bytes,omitempty"`
-	LoadAverage []float64 `json:"load_average,omitempty"`
-	Acpbridge   string    `json:"acpbridge"`
-	Started     time.Time `json:"started"`
-	// Command is the command that ran, the binary that ran first (not a
-	// name a PATH may or may not find), one string quoted as a POSIX shell
-	// splits it back into its words; WorkingDir is the directory it ran
-	// in. From there, paste it to run the same again.
-	Command    string `json:"command"`
-	WorkingDir string `json:"working_directory"`
-}
-
-// workingDir is the directory this process runs in, or "" if unknown.
-func workingDir() string {
-	wd, _ := os.Getwd()
-	return wd
-}
-
-func newEnvironment(version string, args []string) environment {
-	m := machine()
-	return environment{OS: runtime.GOOS, Arch: runtime.GOARCH, Kernel: m.kernel, CPU: m.cpu, CPUs: runtime.NumCPU(),
-		Go: runtime.Version(), MemoryBytes: m.memory, LoadAverage: m.load,
-		Acpbridge: version, Started: time.Now().UTC(), Command: shellLine(args), WorkingDir: workingDir()}
-}
-
-// nodeVersion is what `node --version` says, "" without node.
-func nodeVersion() string {
-	path, err := exec.LookPath("node")
-	if err != nil {
-		return ""
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, path, "--version").Output()
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// shellLine is words as one command line a POSIX shell splits back into
-// them.
-func shellLine(words []string) string {
-	quoted := make([]string, len(words))
-	for i, w := range words {
-		quoted[i] = shellword.Quote(w)
-		if w == "" {
-			quoted[i] = "''"
-		}
-	}
-	return strings.Join(quoted, " ")
-}
-
-// comparison is everything a `scenario run` with several agents or runs
+// Comparison is everything a `scenario run` with several agents or runs
 // measured: what --json writes and --report shows.
-type comparison struct {
+type Comparison struct {
 	Seed uint64 `json:"seed"` // of every bootstrap interval
 	// Baseline is the agent the others' ratios are to; AgentOrder how the
 	// agents took turns.
@@ -104,100 +33,62 @@ type comparison struct {
 	Scenarios   []scenarioRecord `json:"scenarios"`
 }
 
-type agentRecord struct {
-	Name    string   `json:"name"`
-	Command []string `json:"command"`
-	// Path and SHA256 are the file the agent ran: the command's program,
-	// or for an interpreter (node, python3, sh, bash) the script it was
-	// given; "" where it could not be read.
-	Path   string `json:"path,omitempty"`
-	SHA256 string `json:"sha256,omitempty"`
-	// Version is the name and version the agent gave in its answer to
-	// initialize (agentInfo); SDK the ACP library its file was built
-	// with, where that can be read (a Go binary's build information, or
-	// the package.json of the SDK beside a Node script).
-	Version string `json:"version,omitempty"`
-	SDK     string `json:"sdk,omitempty"`
-	// Program is what the command ran, read from its process, where that
-	// is another file than Path (a wrapper script's program).
-	Program *programRecord `json:"program,omitempty"`
+// New is an empty comparison of agents run by command (the binary that
+// ran first, then its arguments) with acpbridge version on machine m,
+// starting now.
+func New(version string, command []string, m Machine) *Comparison {
+	return &Comparison{Seed: bootstrapSeed, AgentOrder: agentOrder, Threads: 1, Environment: environment{
+		OS: runtime.GOOS, Arch: runtime.GOARCH, Kernel: m.Kernel, CPU: m.CPU, CPUs: runtime.NumCPU(),
+		Go: runtime.Version(), MemoryBytes: m.Memory, LoadAverage: m.Load,
+		Acpbridge: version, Started: time.Now().UTC(), Command: shellLine(command), WorkingDir: workingDir()}}
 }
 
-// programRecord is the program an agent's command ran, where that is not
-// the file its command names (a wrapper script started it): as read from
-// the process that ran, hashed.
-type programRecord struct {
-	Command []string `json:"command"`
-	Path    string   `json:"path,omitempty"`
-	SHA256  string   `json:"sha256,omitempty"`
-	SDK     string   `json:"sdk,omitempty"`
+// AddAgent adds the agent named name, run by command, its executable
+// found and hashed.
+func (c *Comparison) AddAgent(name string, command []string) {
+	c.Agents = append(c.Agents, newAgentRecord(name, command))
 }
 
-// ranProgram is what a run's tree ran (Stats.Program), for an agent whose
-// command ran a wrapper: nil when it is the command's own file, or unread.
-func (a agentRecord) ranProgram(program []string) *programRecord {
-	if len(program) == 0 {
-		return nil
-	}
-	path := ranFile(program)
-	if path == "" || path == a.Path {
-		return nil
-	}
-	return &programRecord{Command: program, Path: path, SHA256: fileSHA256(path), SDK: sdkOf(path)}
-}
-
-// newAgentRecord is an agent's record, its executable found and hashed.
-func newAgentRecord(name string, command []string) agentRecord {
-	a := agentRecord{Name: name, Command: command}
-	a.Path = ranFile(command)
-	a.SHA256 = fileSHA256(a.Path)
-	a.SDK = sdkOf(a.Path)
-	return a
-}
-
-// ranFile is the file a command runs: its program found on the PATH, or
-// for an interpreter the first of its arguments that is a file.
-func ranFile(command []string) string {
-	path, err := exec.LookPath(command[0])
-	if err != nil {
-		return ""
-	}
-	switch strings.TrimSuffix(filepath.Base(path), ".exe") {
-	case "node", "python3", "python", "sh", "bash":
-		for _, arg := range command[1:] {
-			if st, err := os.Stat(arg); err == nil && st.Mode().IsRegular() {
-				abs, _ := filepath.Abs(arg)
-				return abs
-			}
+// Add adds one scenario's runs (runs[i]: agent i's counted runs, warmups[i]
+// its warm-up runs) and where each pair of agents differs. The first run
+// of an agent tells what it says it is and the program it ran.
+func (c *Comparison) Add(path string, runs, warmups [][]Run, diffs []Differences) {
+	names := make([]string, len(c.Agents))
+	for i, a := range c.Agents {
+		names[i] = a.Name
+		if len(runs[i]) == 0 {
+			continue
+		}
+		if a.Version == "" {
+			c.Agents[i].Version = runs[i][0].AgentInfo
+		}
+		if a.Program == nil {
+			c.Agents[i].Program = a.ranProgram(runs[i][0].Stats.Program)
 		}
 	}
-	abs, _ := filepath.Abs(path)
-	return abs
+	sr := newScenarioRecord(path, names, runs, diffs, c.baseline())
+	sr.addWarmUps(warmups)
+	c.Scenarios = append(c.Scenarios, sr)
 }
 
-// fileSHA256 is the hex SHA-256 of the file at path, "" when it cannot
-// be read.
-func fileSHA256(path string) string {
-	f, err := os.Open(path)
-	if err != nil || path == "" {
-		return ""
+// baseline is the index of the agent the others' ratios are to.
+func (c *Comparison) baseline() int {
+	for i, a := range c.Agents {
+		if a.Name == c.Baseline {
+			return i
+		}
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return ""
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	return 0
 }
 
 type scenarioRecord struct {
-	Path        string            `json:"path"`
-	SHA256      string            `json:"sha256"` // of the scenario file as it ran
-	Repeat      int               `json:"repeat"` // counted runs per agent
-	Results     []agentResults    `json:"results"`
-	Differences []pairDifferences `json:"differences"`
+	Path        string         `json:"path"`
+	SHA256      string         `json:"sha256"` // of the scenario file as it ran
+	Repeat      int            `json:"repeat"` // counted runs per agent
+	Results     []agentResults `json:"results"`
+	Differences []Differences  `json:"differences"`
 
-	runs [][]Result
+	runs [][]Run
 }
 
 type agentResults struct {
@@ -279,7 +170,7 @@ func millis(d time.Duration) float64 {
 	return float64(d.Microseconds()) / 1000
 }
 
-func newRunRecord(r Result) runRecord {
+func newRunRecord(r Run) runRecord {
 	rec := runRecord{Passed: r.Err == nil, AgentLines: r.Lines, InitializeMs: millis(r.Initialize), NewSessionMs: millis(r.NewSession),
 		CPUMs: millis(r.Stats.CPU), RSSPeaksSum: r.Stats.PeakRSS, PeakPSS: r.Stats.PeakPSS, PeakUSS: r.Stats.PeakUSS, PeakAnon: r.Stats.PeakAnon, Processes: r.Stats.Processes, Turns: []turnRecord{},
 		ExitedAfterEOF: r.Err == nil && !r.EndedByRun, Model: r.Model}
@@ -301,7 +192,7 @@ func newRunRecord(r Result) runRecord {
 	if r.Model != nil {
 		requests = r.Model.Requests
 	}
-	if r.Env.ModelURL != "" && len(r.Turns) > 0 && known && requests == 0 {
+	if r.Served && len(r.Turns) > 0 && known && requests == 0 {
 		rec.Note = "no request reached the served model: the agent answered with a model of its own, so its figures are not comparable"
 	}
 	return rec
@@ -309,12 +200,12 @@ func newRunRecord(r Result) runRecord {
 
 // newScenarioRecord gathers one scenario's runs (runs[i]: agent i's) and
 // differences.
-func newScenarioRecord(path string, names []string, runs [][]Result, diffs []pairDifferences, baseline int) scenarioRecord {
+func newScenarioRecord(path string, names []string, runs [][]Run, diffs []Differences, baseline int) scenarioRecord {
 	sr := scenarioRecord{Path: path, SHA256: fileSHA256(path), Differences: diffs, runs: runs}
 	figs := figuresOf(maxTurns(runs))
 	for i, rs := range runs {
 		sr.Repeat = max(sr.Repeat, len(rs))
-		ar := agentResults{Agent: names[i], Summary: map[string]summary{}, Passed: passed(rs)}
+		ar := agentResults{Agent: names[i], Summary: map[string]summary{}, Passed: Passed(rs)}
 		ar.PassRateCI95 = wilson95(ar.Passed, len(rs))
 		for n, r := range rs {
 			rec := newRunRecord(r)
@@ -336,8 +227,9 @@ func newScenarioRecord(path string, names []string, runs [][]Result, diffs []pai
 	return sr
 }
 
-// writeJSON writes the comparison to path.
-func (c *comparison) writeJSON(path string) error {
+// WriteJSON writes the comparison to path, as JSON.
+func (c *Comparison) WriteJSON(path string) error {
+	c.readNode()
 	b, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
 		return err
@@ -345,12 +237,13 @@ func (c *comparison) writeJSON(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return writeAtomically(path, append(b, '\n'))
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
-// writeReport writes dir/report.md, a chart per figure and scenario, and
+// WriteReport writes dir/report.md, a chart per figure and scenario, and
 // a chart of the ratios to the baseline per scenario.
-func (c *comparison) writeReport(dir string) error {
+func (c *Comparison) WriteReport(dir string) error {
+	c.readNode()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -366,39 +259,9 @@ func (c *comparison) writeReport(dir string) error {
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(md.String()), 0o644)
 }
 
-// writeSetting writes what a reader needs to run the comparison again:
-// the command, the machine and every agent's file and version.
-func (c *comparison) writeSetting(md *strings.Builder) {
-	e := c.Environment
-	fmt.Fprintf(md, "# Scenario comparison\n\nRun %s; to run it again:\n\n```sh\ncd %s && %s\n```\n\n", e.Started.Format(time.RFC3339), shellword.Quote(e.WorkingDir), e.Command)
-	fmt.Fprintf(md, "| | |\n|---|---|\n| acpbridge | %s |\n| OS | %s/%s %s |\n| CPU | %s × %d |\n", e.Acpbridge, e.OS, e.Arch, e.Kernel, cmp.Or(e.CPU, "unknown"), e.CPUs)
-	if e.MemoryBytes > 0 {
-		fmt.Fprintf(md, "| RAM | %.1f GiB |\n", float64(e.MemoryBytes)/(1<<30))
-	}
-	if len(e.LoadAverage) == 3 {
-		fmt.Fprintf(md, "| load average at the start | %.2f, %.2f, %.2f (1, 5, 15 min) |\n", e.LoadAverage[0], e.LoadAverage[1], e.LoadAverage[2])
-		if lo, hi, ok := c.sampledRange(func(rec runRecord) []float64 { return firsts(rec.LoadAverage, rec.LoadAtEnd) }); ok {
-			fmt.Fprintf(md, "| load average (1 min) as each run began and ended | %.2f to %.2f |\n", lo, hi)
-		}
-	}
-	if lo, hi, ok := c.sampledRange(func(rec runRecord) []float64 { return rec.CPUMHz }); ok {
-		fmt.Fprintf(md, "| CPU clock (the CPUs' mean) as each run began and ended | %.0f to %.0f MHz |\n", lo, hi)
-	} else {
-		md.WriteString("| CPU clock | not readable here |\n")
-	}
-	fmt.Fprintf(md, "| Go | %s |\n| Node | %s |\n| bootstrap seed | %d |\n\n", e.Go, cmp.Or(e.Node, "not on the PATH"), c.Seed)
-	md.WriteString("| agent | says it is | command | file run | sha256 | ACP library |\n|---|---|---|---|---|---|\n")
-	for _, a := range c.Agents {
-		fmt.Fprintf(md, "| %s | %s | `%s` | %s | %s | %s |\n", a.Name, cmp.Or(a.Version, "–"), shellLine(a.Command), cmp.Or(a.Path, "not found"), cmp.Or(a.SHA256, "–"), cmp.Or(a.SDK, "–"))
-		if p := a.Program; p != nil {
-			fmt.Fprintf(md, "| %s, the program it started | | `%s` | %s | %s | %s |\n", a.Name, shellLine(p.Command), p.Path, cmp.Or(p.SHA256, "–"), cmp.Or(p.SDK, "–"))
-		}
-	}
-}
-
 // sampledRange is the least and most of what of gives of each counted
 // run (the machine as it began and ended: load, clock).
-func (c *comparison) sampledRange(of func(runRecord) []float64) (lo, hi float64, ok bool) {
+func (c *Comparison) sampledRange(of func(runRecord) []float64) (lo, hi float64, ok bool) {
 	for _, sr := range c.Scenarios {
 		for _, ar := range sr.Results {
 			for _, rec := range ar.Runs {
@@ -430,7 +293,7 @@ func firsts(lists ...[]float64) []float64 {
 }
 
 // addWarmUps records each agent's warm-up runs.
-func (sr *scenarioRecord) addWarmUps(warmups [][]Result) {
+func (sr *scenarioRecord) addWarmUps(warmups [][]Run) {
 	for i, rs := range warmups {
 		if i >= len(sr.Results) {
 			break
@@ -471,7 +334,7 @@ func (sr scenarioRecord) failures() string {
 
 // writeScenario writes one scenario's section of the report and its
 // charts.
-func (c *comparison) writeScenario(md *strings.Builder, dir string, n int, sr scenarioRecord) error {
+func (c *Comparison) writeScenario(md *strings.Builder, dir string, n int, sr scenarioRecord) error {
 	names := make([]string, len(sr.Results))
 	for i, ar := range sr.Results {
 		names[i] = ar.Agent
@@ -485,7 +348,7 @@ func (c *comparison) writeScenario(md *strings.Builder, dir string, n int, sr sc
 	md.WriteString(figuresTable("", names, sr.runs, baseline, c.Threads, figuresOf(maxTurns(sr.runs))))
 	md.WriteString("\n### Failures\n\n" + sr.failures())
 	md.WriteString("\n### What each agent sent, per turn\n\n" + sentTable(names, sr.runs))
-	md.WriteString("\n### Differences\n\n```\n" + showDifferences(sr.Differences) + "```\n\n### Charts\n\n")
+	md.WriteString("\n### Differences\n\n```\n" + ShowDifferences(sr.Differences) + "```\n\n### Charts\n\n")
 	var rows []ratioRow
 	for k, f := range figuresOf(maxTurns(sr.runs)) {
 		var agents []series
@@ -525,7 +388,7 @@ func (f figure) ratioCharted() bool {
 
 // sentTable is, per turn, how many messages of each kind (sentKind) each
 // agent sent: the median over its runs that reached the turn.
-func sentTable(names []string, runs [][]Result) string {
+func sentTable(names []string, runs [][]Run) string {
 	var sb strings.Builder
 	sb.WriteString("| turn | message |")
 	for _, name := range names {

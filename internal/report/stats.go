@@ -14,7 +14,7 @@
 // of one run are not, and because the ratio's interval must resample the
 // two agents' runs of a round together.
 
-package scenario
+package report
 
 import (
 	"math"
