@@ -668,6 +668,17 @@ func stopReason(t testing.TB, r response) string {
 	return res.StopReason
 }
 
+// setup builds the agent as run does, for the tests that drive it
+// in-process; nil and the exit status when it would not start.
+func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, int) {
+	cfg, log, trace, code := start(args, stdout, stderr)
+	if log == nil {
+		return nil, nil, code
+	}
+	a, code := newAgent(cfg, log, stderr)
+	return a, trace, code
+}
+
 // binary builds acpbridge once for the tests that need a real process.
 func binary(t testing.TB) string {
 	t.Helper()

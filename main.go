@@ -198,8 +198,8 @@ func run(ctx context.Context, caught <-chan struct{}, guard *proc.Guard, args []
 		<-caught
 		return signin.Setup(ctx, rest, opt, stdin, stdout, stderr)
 	}
-	a, trace, code := setup(args, stdout, stderr)
-	if a == nil {
+	cfg, log, trace, code := start(args, stdout, stderr)
+	if log == nil {
 		return code
 	}
 	if f, ok := stdin.(*os.File); ok && proc.IsTerminal(f) {
@@ -209,26 +209,33 @@ func run(ctx context.Context, caught <-chan struct{}, guard *proc.Guard, args []
 	if trace != nil {
 		defer trace.Close()
 	}
-	// The key is read (setup) and then taken out of the environment: a
+	if err := guard.Err(); err != nil {
+		log.Warn("cannot watch over child processes as this OS allows; they are still ended at exit", "err", err)
+	}
+	if cfg.fanout {
+		// The router serves no session: its children build the model,
+		// the store and the recorder (with the same flags), and read the
+		// key from the environment they are given.
+		if cfg.agentCommand != nil && cfg.stateDirGiven {
+			log.Info("--state-dir is unused under -- CMD: the agent keeps its sessions where it keeps them")
+		}
+		env := os.Environ()
+		os.Unsetenv(proc.KeyVar)
+		<-caught
+		routerOnOneProcessor()
+		return fanout.Serve(ctx, fanout.Options{Version: version, Args: args, Env: env, MaxLine: cfg.maxLineBytes, MaxChildren: cfg.maxChildren,
+			Log: log, Stderr: stderr, Trace: trace, Command: cfg.agentCommand, Spares: cfg.spares, Guard: guard, IdleTimeout: cfg.idleTimeout, ReopenTimeout: cfg.reopenTimeout}, stdin, stdout)
+	}
+	a, code := newAgent(cfg, log, stderr)
+	if a == nil {
+		return code
+	}
+	// The key is read (newAgent) and then taken out of the environment: a
 	// command that runs a program reading this process's current
-	// environment does not find it. --fanout's children are acpbridge
-	// and need it; they get it in theirs.
-	env := os.Environ()
+	// environment does not find it.
 	os.Unsetenv(proc.KeyVar)
 	a.caught = caught
 	a.procs = guard
-	if err := guard.Err(); err != nil {
-		a.log.Warn("cannot watch over child processes as this OS allows; they are still ended at exit", "err", err)
-	}
-	if a.cfg.fanout {
-		if a.cfg.agentCommand != nil && a.cfg.stateDirGiven {
-			a.log.Info("--state-dir is unused under -- CMD: the agent keeps its sessions where it keeps them")
-		}
-		<-caught
-		routerOnOneProcessor()
-		return fanout.Serve(ctx, fanout.Options{Version: version, Args: args, Env: env, MaxLine: a.cfg.maxLineBytes, MaxChildren: a.cfg.maxChildren,
-			Log: a.log, Stderr: stderr, Trace: trace, Command: a.cfg.agentCommand, Spares: a.cfg.spares, Guard: guard, IdleTimeout: a.cfg.idleTimeout, ReopenTimeout: a.cfg.reopenTimeout}, stdin, stdout)
-	}
 	return serve(ctx, a, stdin, stdout, trace)
 }
 
@@ -292,20 +299,36 @@ func utcTime(groups []string, a slog.Attr) slog.Attr {
 	return a
 }
 
-// setup parses the command line and builds the agent, or returns nil and
-// an exit status.
-func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, int) {
-	a, cfg, logLevel, code := parseFlags(args, stdout, stderr)
-	if a == nil {
-		return nil, nil, code
+// start parses the command line and opens the log and --trace's file:
+// what the router and the agent both begin with. The log is nil when the
+// process is to exit at once, with the status given.
+func start(args []string, stdout, stderr io.Writer) (config, *slog.Logger, *channel.Tracer, int) {
+	cfg, logLevel, code, ok := parseFlags(args, stdout, stderr)
+	if !ok {
+		return cfg, nil, nil, code
 	}
 	level := slog.LevelInfo
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 		fmt.Fprintf(stderr, "acpbridge: --log-level %q: use debug, info, warn or error\n", logLevel)
-		return nil, nil, 2
+		return cfg, nil, nil, 2
 	}
-	a.log = slog.New(events.Open(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: utcTime})))
-	a.stderr = stderr
+	log := slog.New(events.Open(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: utcTime})))
+	var trace *channel.Tracer
+	if cfg.trace != "" {
+		var err error
+		if trace, err = channel.OpenTrace(cfg.trace); err != nil {
+			fmt.Fprintf(stderr, "acpbridge: --trace: %v\n", err)
+			return cfg, nil, nil, 2
+		}
+	}
+	return cfg, log, trace, 0
+}
+
+// newAgent builds the single-session agent cfg describes: its store, its
+// ids, its recorder and its sign-in; nil and an exit status when it
+// cannot.
+func newAgent(cfg config, log *slog.Logger, stderr io.Writer) (*agent, int) {
+	a := &agent{cfg: cfg, log: log, stderr: stderr}
 	a.childEnv = proc.ChildEnv(cfg.passEnv)
 	a.envKey = os.Getenv(proc.KeyVar)
 	a.store = &store.Store{Dir: filepath.Join(cfg.stateDir, "sessions"), Log: a.log}
@@ -313,53 +336,26 @@ func setup(args []string, stdout, stderr io.Writer) (*agent, *channel.Tracer, in
 		part, err := strconv.Atoi(v)
 		if err != nil || part < 1 {
 			fmt.Fprintf(stderr, "acpbridge: ACPBRIDGE_DETERMINISTIC=%q: give a part number, 1 or more (scenario record --deterministic sets it)\n", v)
-			return nil, nil, 2
+			return nil, 2
 		}
 		a.newID, a.now = deterministic(part, func(id string) bool {
 			_, err := os.Lstat(a.store.Path(id, ".jsonl"))
 			return err == nil
 		})
 	}
-	if cfg.fanout {
-		// The router serves no session: its children build the model,
-		// the store and the recorder (with the same flags).
-		var trace *channel.Tracer
-		if code := openTrace(cfg, stderr, &trace); code != 0 {
-			return nil, nil, code
-		}
-		return a, trace, 0
-	}
 	if cfg.record != "" {
 		var err error
 		if a.recorder, err = model.OpenRecorder(cfg.record, a.log); err != nil {
 			fmt.Fprintf(stderr, "acpbridge: --record: %v\n", err)
-			return nil, nil, 2
+			return nil, 2
 		}
-	}
-	var trace *channel.Tracer
-	if code := openTrace(cfg, stderr, &trace); code != 0 {
-		return nil, nil, code
 	}
 	a.signinPath = cfg.signinPath
 	a.useSignIn(a.loadSignIn())
 	if a.signInNeeded != "" {
 		a.log.Warn("not signed in: sessions will ask the editor to sign in", "why", a.signInNeeded)
 	}
-	return a, trace, 0
-}
-
-// openTrace opens --trace's file into *trace, when it is given; the exit
-// status, 2 when it cannot be opened.
-func openTrace(cfg config, stderr io.Writer, trace **channel.Tracer) int {
-	if cfg.trace == "" {
-		return 0
-	}
-	var err error
-	if *trace, err = channel.OpenTrace(cfg.trace); err != nil {
-		fmt.Fprintf(stderr, "acpbridge: --trace: %v\n", err)
-		return 2
-	}
-	return 0
+	return a, 0
 }
 
 // serve runs the agent on one connection until it ends.
@@ -414,8 +410,9 @@ func (a *agent) awaitEnd(ctx context.Context, srv *jrpc2.Server) {
 	}
 }
 
-// parseFlags returns the agent to run, or nil with an exit code.
-func parseFlags(args []string, stdout, stderr io.Writer) (*agent, config, string, int) {
+// parseFlags returns the configuration and the log level, or false and
+// the exit status.
+func parseFlags(args []string, stdout, stderr io.Writer) (config, string, int, bool) {
 	fs := flag.NewFlagSet("acpbridge", flag.ContinueOnError)
 	var c commandLine
 	c.define(fs)
@@ -428,19 +425,19 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*agent, config, string
 		args, command = args[:i], args[i+1:]
 	}
 	if ok, status := cliflag.Parse(fs, args, "acpbridge", fmt.Sprintf(usageText, versionLine()), stdout, stderr); !ok {
-		return nil, *cfg, "", status
+		return *cfg, "", status, false
 	}
 	if fs.NArg() > 0 {
 		cliflag.Fail(stderr, "acpbridge", "unexpected argument %q", fs.Arg(0))
-		return nil, *cfg, "", 2
+		return *cfg, "", 2, false
 	}
 	switch {
 	case command != nil && !cfg.fanout:
 		cliflag.Fail(stderr, "acpbridge", "an agent command after -- is for --fanout (acpbridge --fanout -- CMD ARGS...)")
-		return nil, *cfg, "", 2
+		return *cfg, "", 2, false
 	case command != nil && len(command) == 0:
 		cliflag.Fail(stderr, "acpbridge", "name the agent to run after --")
-		return nil, *cfg, "", 2
+		return *cfg, "", 2, false
 	}
 	cfg.agentCommand = command
 	if command != nil {
@@ -448,19 +445,19 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*agent, config, string
 		if own := agentOnlyFlags(fs); len(own) > 0 {
 			cliflag.Fail(stderr, "acpbridge", "%s: acpbridge's own agent's, which --fanout -- CMD does not run; remove them, and give CMD its own flags after --",
 				strings.Join(own, ", "))
-			return nil, *cfg, "", 2
+			return *cfg, "", 2, false
 		}
 	}
 	cfg.spares = c.spares.Or(fanout.DefaultSpares(command))
 	if c.showVersion {
 		fmt.Fprintln(stdout, versionLine())
-		return nil, *cfg, "", 0
+		return *cfg, "", 0, false
 	}
 	if err := c.finish(); err != nil {
 		cliflag.Fail(stderr, "acpbridge", "%v", err)
-		return nil, *cfg, "", 2
+		return *cfg, "", 2, false
 	}
-	return &agent{cfg: *cfg}, *cfg, c.logLevel, 0
+	return *cfg, c.logLevel, 0, true
 }
 
 // agentOnlyFlags are the flags given on the command line (fs.Visit: not

@@ -6,11 +6,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -194,14 +196,31 @@ func TestMain_trace(t *testing.T) {
 }
 
 // Verify that --fanout builds no single-session agent: the router serves
-// no session, so it neither makes the model (which would ask the server
-// for its models) nor opens --record's file; its children do.
+// no session, so it neither opens --record's file nor asks the model's
+// server anything; its children do. The plain agent, given the same
+// flags, opens the file at its start.
 func TestMain_fanoutBuildsNoAgent(t *testing.T) {
-	rec := filepath.Join(t.TempDir(), "rec.jsonl")
-	a, _, code := setup([]string{"--fanout", "--model", "openai:gpt-test", "--base-url", "http://127.0.0.1:1/v1", "--record", rec, "--state-dir", t.TempDir()}, io.Discard, io.Discard)
-	require.Zero(t, code)
-	assert.Nil(t, a.model, "no model in the router")
-	assert.Nil(t, a.recorder, "no recorder in the router")
+	t.Parallel()
+	var asked atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		w.WriteHeader(http.StatusNotFound)
+	}))
+	t.Cleanup(srv.Close)
+	flags := func(rec string) []string {
+		return []string{"--model", "openai:gpt-test", "--base-url", srv.URL + "/v1", "--record", rec}
+	}
+	rec := filepath.Join(t.TempDir(), "router.jsonl")
+	router := startProcess(t, nil, append([]string{"--fanout", "--spares", "0"}, flags(rec)...)...)
+	router.call(initLine)
+	router.close()
 	_, err := os.Stat(rec)
 	assert.True(t, os.IsNotExist(err), "--record's file is the children's to open")
+	assert.Zero(t, asked.Load(), "the router asks the model's server nothing")
+
+	rec = filepath.Join(t.TempDir(), "agent.jsonl")
+	agent := startProcess(t, nil, flags(rec)...)
+	agent.call(initLine)
+	agent.close()
+	assert.FileExists(t, rec, "the agent opens --record's file at its start")
 }
