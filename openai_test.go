@@ -306,8 +306,7 @@ func TestOpenAI_retryDroppedConnection(t *testing.T) {
 	sid := ta.newSession()
 	_, r := ta.turnUpdates(2, sid, "hi")
 	require.Nil(t, r.Error)
-	assert.Equal(t, 2, f.count())
-	assert.Contains(t, ta.stderr.String(), "model request failed; retrying")
+	assert.Equal(t, 2, f.count(), "the dropped request, then its retry")
 }
 
 // Verify that a stream that goes silent fails the turn after the idle
@@ -488,8 +487,7 @@ func TestOpenAI_modelsNeverWaitedForAtArrival(t *testing.T) {
 		r := decodeResponse(t, ta.await(fmt.Sprintf(`{"id":%d}`, id)))
 		require.Nil(t, r.Error, "request %d", id)
 	}
-	assert.NotContains(t, ta.stderr.String(), "listing the server's models failed", "answered before the GET /models ended")
-	close(f.modelsHold)
+	close(f.modelsHold) // only now does GET /models end: 2 and 3 were answered before
 	r := decodeResponse(t, ta.await(`{"id":1}`))
 	require.Nil(t, r.Error)
 }

@@ -581,7 +581,7 @@ func rawInput(c *store.Call) json.RawMessage {
 	return c.Input
 }
 
-// info is what <id>.json holds for s.
+// infoOf is what <id>.json holds for s.
 func infoOf(s *SessionRecord) store.Info {
 	return store.Info{SessionID: s.id, Cwd: s.ws.Cwd, Dirs: s.ws.Roots[1:], Title: s.title,
 		CreatedAt: store.Stamp(s.created), UpdatedAt: store.Stamp(s.updated)}

@@ -13,6 +13,7 @@ const (
 	SessionClosed   Name = "session_closed"    // session: the session is closed (session/close, delete, the connection's end)
 	OpeningEnded    Name = "opening_ended"     // session: a session/close ended the session's opening (load, resume)
 	CommandStarted  Name = "command_started"   // pid: a run_command's process started
+	MCPUnavailable  Name = "mcp_unavailable"   // server, err: an MCP server did not start (failed, too slow, or given up with its session)
 	MCPStopped      Name = "mcp_stopped"       // server, err: an MCP server stopped
 	MCPToolsChanged Name = "mcp_tools_changed" // server, tools: an MCP server's tools changed
 
@@ -23,7 +24,7 @@ const (
 	IdleKept        Name = "idle_kept"        // session, why: an idle thread keeps its process (it cannot be evicted now)
 	Reopening       Name = "reopening"        // session, with, pid: a thread is being reopened in a new process
 	ThreadGivenUp   Name = "thread_given_up"  // session, crashes: a thread whose process keeps ending is closed
-	EvictionOff     Name = "eviction_off"     // why: the agent cannot reopen a session: threads are never evicted
+	EvictionOff     Name = "eviction_off"     // agent, why: the agent cannot reopen a session: threads are never evicted
 	EvictionStopped Name = "eviction_stopped" // why: a reopen failed: threads are no longer evicted
 	InitTimeout     Name = "init_timeout"     // pid, timeout: an agent process did not answer initialize in time
 
@@ -44,7 +45,7 @@ const (
 // All is every event, in the order above.
 func All() []Name {
 	return []Name{
-		SessionClosed, OpeningEnded, CommandStarted, MCPStopped, MCPToolsChanged,
+		SessionClosed, OpeningEnded, CommandStarted, MCPUnavailable, MCPStopped, MCPToolsChanged,
 		ThreadHeld, ChildEnded, Evicting, IdleKept, Reopening, ThreadGivenUp, EvictionOff, EvictionStopped, InitTimeout,
 		SpareStarted, SparesWaiting, SparesWaited, WarmingStopped,
 		ChildLineDropped, ChildSpoofed, ChildOutputHeld, CancelBehind, MoveRefused,

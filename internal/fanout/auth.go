@@ -205,7 +205,7 @@ func (r *router) learnAgent(result json.RawMessage) json.RawMessage {
 	known := knownAgents[info.Name]
 	if known.cannotReopenThrough != "" && !versionAfter(info.Version, known.cannotReopenThrough) {
 		r.noEvict = fmt.Sprintf("%s %s cannot reopen a session in a new process: %s", info.Name, info.Version, known.cannotReopen)
-		r.Log.Info("threads are not evicted", events.Of(events.EvictionOff), "why", r.noEvict)
+		r.Log.Info("threads are not evicted", events.Of(events.EvictionOff), "agent", info.Name+" "+info.Version, "why", r.noEvict)
 	}
 	r.inSessionDir = known.inSessionDir
 	if _, ok := sc["close"]; ok {

@@ -178,7 +178,7 @@ func (h *Hub) await(opening context.Context, all []starting, bound time.Duration
 		err := st.wait(opening, timer.C, &expired)
 		name := st.srv.spec.Name
 		if err != nil {
-			h.log.Error("MCP server unavailable", "server", name, "err", err)
+			h.log.Error("MCP server unavailable", events.Of(events.MCPUnavailable), "server", name, "err", err)
 			h.notices = append(h.notices, fmt.Sprintf("MCP server `%s` is unavailable: %v. acpbridge goes on without its tools.", name, err))
 			continue
 		}

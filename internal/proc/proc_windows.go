@@ -100,12 +100,12 @@ func killOnCloseJob() (windows.Handle, error) {
 	return job, nil
 }
 
-// init creates a job that kills its processes when its last handle closes,
-// and puts this process (and so every child it starts) in it.
-// starting: a Job Object ends what a command leaves behind, and Windows
-// keeps no zombies.
+// starting does nothing here: a Job Object ends what a command leaves
+// behind, and Windows keeps no zombies.
 func (*osGuard) starting() func(pid int) { return func(int) {} }
 
+// init creates a job that kills its processes when its last handle closes,
+// and puts this process (and so every child it starts) in it.
 func (g *osGuard) init() error {
 	job, err := killOnCloseJob()
 	if err != nil {
