@@ -1,3 +1,6 @@
+// events_test.go checks that an event is written as a JSON line beside the
+// log record that carries it.
+
 package events
 
 import (

@@ -1,6 +1,6 @@
-// repeat.go holds the figures of repeated runs: what each figure is, read
-// from what a run measured (Run), and each agent's median and spread over its runs,
-// side by side in one table.
+// figures.go holds the figures of a comparison: what each figure is and
+// how it is read from what a run measured (Run), each agent's median and
+// spread over its runs, and the agents side by side in one table.
 
 package report
 

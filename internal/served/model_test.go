@@ -1,4 +1,4 @@
-// served_test.go tests the model fixture served over HTTP: each
+// model_test.go tests the model fixture served over HTTP: each
 // conversation follows it from its own start, streamed or whole.
 
 package served

@@ -1,6 +1,6 @@
 // signin_test.go tests the stored sign-in and setup as a script runs it
 // (stdin not a terminal); the terminal's side is tested on the binary
-// (the root's signin_unix_test.go).
+// (the root's signin_pty_linux_test.go).
 
 package signin
 

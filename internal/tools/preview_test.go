@@ -1,3 +1,6 @@
+// preview_test.go checks what the editor is shown of a tool's output:
+// held to the preview's bound for every kind of content.
+
 package tools
 
 import (
