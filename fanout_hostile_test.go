@@ -697,6 +697,51 @@ func TestFanoutHostile_slowEditor(t *testing.T) {
 	p.close()
 }
 
+// Verify that a thread's requests to the client are held to the same bound
+// as its updates, and reach the client where the agent wrote them: 12
+// permission requests of 2 MiB written at once, their answers not awaited,
+// while the client reads nothing stop at the child's pipe (the router says
+// it holds the child's output); once the client reads, every request
+// arrives whole, in order, and before the turn's answer, which the agent
+// wrote after them.
+func TestFanoutHostile_slowEditorRequests(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, nil)
+	p.call(initLine)
+	a := p.openSession(10)
+	const n, size = 12, 2 << 20
+	p.reading.pause()
+	p.send(prompt(20, a, fmt.Sprintf("permits %d of %d", n, size)))
+	p.awaitEvent("child_output_held")
+	held := eventInt(t, p.events.String(), "child_output_held", "bytes")
+	assert.LessOrEqual(t, held, 1<<20+2*(size+1024), "what the router holds of the child while the client reads nothing")
+	p.reading.unpause()
+	var got []string
+	for {
+		line := p.next("the requests and the answer 20")
+		require.NotNil(t, line, "EOF before the answer")
+		var m struct {
+			ID     json.RawMessage
+			Method string
+			Params struct{ ToolCall struct{ Title string } }
+		}
+		require.NoError(t, json.Unmarshal(line, &m))
+		if m.Method == "session/request_permission" {
+			require.Len(t, m.Params.ToolCall.Title, 4+size, "a request whole")
+			got = append(got, m.Params.ToolCall.Title[:4])
+		}
+		if m.Method == "" && string(m.ID) == "20" {
+			break
+		}
+	}
+	want := make([]string, n)
+	for i := range want {
+		want[i] = fmt.Sprintf("%03d:", i)
+	}
+	assert.Equal(t, want, got, "every request, whole, in order, before the turn's answer")
+	p.close()
+}
+
 // eventInt is the integer attribute key of the first event name seen.
 func eventInt(t *testing.T, events, name, key string) int {
 	t.Helper()

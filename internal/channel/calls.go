@@ -56,27 +56,61 @@ func (c *Wire) call(ctx context.Context, method string, params any, withdraw boo
 			return nil, err
 		}
 	}
-	id, ch, err := c.writeCall(method, p)
-	if err == errConnClosed {
+	a, err := c.Ask(method, p)
+	if err != nil {
 		return nil, err
 	}
-	if err == nil {
-		select {
-		case r := <-ch:
-			return r.result, r.err
-		case <-ctx.Done():
-			err = ctx.Err()
+	return a.Wait(ctx, withdraw)
+}
+
+// Asked is a request written to the client whose answer has not been
+// taken yet.
+type Asked struct {
+	c  *Wire
+	id int64
+	ch chan reply
+}
+
+// Ask writes the request method with params (compact JSON) and flushes,
+// without waiting for its answer: the caller's goroutine writes it, in
+// the caller's order (--fanout writes a child's request where the child
+// put it among its lines, and holds nothing of it once written). Wait
+// takes the answer.
+func (c *Wire) Ask(method string, params json.RawMessage) (*Asked, error) {
+	id, ch, err := c.writeCall(method, params)
+	if err != nil {
+		if err != errConnClosed {
+			c.forget(id)
 		}
+		return nil, err
 	}
+	return &Asked{c: c, id: id, ch: ch}, nil
+}
+
+// Wait waits for the request's answer or for ctx to end; with withdraw,
+// a request left unanswered at ctx's end is withdrawn at the client
+// ($/cancel_request): a permission prompt on its screen goes away.
+func (a *Asked) Wait(ctx context.Context, withdraw bool) (json.RawMessage, error) {
+	select {
+	case r := <-a.ch:
+		return r.result, r.err
+	case <-ctx.Done():
+	}
+	if a.c.forget(a.id) && withdraw {
+		a.c.Notify(acp.MethodCancelRequest, fmt.Appendf(nil, `{"requestId":%d}`, a.id))
+		a.c.Flush()
+	}
+	return nil, ctx.Err()
+}
+
+// forget drops the request id's wait, and reports whether it was still
+// waiting (not answered meanwhile).
+func (c *Wire) forget(id int64) bool {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	_, waiting := c.calls[id]
 	delete(c.calls, id)
-	c.mu.Unlock()
-	if withdraw && waiting {
-		c.Notify(acp.MethodCancelRequest, fmt.Appendf(nil, `{"requestId":%d}`, id))
-		c.Flush()
-	}
-	return nil, err
+	return waiting
 }
 
 // writeCall writes and flushes the request method with params p, noting the

@@ -331,6 +331,10 @@ func (r *router) onChildLineTooLong(c *child) {
 // callClient passes c's request on to the client with an id of the
 // connection's, and its answer back under c's id; at most childCalls of c's
 // are open at once (a child that floods the client is answered an error).
+// The request is written here, on the loop, as every other line of c's:
+// the client reads c's lines in the order c wrote them, and c's reader
+// counts the request's bytes (backlog) until the client has taken them.
+// Only its id is kept while the answer is awaited.
 func (r *router) callClient(c *child, m childMessage) {
 	key := string(m.id)
 	if _, dup := c.calls[key]; dup || len(c.calls) >= childCalls {
@@ -341,16 +345,22 @@ func (r *router) callClient(c *child, m childMessage) {
 		r.toChild(c, acp.Response{JSONRPC: "2.0", ID: m.id, Error: acp.MustJSON(acp.Errorf(acp.CodeInternal, "acpbridge --fanout did not send %s to the client: %s", m.method, why))})
 		return
 	}
+	params := m.params
+	if len(params) == 0 {
+		params = json.RawMessage("{}")
+	}
+	id := bytes.Clone(m.id)
+	asked, err := r.out.Ask(m.method, params)
+	if err != nil {
+		r.toChild(c, acp.Response{JSONRPC: "2.0", ID: id, Error: acp.MustJSON(acp.AsError(err))})
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.calls[key] = cancel
-	var params any = m.params
-	if len(m.params) == 0 {
-		params = struct{}{}
-	}
 	r.spawn(func() {
 		defer cancel()
-		raw, err := r.out.CallOrWithdraw(ctx, m.method, params)
-		resp := acp.Response{JSONRPC: "2.0", ID: m.id, Result: raw}
+		raw, err := asked.Wait(ctx, true)
+		resp := acp.Response{JSONRPC: "2.0", ID: id, Result: raw}
 		switch {
 		case err != nil:
 			resp.Result, resp.Error = nil, acp.MustJSON(acp.AsError(err))

@@ -380,6 +380,16 @@ func (a *agent) misbehave(sid, text string) {
 		for i := range n {
 			a.update(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": fmt.Sprintf("%03d:%s", i, strings.Repeat("b", size))}})
 		}
+	case scan(text, "permits %d", &n): // N permission requests of SIZE bytes, written at once, their answers not awaited
+		var size int
+		fmt.Sscanf(text[strings.Index(text, "permits "):], "permits %d of %d", &n, &size)
+		a.mu.Lock()
+		for i := range n {
+			a.nextID++
+			fmt.Fprintf(a.w, `{"jsonrpc":"2.0","id":%d,"method":"session/request_permission","params":{"sessionId":%q,"toolCall":{"toolCallId":"a%03d","title":"%03d:%s"},"options":[{"optionId":"yes","name":"Yes","kind":"allow_once"}]}}`+"\n", a.nextID, sid, i, i, strings.Repeat("q", size))
+		}
+		a.w.Flush()
+		a.mu.Unlock()
 	case scan(text, "endless %d", &n):
 		a.mu.Lock()
 		a.w.WriteString(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"` + sid + `","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`)
