@@ -669,16 +669,8 @@ func TestFanoutHostile_crashToldAndBounded(t *testing.T) {
 // machine's noise.)
 func TestFanoutHostile_slowEditor(t *testing.T) {
 	t.Parallel()
-	p := startRoutedWith(t, nil)
-	p.call(initLine)
-	a := p.openSession(10)
 	const n, size = 12, 2 << 20
-	p.reading.pause()
-	p.send(prompt(20, a, fmt.Sprintf("burst %d of %d", n, size)))
-	p.awaitEvent("child_output_held")
-	held := eventInt(t, p.events.String(), "child_output_held", "bytes")
-	assert.LessOrEqual(t, held, 1<<20+2*(size+1024), "what the router holds of the child while the client reads nothing")
-	p.reading.unpause()
+	p := heldAtBound(t, fmt.Sprintf("burst %d of %d", n, size), size)
 	ups, r := p.updatesUntil(20)
 	require.Nil(t, r.Error)
 	var got []string
@@ -706,16 +698,8 @@ func TestFanoutHostile_slowEditor(t *testing.T) {
 // wrote after them.
 func TestFanoutHostile_slowEditorRequests(t *testing.T) {
 	t.Parallel()
-	p := startRoutedWith(t, nil)
-	p.call(initLine)
-	a := p.openSession(10)
 	const n, size = 12, 2 << 20
-	p.reading.pause()
-	p.send(prompt(20, a, fmt.Sprintf("permits %d of %d", n, size)))
-	p.awaitEvent("child_output_held")
-	held := eventInt(t, p.events.String(), "child_output_held", "bytes")
-	assert.LessOrEqual(t, held, 1<<20+2*(size+1024), "what the router holds of the child while the client reads nothing")
-	p.reading.unpause()
+	p := heldAtBound(t, fmt.Sprintf("permits %d of %d", n, size), size)
 	var got []string
 	for {
 		line := p.next("the requests and the answer 20")
@@ -740,6 +724,24 @@ func TestFanoutHostile_slowEditorRequests(t *testing.T) {
 	}
 	assert.Equal(t, want, got, "every request, whole, in order, before the turn's answer")
 	p.close()
+}
+
+// heldAtBound opens a thread and prompts it with text (lines of size bytes
+// each from its agent) while the client reads nothing: the router must
+// say it holds the child's output, at most its bound and two lines. The
+// client reads again when it returns.
+func heldAtBound(t *testing.T, text string, size int) *procAgent {
+	t.Helper()
+	p := startRoutedWith(t, nil)
+	p.call(initLine)
+	a := p.openSession(10)
+	p.reading.pause()
+	p.send(prompt(20, a, text))
+	p.awaitEvent("child_output_held")
+	held := eventInt(t, p.events.String(), "child_output_held", "bytes")
+	assert.LessOrEqual(t, held, 1<<20+2*(size+1024), "what the router holds of the child while the client reads nothing")
+	p.reading.unpause()
+	return p
 }
 
 // eventInt is the integer attribute key of the first event name seen.
