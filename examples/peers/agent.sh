@@ -13,44 +13,51 @@ name=$1
 shift
 case $name in
 codex)
-	# codex speaks the Responses API to a provider of the config's; a known
-	# model name keeps its tools (apply_patch among them); it asks before
-	# it writes or runs (untrusted), and runs unsandboxed where there is no
-	# bubblewrap. Its npm wrapper does not pass SIGTERM on: start the
-	# platform binary.
-	# The config is written aside and renamed into place: threads start
-	# their processes at once, and one must never read another's
-	# half-written config (it would fall back to OpenAI's own provider and
-	# answer "Authentication required").
+	# codex-acp is a Node adapter that runs codex's app server (the Rust
+	# binary of @openai/codex's platform package: CODEX_PATH), which speaks
+	# the Responses API to the config's provider. A model in codex's
+	# catalogue keeps its tools (apply_patch among them). The adapter's
+	# read-only mode asks before every edit and command; approval_policy in
+	# the config is no longer taken. The config is written aside and renamed
+	# into place: threads start their processes at once, and one must never
+	# read another's half-written config (it would fall back to OpenAI's own
+	# provider and answer "Authentication required").
 	export CODEX_HOME="$HOME/.codex"
 	mkdir -p "$CODEX_HOME"
 	cat >"$CODEX_HOME/config.toml.$$" <<TOML
-model = "gpt-5.3-codex"
+model = "gpt-5.5"
 model_provider = "scenario"
-approval_policy = "untrusted"
-sandbox_mode = "danger-full-access"
 
 [model_providers.scenario]
 name = "scenario"
 base_url = "$MODEL_URL"
 wire_api = "responses"
+env_key = "OPENAI_API_KEY"
 TOML
 	mv -f "$CODEX_HOME/config.toml.$$" "$CODEX_HOME/config.toml"
 	case "$(uname -s)-$(uname -m)" in
-	Linux-x86_64) platform=linux-x64 ;;
-	Linux-aarch64) platform=linux-arm64 ;;
-	Darwin-arm64) platform=darwin-arm64 ;;
-	Darwin-x86_64) platform=darwin-x64 ;;
-	*) echo "agent.sh: no codex-acp binary for $(uname -sm)" >&2; exit 2 ;;
+	Linux-x86_64) platform=linux-x64 triple=x86_64-unknown-linux-musl ;;
+	Linux-aarch64) platform=linux-arm64 triple=aarch64-unknown-linux-musl ;;
+	Darwin-arm64) platform=darwin-arm64 triple=aarch64-apple-darwin ;;
+	Darwin-x86_64) platform=darwin-x64 triple=x86_64-apple-darwin ;;
+	*) echo "agent.sh: no codex binary for $(uname -sm)" >&2; exit 2 ;;
 	esac
-	exec "$bin/@zed-industries/codex-acp-$platform/bin/codex-acp" "$@"
+	export CODEX_PATH="$bin/@openai/codex-$platform/vendor/$triple/bin/codex"
+	export INITIAL_AGENT_MODE=read-only NO_BROWSER=1
+	exec node "$bin/@agentclientprotocol/codex-acp/dist/index.js" "$@"
 	;;
 claude)
-	# The Claude Code CLI refuses to skip permissions as root unless
-	# IS_SANDBOX is 1 or unset; its background traffic goes nowhere offline.
+	# Claude Code's default permission mode asks nothing: "default" in its
+	# settings makes it ask before edits and commands, as before. The CLI
+	# refuses to skip permissions as root unless IS_SANDBOX is 1 or unset;
+	# its background traffic goes nowhere offline.
+	export CLAUDE_CONFIG_DIR="$HOME/.claude"
+	mkdir -p "$CLAUDE_CONFIG_DIR"
+	printf '{"permissions":{"defaultMode":"default"}}\n' >"$CLAUDE_CONFIG_DIR/settings.json.$$"
+	mv -f "$CLAUDE_CONFIG_DIR/settings.json.$$" "$CLAUDE_CONFIG_DIR/settings.json"
 	unset IS_SANDBOX
 	export CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1
-	exec node "$bin/@zed-industries/claude-agent-acp/dist/index.js" "$@"
+	exec node "$bin/@agentclientprotocol/claude-agent-acp/dist/index.js" "$@"
 	;;
 gemini)
 	export GEMINI_MODEL="${GEMINI_MODEL:-gemini-2.5-pro}"

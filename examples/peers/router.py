@@ -3,7 +3,8 @@
 claude, gemini) behind `acpbridge --fanout`, driven as Zed drives it,
 offline against the served model (`acpbridge scenario model`):
 
-  three threads opened in one write, each its own process, prompted at once
+  three threads opened in one write, each its own process (which one the
+  router says: its thread_held event), prompted at once
   (a file written and a command run, permissions and fs/* answered as an
   editor answers them); a turn cancelled, and its thread loaded at once;
   the threads left idle past
@@ -63,6 +64,10 @@ class Editor:
 
     def __init__(self, cmd, env, cwd):
         self.cwd = cwd
+        # The router's events (ACPBRIDGE_EVENTS): one JSON object a line,
+        # names and attributes stable, unlike its log's wording.
+        self.events_path = os.path.join(os.path.dirname(cwd), "events.jsonl")
+        env = dict(env, ACPBRIDGE_EVENTS=self.events_path)
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
         self.n, self.lock = 0, threading.Lock()
         self.waiting, self.updates = {}, {}
@@ -157,16 +162,39 @@ class Editor:
                 break
         fail(f"no {kind} for {sid} in {timeout} s")
 
-    def log_until(self, text, count=1, timeout=120):
-        end, seen = time.monotonic() + timeout, 0
-        while seen < count:
+    def events(self, name, **attrs):
+        """The router's events of that name (and those attributes) so far."""
+        try:
+            lines = open(self.events_path).read().splitlines()
+        except FileNotFoundError:
+            return []
+        out = []
+        for line in lines:
             try:
-                if text in self.stderr.get(timeout=max(0.01, end - time.monotonic())):
-                    seen += 1
-            except queue.Empty:
-                pass
+                e = json.loads(line)
+            except ValueError:
+                continue  # a line still being written
+            if e.get("event") == name and all(e.get(k) == v for k, v in attrs.items()):
+                out.append(e)
+        return out
+
+    def event_until(self, name, count=1, timeout=120, **attrs):
+        end = time.monotonic() + timeout
+        while len(self.events(name, **attrs)) < count:
             if time.monotonic() > end:
-                fail(f"the router did not log {text!r} {count} times in {timeout} s")
+                fail(f"the router did not say {name} {attrs} {count} times in {timeout} s")
+            time.sleep(0.02)
+
+    def holder(self, sid):
+        """The process that holds thread sid now, as the router last said
+        (thread_held); it must be one of the router's running children."""
+        held = self.events("thread_held", session=sid)
+        if not held:
+            fail(f"the router never said which process holds {sid} (thread_held)")
+        pid = held[-1]["pid"]
+        if pid not in children(self.p.pid):
+            fail(f"thread_held names process {pid} for {sid}, which is not one of the router's running agent processes {children(self.p.pid)}")
+        return pid
 
 
 def children(pid):
@@ -262,12 +290,16 @@ def main():
         fail(f"session/new: {opened}")
     if len(children(ed.p.pid)) < threads:
         fail(f"{threads} threads, {len(children(ed.p.pid))} agent processes")
+    # Which process is which thread, said by the router for every thread.
+    held = [ed.holder(s) for s in sids]
+    if len(set(held)) != threads:
+        fail(f"thread_held names {held} for {threads} threads: not a process each")
     qs = [ed.prompt(s, "Write greet.sh and run it.") for s in sids]
     for s, q in zip(sids, qs):
         ok(s, wait(q, 180, "the first prompt"), "the first prompt")
     if open(os.path.join(cwd, "greet.sh")).read() != "echo hello\n":
         fail("greet.sh is not what the model wrote")
-    print(f"{agent}: {threads} threads at once, a process each, a file written and a command run in each")
+    print(f"{agent}: {threads} threads at once, a process each (the router names each one's), a file written and a command run in each")
     live_pss = pss(tree(ed.p.pid))
 
     # A live thread's first update, then the same after its eviction.
@@ -285,7 +317,7 @@ def main():
         fail(f"a cancelled turn answered {json.dumps(r)[:300]}")
     print(f"{agent}: a turn cancelled")
 
-    kept = [l for l in ed.log if "threads are not evicted" in l]
+    kept = [e["why"] for e in ed.events("eviction_off")]
     # The thread loaded right after its turn (the router's check of the
     # agent's list may still be out): answered as the agent alone answers,
     # its history replayed; gemini-cli cannot load a session at all.
@@ -297,9 +329,9 @@ def main():
         # An agent the router knows cannot reopen a session in a new
         # process: its threads stay (an evicted one could not come back).
         evicted_pss, reopened = None, None
-        print(f"{agent}: threads are not evicted ({kept[0].strip()})")
+        print(f"{agent}: threads are not evicted ({kept[0]})")
     else:
-        ed.log_until("evicting a thread's process", threads)
+        ed.event_until("evicting", threads)
         while len(children(ed.p.pid)) > 1:  # the evicted processes end; the spare stays
             time.sleep(0.05)
         evicted_pss = pss(tree(ed.p.pid))
@@ -308,14 +340,16 @@ def main():
         ed.first_update(sids[1])
         reopened = time.monotonic() - start
         ok(sids[1], wait(q, 120, "a prompt on an evicted thread"), "a prompt on an evicted thread")
-        print(f"{agent}: every thread evicted when idle, one reopened and prompted")
+        if ed.holder(sids[1]) == held[1]:
+            fail(f"thread_held still names the evicted process {held[1]} for the reopened {sids[1]}")
+        print(f"{agent}: every thread evicted when idle, one reopened and prompted; the router named its new process")
 
     killed = children(ed.p.pid)
     for p in killed:
         os.kill(p, signal.SIGKILL)
     # The router has seen every thread's process die: all of them when
     # threads are kept, else the one reopened.
-    ed.log_until("the process of a session ended", threads if kept else 1)
+    ed.event_until("child_ended", threads if kept else 1)
     r = wait(ed.prompt(sids[2], "after a crash"), 120, "a prompt after a kill")
     if kept and "error" in r:
         # Its reopening failed: the agent's own reason reaches the user.
@@ -324,7 +358,9 @@ def main():
         print(f"{agent}: a thread whose process was killed cannot come back; the user is told why: {r['error']['message'][:160]}…")
     else:
         ok(sids[2], r, "a prompt after its process was killed")
-        print(f"{agent}: a thread whose process was killed comes back")
+        if ed.holder(sids[2]) in killed:
+            fail(f"thread_held still names a killed process for the reopened {sids[2]}")
+        print(f"{agent}: a thread whose process was killed comes back, in the process the router names")
 
     r = ed.call("session/close", {"sessionId": sids[2]})
     if "result" not in r:
