@@ -20,7 +20,7 @@
 // written: backlog.go), waiting for a process to end, and the client's
 // answer to a child's request (a goroutine per request, bounded per child).
 //
-// # Three state machines, as tables
+// # Four state machines, as tables
 //
 // Each machine is a table of edges (states.go): every state, what it is,
 // and each edge that leaves it with what moves it. A state moves only
@@ -130,6 +130,23 @@
 //	ready: initialized: sessions are routed
 //	  → ending          stdin ends or a signal comes
 //	ending: every child is ending; the router exits once all are dead and stdin is read (5 s at most)
+//
+// The spares' hold (pool.go), which keeps a process's start from sharing
+// the CPU with a turn; it goes round for the router's life:
+//
+//	none: spares start as they are wanted (within --spares and --max-children)
+//	  → at start        the router starts with more than one spare: one starts, the others wait
+//	  → turns           a thread's opening or reopening is answered: its turn comes first
+//	at start: the router's first spare starts alone; the others wait (1 s at most)
+//	  → none            the first spare is ready, or the wait passed: the others start
+//	  → first thread    the first thread opens
+//	first thread: the first thread opens; the spares wait for its answer
+//	  → turns           its opening is answered: they wait for its turn
+//	turns: a turn runs; the spares wait for it (1 s at most)
+//	  → none            no prompt in flight, or the wait passed: they start
+//	  → opening         another thread opens
+//	opening: a thread opens while the spares wait for turns; they wait for its answer
+//	  → none            its opening is answered: they start
 //
 // A child is trusted with its own thread only: a line naming another
 // thread's session is dropped. The client's request ids and a child's are

@@ -172,7 +172,7 @@ func (r *router) served() {
 // the back-off (failing).
 func (r *router) warm() {
 	switch f := &r.failing; {
-	case f.exits >= maxStartFailures || f.timer != nil || r.holding.timer != nil:
+	case f.exits >= maxStartFailures || f.timer != nil || r.holding.held():
 		return
 	case f.exits > 0:
 		f.timer = r.after(min(50*time.Millisecond<<(f.exits-1), 5*time.Second), func() {
@@ -193,22 +193,26 @@ func (r *router) warmTo(n int) {
 }
 
 // holding is the spares held back so that a process's start does not
-// share the CPU with a turn. At the router's start one spare starts and
-// the others wait for it to be ready, or for the first thread, whose
-// opening holds them on for its first turn (warmAtStart); the spare that
-// replaces a thread's waits for the thread's first turn (warmAfterTurns).
-// Held spares start once no prompt is in flight, once the next thread's
-// opening is answered, or spareWait after the hold began, whichever comes
-// first: a long turn has its spares refilled behind it, and threads opened
-// one after another find them ready.
+// share the CPU with a turn (holdMachine). At the router's start one spare
+// starts and the others wait for it to be ready, or for the first thread,
+// whose opening holds them on for its first turn (warmAtStart); the spare
+// that replaces a thread's waits for the thread's turn (warmAfterTurns).
+// Held for turns, spares start once no prompt is in flight, once the next
+// thread's opening is answered, or spareWait after the hold began,
+// whichever comes first: a long turn has its spares refilled behind it,
+// and threads opened one after another find them ready.
 type holding struct {
-	timer   *time.Timer // while the spares are held (nil: they are not)
-	atStart bool        // held at the router's start, for its first spare or its first thread
-	opened  bool        // a thread opened while they were held for a turn: they start at its answer
+	state holdState
+	timer *time.Timer // at start and for turns: the end of the wait
 }
 
 // spareWait is the longest the spares are held back.
 const spareWait = time.Second
+
+// held reports whether the spares wait on a timer now (at start, for
+// turns): no spare starts. Waiting for an opening's answer holds back
+// only the spare that the answer would start; others start as wanted.
+func (h *holding) held() bool { return h.state == holdAtStart || h.state == holdForTurns }
 
 // warmAtStart starts the router's first spare and holds the others back
 // until it is ready or the first thread opens: an editor opens a thread
@@ -220,29 +224,26 @@ func (r *router) warmAtStart() {
 		return
 	}
 	r.warmTo(1)
-	r.holdSpares(true)
+	r.holdSpares(holdAtStart, "the first spare or thread")
 }
 
-// warmAfterTurns warms once no prompt is in flight, once the next
-// thread's opening is answered, or spareWait from now, whichever comes
-// first: a thread whose opening has just been answered is about to run
-// its first turn.
+// warmAfterTurns: a thread's opening or reopening was answered, and its
+// turn comes before its successor's process starts. Spares waiting for
+// this opening start; those waiting for the first thread wait for its
+// turn, as do spares not held.
 func (r *router) warmAfterTurns() {
-	switch h := &r.holding; {
-	case h.opened:
-		h.opened = false
-		r.Log.Debug("the spares waited", events.Of(events.SparesWaited), "why", "another thread opened")
-		r.warm()
-	case h.timer == nil:
-		r.holdSpares(false)
+	switch r.holding.state {
+	case holdForOpening:
+		r.endHold("another thread opened")
+	case holdNone, holdForFirstTurn:
+		r.holdSpares(holdForTurns, "the turns in flight")
 	}
 }
 
-// holdSpares holds the spares back for at most spareWait.
-func (r *router) holdSpares(atStart bool) {
-	what := "the turns in flight"
-	if atStart {
-		what = "the first spare or thread"
+// holdSpares holds the spares back in state s, for at most spareWait.
+func (r *router) holdSpares(s holdState, what string) {
+	if !r.moveHold(s) {
+		return
 	}
 	r.Log.Debug("the spares wait", events.Of(events.SparesWaiting), "for", what, "at_most", spareWait)
 	var t *time.Timer
@@ -251,13 +252,13 @@ func (r *router) holdSpares(atStart bool) {
 			r.endHold("the wait passed")
 		}
 	})
-	r.holding = holding{timer: t, atStart: atStart}
+	r.holding.timer = t
 }
 
 // turnEnded: a prompt was answered; the spares held for the turns start
 // once none is in flight.
 func (r *router) turnEnded() {
-	if h := r.holding; h.timer != nil && !h.atStart && !r.turnsRunning() {
+	if r.holding.state == holdForTurns && !r.turnsRunning() {
 		r.endHold("no turn in flight")
 	}
 }
@@ -265,34 +266,42 @@ func (r *router) turnEnded() {
 // spareReady: a spare is ready; those held at the router's start for the
 // first one start now.
 func (r *router) spareReady() {
-	if r.holding.atStart {
+	if r.holding.state == holdAtStart {
 		r.endHold("the first spare is ready")
 	}
 }
 
-// endHold ends the spares' hold, if they are held, and warms.
+// endHold ends the spares' hold and warms.
 func (r *router) endHold(why string) {
-	if r.holding.timer == nil {
+	r.stopHoldTimer()
+	if !r.moveHold(holdNone) {
 		return
 	}
-	r.holding.timer.Stop()
-	r.holding = holding{}
 	r.Log.Debug("the spares waited", events.Of(events.SparesWaited), "why", why)
 	r.warm()
 }
 
-// openingWhileHeld: a thread is opening. Spares held at the router's
-// start are held on for this first thread's turn from its answer
-// (warmAfterTurns); spares held for another thread's turn start once this
-// opening is answered, not beside it: the editor opens threads, and more
-// may come.
-func (r *router) openingWhileHeld() {
-	h := &r.holding
-	if h.timer == nil {
-		return
+// stopHoldTimer stops the hold's wait, if it runs.
+func (r *router) stopHoldTimer() {
+	if r.holding.timer != nil {
+		r.holding.timer.Stop()
+		r.holding.timer = nil
 	}
-	h.timer.Stop()
-	r.holding = holding{opened: !h.atStart}
+}
+
+// openingWhileHeld: a thread is opening. Spares held at the router's
+// start are held on for this first thread's turn, from its answer;
+// spares held for another thread's turn start once this opening is
+// answered, not beside it: the editor opens threads, and more may come.
+func (r *router) openingWhileHeld() {
+	switch r.holding.state {
+	case holdAtStart:
+		r.stopHoldTimer()
+		r.moveHold(holdForFirstTurn)
+	case holdForTurns:
+		r.stopHoldTimer()
+		r.moveHold(holdForOpening)
+	}
 }
 
 // turnsRunning reports whether a prompt is in flight at a child.

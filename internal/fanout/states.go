@@ -1,6 +1,6 @@
-// states.go holds the router's three state machines as tables: a child's,
-// a thread's and the connection's, each state with what it is and every
-// edge that leaves it. A state moves only through move, which refuses an
+// states.go holds the router's four state machines as tables: a child's,
+// a thread's, the connection's and the spares' hold, each state with what
+// it is and every edge that leaves it. A state moves only through move, which refuses an
 // edge that is not in its table; the package doc's tables are these,
 // rendered (TestDocTables holds them together).
 
@@ -58,11 +58,27 @@ const (
 
 func (s connState) String() string { return connMachine.states[s].name }
 
+// holdState is where the spares' hold is (holdMachine).
+type holdState int
+
+const (
+	holdNone holdState = iota
+	holdAtStart
+	holdForFirstTurn
+	holdForTurns
+	holdForOpening
+)
+
+func (s holdState) String() string { return holdMachine.states[s].name }
+
 // machine is one state machine: its states, in the order of their
 // constants, each with what it is and the edges that leave it.
 type machine[S ~int] struct {
 	name   string
 	states []state[S]
+	// endless: no state ends the machine, every one has an edge out (the
+	// spares' hold goes round for the router's life).
+	endless bool
 }
 
 type state[S ~int] struct {
@@ -128,6 +144,11 @@ func (r *router) moveThread(t *thread, s threadState) bool {
 // moveConn moves the connection to s.
 func (r *router) moveConn(s connState) bool {
 	return move(r, &connMachine, &r.conn, s)
+}
+
+// moveHold moves the spares' hold to s.
+func (r *router) moveHold(s holdState) bool {
+	return move(r, &holdMachine, &r.holding.state, s)
 }
 
 var childMachine = machine[childState]{name: "child", states: []state[childState]{
@@ -223,6 +244,22 @@ var connMachine = machine[connState]{name: "connection", states: []state[connSta
 	connReady: {"ready", "initialized: sessions are routed", []edge[connState]{
 		{connEnding, "stdin ends or a signal comes"}}},
 	connEnding: {"ending", "every child is ending; the router exits once all are dead and stdin is read (5 s at most)", nil},
+}}
+
+var holdMachine = machine[holdState]{name: "spares' hold", endless: true, states: []state[holdState]{
+	holdNone: {"none", "spares start as they are wanted (within --spares and --max-children)", []edge[holdState]{
+		{holdAtStart, "the router starts with more than one spare: one starts, the others wait"},
+		{holdForTurns, "a thread's opening or reopening is answered: its turn comes first"}}},
+	holdAtStart: {"at start", "the router's first spare starts alone; the others wait (1 s at most)", []edge[holdState]{
+		{holdNone, "the first spare is ready, or the wait passed: the others start"},
+		{holdForFirstTurn, "the first thread opens"}}},
+	holdForFirstTurn: {"first thread", "the first thread opens; the spares wait for its answer", []edge[holdState]{
+		{holdForTurns, "its opening is answered: they wait for its turn"}}},
+	holdForTurns: {"turns", "a turn runs; the spares wait for it (1 s at most)", []edge[holdState]{
+		{holdNone, "no prompt in flight, or the wait passed: they start"},
+		{holdForOpening, "another thread opens"}}},
+	holdForOpening: {"opening", "a thread opens while the spares wait for turns; they wait for its answer", []edge[holdState]{
+		{holdNone, "its opening is answered: they start"}}},
 }}
 
 // render is m's table as the package doc shows it: each state with what

@@ -32,10 +32,13 @@ func TestDocTables(t *testing.T) {
 	doc, err := os.ReadFile("doc.go")
 	require.NoError(t, err)
 	for name, block := range map[string]string{
-		"child": docBlock(&childMachine), "thread": docBlock(&threadMachine), "connection": docBlock(&connMachine),
+		"child": docBlock(&childMachine), "thread": docBlock(&threadMachine), "connection": docBlock(&connMachine), "spares' hold": docBlock(&holdMachine),
 	} {
 		assert.Contains(t, string(doc), block, "doc.go's %s table; it should read:\n%s", name, block)
 	}
+	design, err := os.ReadFile("../../docs/design.md")
+	require.NoError(t, err)
+	assert.Contains(t, string(design), "```\n"+holdMachine.render()+"```\n", "docs/design.md's table of the spares' hold")
 }
 
 // Verify that every table is whole: each state named once, in the order
@@ -46,6 +49,7 @@ func TestStateTables(t *testing.T) {
 	checkMachine(t, &childMachine)
 	checkMachine(t, &threadMachine)
 	checkMachine(t, &connMachine)
+	checkMachine(t, &holdMachine)
 }
 
 func checkMachine[S ~int](t *testing.T, m *machine[S]) {
@@ -67,7 +71,7 @@ func checkMachine[S ~int](t *testing.T, m *machine[S]) {
 	for i, s := range m.states {
 		assert.NotEmpty(t, s.name, "%s state %d", m.name, i)
 		assert.True(t, seen[S(i)], "%s: %s cannot be reached", m.name, s.name)
-		assert.Equal(t, i == len(m.states)-1, len(s.edges) == 0, "%s: only the last state ends the machine (%s)", m.name, s.name)
+		assert.Equal(t, !m.endless && i == len(m.states)-1, len(s.edges) == 0, "%s: only the last state ends the machine (%s)", m.name, s.name)
 		for _, e := range s.edges {
 			assert.NotEqual(t, S(i), e.to, "%s: %s to itself", m.name, s.name)
 			assert.NotEmpty(t, e.on, "%s: %s → %s says what moves it", m.name, s.name, m.states[e.to].name)

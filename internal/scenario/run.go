@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"acpbridge/internal/acp"
 	"acpbridge/internal/clip"
 	"acpbridge/internal/report"
 	"acpbridge/internal/served"
@@ -358,12 +359,29 @@ func (r *run) expandPaths(s string, expand bool) string {
 	return strings.NewReplacer(pairs...).Replace(s)
 }
 
-// check runs the transcript and compares.
+// check runs the transcript and compares. After an editor line, the
+// session/update notifications the agent sends after the transcript's
+// last line (a title or usage that comes late, as codex's does when its
+// machine is busy) are shown as an editor shows them, not failures; any
+// other line still fails.
 func (r *run) check() error {
 	if err := r.runSteps(r.sc.Steps); err != nil {
 		return err
 	}
-	return r.finish(nil)
+	var late func([]byte) error
+	if r.editor {
+		late = func(line []byte) error {
+			var m struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if json.Unmarshal(line, &m) == nil && m.Method == acp.MethodSessionUpdate && len(m.ID) == 0 {
+				return nil
+			}
+			return r.afterLast(line)
+		}
+	}
+	return r.finish(late)
 }
 
 // runSteps sends, closes and expects as steps say, consecutive sends in
@@ -737,6 +755,12 @@ func (r *run) compare(st Step, line []byte) error {
 		r.n, at, st.where(), clip.Marked(m.want, 400), clip.Marked(m.got, 400), clip.Marked(st.Text, 1000), clip.Marked(string(line), 1000)))
 }
 
+// afterLast fails the run for line, which the agent sent after the
+// transcript's last line.
+func (r *run) afterLast(line []byte) error {
+	return r.fail(0, fmt.Sprintf("the agent sent line %d after the transcript's last line: %s", r.n, clip.Marked(string(line), 400)))
+}
+
 // finish closes stdin, checks that nothing more comes, that the agent
 // exits with status 0 and that the workspace holds the files it should.
 // extra, when set, takes the lines that come after the transcript instead.
@@ -773,7 +797,7 @@ func (r *run) end(extra func([]byte) error) error {
 			}
 			continue
 		}
-		return r.fail(0, fmt.Sprintf("the agent sent line %d after the transcript's last line: %s", r.n, clip.Marked(string(line), 400)))
+		return r.afterLast(line)
 	}
 	switch code, exited := r.exitStatus(); {
 	case ended.Load():

@@ -29,7 +29,10 @@
 //	                    editor   from here on, the agent's requests to the
 //	                             client are answered as an editor answers
 //	                             them (editor.go) and not matched: a file
-//	                             any agent passes, whatever it asks
+//	                             any agent passes, whatever it asks; its
+//	                             session/updates after the last line (a
+//	                             late title) are taken, as an editor takes
+//	                             them
 //	                    # ...    a comment
 //	-- cwd/NAME --    a file created in the workspace ($CWD) before the run
 //	-- state/NAME --  a file created in the state directory ($STATE)

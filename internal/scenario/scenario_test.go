@@ -197,6 +197,18 @@ func TestRun_fakeAgent(t *testing.T) {
 	require.Error(t, res.Err)
 	assert.Contains(t, res.Err.Error(), `the agent sent line 3 after the transcript's last line: {"jsonrpc":"2.0","method":"late"}`)
 
+	// After an editor line, a session/update that comes late (a title) is
+	// shown as an editor shows it; anything else still fails.
+	title := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"session_info_update","title":"Late"}}}`
+	withEditor := strings.Replace(echoScenario, "-- transcript --\n", "-- transcript --\neditor\n", 1)
+	res = runText(t, echoScenario, Options{Start: fakeAgent(0, title)})
+	require.Error(t, res.Err, "without an editor line, a late update is a difference")
+	res = runText(t, withEditor, Options{Start: fakeAgent(0, title)})
+	require.NoError(t, res.Err)
+	res = runText(t, withEditor, Options{Start: fakeAgent(0, title, `{"jsonrpc":"2.0","method":"late"}`)})
+	require.Error(t, res.Err)
+	assert.Contains(t, res.Err.Error(), `the agent sent line 4 after the transcript's last line: {"jsonrpc":"2.0","method":"late"}`)
+
 	// The agent ends its output while a line is awaited.
 	early := strings.Replace(echoScenario, `"method":"b"`, `"method":"exit"`, 1)
 	res = runText(t, early, Options{Start: fakeAgent(4)})
