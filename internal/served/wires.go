@@ -49,15 +49,17 @@ type request struct {
 // marked reports whether the call carries an agent's mark of a side call
 // (a title, a routing decision, a summary, a quota check, a suggestion of
 // the user's next prompt): it asks for JSON, or for at most one token, or
-// its user's newest words end in claude's [SUGGESTION MODE: ...]. It is
+// its user's newest message holds claude's [SUGGESTION MODE: ...]. It is
 // answered without an entry. A call without tools is not a side call for
 // that alone: a chat-only agent offers none (see Model.choose for the
 // other side calls).
 func (r *request) marked() bool { return r.schema != nil || r.probe || r.suggestion() }
 
-// suggestionMark ends the last user message of claude's call for a
-// suggestion of the user's next prompt (the whole conversation, the same
-// tools).
+// suggestionMark opens claude's instructions, in the last user message of
+// its call for a suggestion of the user's next prompt (the whole
+// conversation, the same tools): Claude Code 2.1.318 begins the message
+// with "[SUGGESTION MODE: Suggest what the user might naturally type next
+// into Claude Code.]" and its rules on the lines after it.
 const suggestionMark = "[SUGGESTION MODE:"
 
 // suggestion reports a call for a suggestion of the user's next prompt.
@@ -65,7 +67,8 @@ func (r *request) suggestion() bool {
 	for i := len(r.msgs) - 1; i >= 0; i-- {
 		if m := r.msgs[i]; m.Role == "user" && strings.TrimSpace(m.Text) != "" {
 			t := strings.TrimSpace(m.Text)
-			return strings.Contains(t, suggestionMark) && strings.HasSuffix(t, "]")
+			return strings.HasPrefix(t, suggestionMark) || strings.Contains(t, "\n"+suggestionMark) ||
+				strings.Contains(t, suggestionMark) && strings.HasSuffix(t, "]")
 		}
 	}
 	return false

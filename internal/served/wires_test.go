@@ -276,9 +276,10 @@ func TestServedModel_systemMessageInsideIsContext(t *testing.T) {
 // Verify claude's side calls as Claude Code 2.1 makes them: the title call
 // asking for JSON through output_config.format gets a short title from the
 // user's first words, and the prompt-suggestion call (the whole
-// conversation, the same tools, the user's last words ending in
-// [SUGGESTION MODE: ...]) a short suggestion; both are counted as side
-// calls and take no entry: the thread's next call still gets its own.
+// conversation, the same tools, the user's last message beginning with
+// [SUGGESTION MODE: ...] and its rules, or ending with the mark alone) a
+// short suggestion; each is counted as a side call and takes no entry:
+// the thread's next call still gets its own.
 func TestServedModel_claudeSideCalls(t *testing.T) {
 	m := serveWireFixture(t)
 	tools := `[{"name":"Write","input_schema":{"properties":{"file_path":{},"content":{}}}}]`
@@ -290,7 +291,11 @@ func TestServedModel_claudeSideCalls(t *testing.T) {
 		`{"role":"user","content":[{"type":"text","text":"[SUGGESTION MODE: Suggest what the user might naturally type next.]"}]}]}`)
 	require.Equal(t, 200, code, text)
 	assert.Contains(t, text, `"text":"Go on."`)
-	assert.Equal(t, 2, m.Served().SideCalls)
+	code, text = post(t, m.URL+"/messages", `{"model":"claude-x","tools":`+tools+`,"messages":[{"role":"user","content":"write it"},{"role":"assistant","content":"Sure."},`+
+		`{"role":"user","content":[{"type":"text","text":"[SUGGESTION MODE: Suggest what the user might naturally type next into Claude Code.]\n\nFIRST: Look at the user's recent messages and original request.\n\nReply with ONLY the suggestion, no quotes or explanation."}]}]}`)
+	require.Equal(t, 200, code, text)
+	assert.Contains(t, text, `"text":"Go on."`, "Claude Code 2.1.318's suggestion call, its rules after the mark")
+	assert.Equal(t, 3, m.Served().SideCalls)
 	code, text = post(t, m.URL+"/messages", `{"model":"claude-x","tools":`+tools+`,"messages":[{"role":"user","content":"write it"}]}`)
 	require.Equal(t, 200, code, text)
 	assert.Contains(t, text, `"name":"Write"`, "the thread's entry is still there")
