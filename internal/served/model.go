@@ -118,7 +118,7 @@ type Count struct {
 	// lost (an agent's call it could not place, taken for a new one).
 	Restarts int   `json:"recording_restarts"`
 	Bytes    int64 `json:"bytes"`  // the request bodies
-	Tokens   int64 `json:"tokens"` // the usage the answers reported, input and output
+	Tokens   int64 `json:"tokens"` // the usage the entries' answers reported, input and output (side calls' not: they are no entry's)
 	// PromptTokens and CompletionTokens are estimated the same way for
 	// every agent and wire: a token per four bytes of the request's text
 	// (textBytes), and of the answer's text, thoughts and tool inputs.
@@ -298,7 +298,8 @@ func (m *Model) complete(ctx context.Context, req *request, size int64, wire wir
 		m.counted.SideCalls++
 		m.mu.Unlock()
 		ans.TextChunk(sideAnswer(req))
-		m.counts(ans, ans.finish(acp.StopEndTurn, nil, size))
+		ans.finish(acp.StopEndTurn, nil, size)
+		m.counts(ans, model.Usage{}) // its usage is no entry's: not the fixture's tokens
 		return "a side call, answered without an entry", nil
 	}
 	if err != nil {

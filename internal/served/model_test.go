@@ -88,7 +88,9 @@ func TestServedModel(t *testing.T) {
 	assert.Equal(t, 500, code)
 	assert.Contains(t, text, `expected the newest message to contain \"more\", but it was \"something else\"; the conversation has diverged from the recording`)
 	assert.NotContains(t, text, path, "errors name the file the user gave, not the served copy")
-	// A side call (a probe of one token, or JSON asked for) takes no entry.
+	// A side call (a probe of one token, or JSON asked for) takes no entry,
+	// and its usage is not the fixture's: the tokens served stay.
+	tokens := m.Served().Tokens
 	resp, err := http.Post(m.URL+"/chat/completions", "application/json", strings.NewReader(`{"model":"x","max_tokens":1,"tools":`+chatTools+`,"messages":[{"role":"user","content":"quota"}]}`))
 	require.NoError(t, err)
 	b, _ := io.ReadAll(resp.Body)
@@ -100,6 +102,7 @@ func TestServedModel(t *testing.T) {
 	resp.Body.Close()
 	assert.Contains(t, string(b), `"content":"{\"next\":\"user\"}"`)
 	assert.Equal(t, 2, m.Served().SideCalls)
+	assert.Equal(t, tokens, m.Served().Tokens, "side calls add nothing to the tokens served")
 	history = nil
 	code, text = post(false, `{"role":"user","content":"read a.txt at last"}`)
 	assert.Equal(t, 200, code)
