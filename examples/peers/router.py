@@ -10,8 +10,11 @@ offline against the served model (`acpbridge scenario model`):
   the threads left idle past
   --idle-timeout, their processes evicted, and one prompted again (reopened
   by the agent's session/resume or session/load); every agent process
-  killed with SIGKILL and a thread prompted again (it comes back); a thread
-  closed; stdin's end, after which nothing of the router is left running.
+  killed with SIGKILL and a thread prompted again (it comes back); an
+  evicted thread loaded (every turn replayed, the cancelled one included);
+  a thread closed; stdin's end, after which nothing of the router is left
+  running; a new router, in which a thread of the last one is loaded and
+  prompted.
 
 Exits 1 on the first step that does not hold, saying which. With --measure
 it opens 10 threads instead and prints the figures the docs give: the
@@ -34,6 +37,7 @@ FIXTURE = "\n".join(json.dumps(e) for e in [
     {"expect": "wait for it", "chunks": [{"text": "Waiting."}, {"delayMs": 120000}, {"text": "Too late."}]},
     {"expect": "after eviction", "chunks": [{"text": "Back."}]},
     {"expect": "after a crash", "chunks": [{"text": "Up again."}]},
+    {"expect": "after a new router", "chunks": [{"text": "Still here."}]},
 ]) + "\n"
 
 
@@ -184,6 +188,17 @@ class Editor:
             if time.monotonic() > end:
                 fail(f"the router did not say {name} {attrs} {count} times in {timeout} s")
             time.sleep(0.02)
+
+    def replayed(self, sid):
+        """The user's words replayed in sid since the last prompt
+        (user_message_chunk updates), joined."""
+        q = self.updates.get(sid)
+        words = ""
+        while q is not None and not q.empty():
+            u = q.get()
+            if u.get("sessionUpdate") == "user_message_chunk" and u.get("content", {}).get("type") == "text":
+                words += u["content"]["text"]
+        return words
 
     def holder(self, sid):
         """The process that holds thread sid now, as the router last said
@@ -343,6 +358,16 @@ def main():
         if ed.holder(sids[1]) == held[1]:
             fail(f"thread_held still names the evicted process {held[1]} for the reopened {sids[1]}")
         print(f"{agent}: every thread evicted when idle, one reopened and prompted; the router named its new process")
+        # An evicted thread loaded by the client: its whole history
+        # replayed, the cancelled turn's words included.
+        r = ed.call("session/load", {"sessionId": sids[0], "cwd": cwd, "mcpServers": []})
+        if "result" not in r:
+            fail(f"session/load of an evicted thread: {json.dumps(r)[:300]}")
+        words = ed.replayed(sids[0])
+        if "Write greet.sh" not in words or "wait for it" not in words:
+            fail(f"session/load of an evicted thread replayed {words!r}: not every turn, the cancelled one included")
+        ed.holder(sids[0])
+        print(f"{agent}: an evicted thread loaded: every turn replayed, the cancelled one included")
 
     killed = children(ed.p.pid)
     for p in killed:
@@ -375,6 +400,20 @@ def main():
     if code != 0:
         fail(f"the router exited {code} at stdin's end")
     print(f"{agent}: a thread closed; at stdin's end the router exited 0 and nothing is left running")
+    if not kept:
+        # A new router, as after the editor's restart: a thread of the
+        # last one loaded (its history replayed) and prompted.
+        ed = Editor(cmd, env, cwd)
+        EDITOR[0] = ed
+        ed.call("initialize", {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False}})
+        r = ed.call("session/load", {"sessionId": sids[1], "cwd": cwd, "mcpServers": []})
+        if "result" not in r or "live check" not in ed.replayed(sids[1]):
+            fail(f"session/load in a new router: {json.dumps(r)[:300]}")
+        ok(sids[1], wait(ed.prompt(sids[1], "after a new router"), 120, "a prompt after a new router"), "a prompt after a new router")
+        ed.p.stdin.close()
+        if ed.p.wait(timeout=60) != 0:
+            fail("the second router did not exit 0 at stdin's end")
+        print(f"{agent}: a thread loaded in a new router, its history replayed, and prompted")
     if measure:
         alone = measure_alone(binary, agent, env, cwd, threads)
         mib = lambda b: f"{b / 2**20:.0f} MiB"
