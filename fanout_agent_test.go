@@ -354,7 +354,8 @@ func TestFanoutAgent_initializeAgain(t *testing.T) {
 
 // Verify Zed's start-up with a thread shown in two panes: two loads of it
 // in one write to a new router are both answered, from one opening, and
-// its history reaches the client once.
+// its history reaches the client once; withdrawing either load leaves the
+// other answered.
 func TestFanoutAgent_loadInTwoPanes(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
@@ -383,6 +384,23 @@ func TestFanoutAgent_loadInTwoPanes(t *testing.T) {
 	_, r = p.turnUpdates(5, sid, "still one thread")
 	require.Nil(t, r.Error)
 	p.close()
+
+	// Either pane's load withdrawn ($/cancel_request) in the same write:
+	// that one is answered -32800, the other is served, the history once.
+	for _, withdrawn := range []int{0, 1} {
+		p = start()
+		p.call(initLine)
+		ids := []int{10, 11}
+		p.sendTogether(load(ids[0]), load(ids[1]), cancelRequest(ids[withdrawn]))
+		ups, rs, _ := p.collect(ids...)
+		require.NotNil(t, rs[ids[withdrawn]].Error, "the withdrawn load")
+		assert.Equal(t, -32800, rs[ids[withdrawn]].Error.Code)
+		require.Nil(t, rs[ids[1-withdrawn]].Error, "the other pane's load, served")
+		assert.Equal(t, 1, strings.Count(fmt.Sprint(ups), "remember this"), "the history once")
+		_, r = p.turnUpdates(12, sid, "served after the withdrawal")
+		require.Nil(t, r.Error)
+		p.close()
+	}
 }
 
 // Verify a child that never answers initialize: a session/new waiting for

@@ -91,7 +91,7 @@ func (r *router) clientAnswered(c *child, req *request, m childMessage) {
 	if c.once && len(c.pending) == 0 {
 		r.endChild(c, false)
 	}
-	if t := c.thread; req.method == acp.MethodSessionPrompt && t != nil && t.child == c && r.canList && !t.listed {
+	if t := c.thread; req.method == acp.MethodSessionPrompt && t != nil && t.child == c && r.agent.canList && !t.listed {
 		r.checkListed(t)
 	}
 }

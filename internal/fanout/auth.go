@@ -25,22 +25,22 @@ import (
 // a later version is answered v1, as the spec has an agent answer the
 // version it supports), so no answer mixes v1's shapes and v2's.
 func (r *router) onInitialize(m clientMessage) {
-	if r.Command != nil && r.initArgs != nil {
+	if r.Command != nil && r.conn.state != connNew {
 		r.initAgain(m) // the agent's answer is the connection's: given again, not asked again
 		return
 	}
-	r.initArgs = asVersion1(m.params)
+	r.conn.initArgs = asVersion1(m.params)
 	if r.Command == nil {
 		// Capabilities it cannot read offer the client the least: no
 		// terminal sign-in (the children, given the same params, agree).
 		var p acp.InitializeParams
 		_ = json.Unmarshal(m.params, &p)
 		r.answer(m.id, acp.AgentInitializeResult(r.Version, p.ClientCapabilities), nil)
-		if r.conn == connNew {
+		if r.conn.state == connNew {
 			r.moveConn(connReady)
 		}
 	} else {
-		r.initClient = &request{clientID: m.id, method: acp.MethodInitialize}
+		r.conn.initClient = &request{clientID: m.id, method: acp.MethodInitialize}
 		r.moveConn(connInitializing)
 		if len(r.spares) == 0 {
 			r.start(r.spareDir, nil) // a spare whatever the cap: the client waits on it
@@ -76,11 +76,11 @@ func asVersion1(params json.RawMessage) json.RawMessage {
 // answer to the first, once it has come (a repeated initialize waited for
 // ever while the one spare was past its own initialize).
 func (r *router) initAgain(m clientMessage) {
-	if r.initAnswer == nil {
-		r.initWaiting = append(r.initWaiting, m.id)
+	if r.conn.initAnswer == nil {
+		r.conn.initWaiting = append(r.conn.initWaiting, m.id)
 		return
 	}
-	r.respond(m.id, acp.WithID(r.initAnswer, m.id))
+	r.respond(m.id, acp.WithID(r.conn.initAnswer, m.id))
 }
 
 // firstInitAnswered is the answer to the client's first initialize (line,
@@ -89,34 +89,34 @@ func (r *router) initAgain(m clientMessage) {
 // next initialize is a first one again (its agent is started anew).
 func (r *router) firstInitAnswered(line []byte, ok bool) {
 	if ok {
-		r.initAnswer = line
+		r.conn.initAnswer = line
 	} else {
-		r.initArgs = nil
+		r.conn.initArgs = nil
 	}
-	if r.conn == connInitializing {
+	if r.conn.state == connInitializing {
 		if ok {
 			r.moveConn(connReady)
 		} else {
 			r.moveConn(connNew)
 		}
 	}
-	for _, id := range r.initWaiting {
+	for _, id := range r.conn.initWaiting {
 		r.respond(id, acp.WithID(line, id))
 	}
-	r.initWaiting = nil
+	r.conn.initWaiting = nil
 }
 
 // initialize sends c the client's initialize params: as the client's own
 // request for the first child (another agent's answer is the client's),
 // else as the router's.
 func (r *router) initialize(c *child) {
-	req := r.initClient
-	r.initClient = nil
+	req := r.conn.initClient
+	r.conn.initClient = nil
 	if req == nil {
 		req = &request{kind: kindInit, method: acp.MethodInitialize}
 	}
 	r.moveChild(c, childInitializing)
-	r.send(c, req, r.initArgs)
+	r.send(c, req, r.conn.initArgs)
 	if r.Command == nil {
 		r.release(c) // acpbridge orders what it reads: what waited goes behind it
 	}
@@ -152,9 +152,9 @@ func (r *router) initAnswered(c *child, failed bool) {
 	case failed:
 		r.Log.Warn("an agent process refused initialize", "pid", c.pid)
 		r.endChild(c, false)
-	case r.authArgs != nil:
+	case r.conn.authArgs != nil:
 		r.moveChild(c, childAuthenticating)
-		r.send(c, &request{kind: kindAuth, method: acp.MethodAuthenticate}, r.authArgs)
+		r.send(c, &request{kind: kindAuth, method: acp.MethodAuthenticate}, r.conn.authArgs)
 	default:
 		r.settle(c)
 	}
@@ -167,7 +167,7 @@ func (r *router) initAnswered(c *child, failed bool) {
 // session/new beside it, unauthenticated); one still initializing gets it
 // after its initialize answer.
 func (r *router) authenticated(done *child, params json.RawMessage) {
-	r.authArgs = params
+	r.conn.authArgs = params
 	for c := range r.children {
 		switch c.state {
 		case childReady, childOpening, childReplaying, childServing:
@@ -195,23 +195,23 @@ func (r *router) learnAgent(result json.RawMessage) json.RawMessage {
 	json.Unmarshal(caps["sessionCapabilities"], &sc)
 	switch _, resume := sc["resume"]; {
 	case resume:
-		r.reopenBy = acp.MethodSessionResume
+		r.agent.reopenBy = acp.MethodSessionResume
 	case string(caps["loadSession"]) == "true":
-		r.reopenBy = acp.MethodSessionLoad
+		r.agent.reopenBy = acp.MethodSessionLoad
 	}
-	_, r.canList = sc["list"]
+	_, r.agent.canList = sc["list"]
 	var info struct{ Name, Version string }
 	json.Unmarshal(res["agentInfo"], &info)
 	known := knownAgents[info.Name]
 	if known.cannotReopenThrough != "" && !versionAfter(info.Version, known.cannotReopenThrough) {
-		r.noEvict = fmt.Sprintf("%s %s cannot reopen a session in a new process: %s", info.Name, info.Version, known.cannotReopen)
-		r.Log.Info("threads are not evicted", events.Of(events.EvictionOff), "agent", info.Name+" "+info.Version, "why", r.noEvict)
+		r.agent.noEvict = fmt.Sprintf("%s %s cannot reopen a session in a new process: %s", info.Name, info.Version, known.cannotReopen)
+		r.Log.Info("threads are not evicted", events.Of(events.EvictionOff), "agent", info.Name+" "+info.Version, "why", r.agent.noEvict)
 	}
-	r.inSessionDir = known.inSessionDir
+	r.agent.inSessionDir = known.inSessionDir
 	if _, ok := sc["close"]; ok {
 		return result
 	}
-	r.noClose = true
+	r.agent.noClose = true
 	if caps == nil {
 		caps = map[string]json.RawMessage{}
 	}

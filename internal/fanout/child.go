@@ -421,7 +421,7 @@ func (r *router) endChild(c *child, closeFirst bool) {
 	if c.cmd == nil {
 		return // still starting: ended once it has started (onStarted)
 	}
-	if closeFirst && c.session != "" && !r.noClose && !r.ending() {
+	if closeFirst && c.session != "" && !r.agent.noClose && !r.ending() {
 		r.send(c, &request{kind: kindEvict, method: "session/close", thread: c.thread}, fmt.Appendf(nil, `{"sessionId":%q}`, c.session))
 		r.after(closeWait, func() { r.endStepAt(c, 0) })
 		return

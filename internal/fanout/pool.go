@@ -76,7 +76,7 @@ func (r *router) processDir(params json.RawMessage) string {
 		Cwd string `json:"cwd"`
 	}
 	json.Unmarshal(params, &p)
-	if r.Command == nil || !r.inSessionDir || p.Cwd == "" || !filepath.IsAbs(p.Cwd) {
+	if r.Command == nil || !r.agent.inSessionDir || p.Cwd == "" || !filepath.IsAbs(p.Cwd) {
 		return ""
 	}
 	if st, err := os.Stat(p.Cwd); err != nil || !st.IsDir() {
@@ -355,10 +355,10 @@ func (r *router) onStarted(c *child, p *process, err error) {
 				r.answer(req.clientID, nil, acp.Errorf(acp.CodeInternal, "%s could not be served: %v", req.method, err))
 			}
 		}
-		if r.initClient != nil { // the client's initialize waited for a child: it fails, and the next is a first one
+		if r.conn.initClient != nil { // the client's initialize waited for a child: it fails, and the next is a first one
 			e := acp.Errorf(acp.CodeInternal, "cannot start the agent (%v): check the command after -- in the agent's settings", err)
-			r.answer(r.initClient.clientID, nil, e)
-			r.initClient = nil
+			r.answer(r.conn.initClient.clientID, nil, e)
+			r.conn.initClient = nil
 			r.firstInitAnswered(channel.EncodeResponse("null", nil, e), false)
 		}
 		if want != nil {
@@ -376,7 +376,7 @@ func (r *router) onStarted(c *child, p *process, err error) {
 		return
 	}
 	r.moveChild(c, childSpare)
-	if r.initArgs != nil || r.initClient != nil {
+	if r.conn.state == connInitializing || r.conn.state == connReady {
 		r.initialize(c)
 	} else if r.Command == nil {
 		r.release(c) // acpbridge answers what comes before initialize itself

@@ -25,7 +25,7 @@ func (r *router) reopen(t *thread) {
 	if t.child != nil {
 		return // its old process still ends (reopened when it has), or the reopening is under way
 	}
-	method := r.reopenBy
+	method := r.agent.reopenBy
 	switch t.state {
 	case threadLost:
 		if method == "" {
@@ -113,10 +113,10 @@ func (r *router) crashed(t *thread, c *child) {
 // cannot; "" when it can.
 func (r *router) cannotReopen() string {
 	switch {
-	case r.reopenBy == "":
+	case r.agent.reopenBy == "":
 		return "the agent cannot reopen a session in a new process (it offers neither session/resume nor session/load)"
-	case r.noEvict != "":
-		return r.noEvict
+	case r.agent.noEvict != "":
+		return r.agent.noEvict
 	}
 	return ""
 }
@@ -126,7 +126,7 @@ func (r *router) cannotReopen() string {
 // otherwise.
 func (r *router) tell(id, severity, title, description string) {
 	var p acp.InitializeParams
-	if json.Unmarshal(r.initArgs, &p) != nil || !p.ClientCapabilities.Notices() {
+	if json.Unmarshal(r.conn.initArgs, &p) != nil || !p.ClientCapabilities.Notices() {
 		return
 	}
 	r.out.NotifyJSON(id, acp.Notice(severity, title, description))
@@ -164,9 +164,9 @@ func (r *router) onReopened(c *child, req *request, m childMessage) {
 	if len(m.err) > 0 {
 		r.endChild(c, false)
 		why := fmt.Errorf("the agent answered %s: %s", req.method, errorMessage(m.err))
-		if req.clientID == nil && r.noEvict == "" { // the router's own reopening of a thread it had open
-			r.noEvict = fmt.Sprintf("it could not reopen session %s in a new process (%v)", t.id, why)
-			r.Log.Warn("threads are no longer evicted", events.Of(events.EvictionStopped), "why", r.noEvict)
+		if req.clientID == nil && r.agent.noEvict == "" { // the router's own reopening of a thread it had open
+			r.agent.noEvict = fmt.Sprintf("it could not reopen session %s in a new process (%v)", t.id, why)
+			r.Log.Warn("threads are no longer evicted", events.Of(events.EvictionStopped), "why", r.agent.noEvict)
 		}
 		r.reopenFailed(t, why)
 		return

@@ -63,7 +63,7 @@ func (r *router) route(m clientMessage) {
 		r.answer(m.id, nil, acp.Errorf(acp.CodeInternal, "acpbridge --fanout is ending (stdin closed or a signal); %s was not served", m.method))
 		return
 	}
-	if r.Command != nil && r.initArgs == nil && m.id != nil && m.method != acp.MethodInitialize {
+	if r.Command != nil && r.conn.state == connNew && m.id != nil && m.method != acp.MethodInitialize {
 		// Another agent's process takes nothing before its initialize.
 		r.answer(m.id, nil, acp.Errorf(acp.CodeNotInitialized, "%s before initialize: send initialize first", m.method))
 		return
@@ -243,6 +243,16 @@ func (r *router) cancelRequest(params json.RawMessage) {
 		for id, req := range c.pending {
 			if req.clientID == nil || !bytes.Equal(req.clientID, want) {
 				continue
+			}
+			if t := req.thread; req.kind == kindReopen && t != nil {
+				if next, ok := r.passOn(t); ok {
+					// A load that others joined: the withdrawn one is
+					// answered now, and the opening goes on for the first
+					// that joined it, whose answer it becomes.
+					r.answer(req.clientID, nil, acp.Errorf(acp.CodeRequestCancelled, "%s of session %s was cancelled", req.method, t.id))
+					req.clientID = next.id
+					return
+				}
 			}
 			if i := slices.IndexFunc(c.held, func(h heldLine) bool { return h.id == id }); i >= 0 {
 				// Still waiting for its child to be ready (which may never

@@ -76,16 +76,8 @@ type router struct {
 	wg     sync.WaitGroup
 
 	// ---- the loop's
-	initArgs       json.RawMessage           // the client's initialize params, for every child
-	initClient     *request                  // the client's initialize, for the first child to be initialized (-- CMD)
-	initAnswer     []byte                    // the agent's answer to it, as relayed (-- CMD): a later initialize gets it too
-	initWaiting    []json.RawMessage         // later initializes waiting for that answer
-	authArgs       json.RawMessage           // a successful authenticate's params, repeated to every child
-	noClose        bool                      // the agent offers no session/close: the router answers it, ending the child
-	reopenBy       string                    // how a lost thread is reopened: session/resume, session/load, or "" (it cannot be)
-	canList        bool                      // the agent offers session/list: a thread is evicted once the agent lists its session
-	noEvict        string                    // why threads are not evicted: the agent cannot reopen them ("": they are)
-	inSessionDir   bool                      // a thread's process runs in its session's cwd (knownAgents)
+	conn           connection                // the client's connection: its state and what its initialize and authenticate said
+	agent          agentFacts                // what the router knows of the agent it runs
 	failing        failing                   // the pool's back-off from an agent that exits at its start
 	holding        holding                   // the spares held back from a turn or the first thread's start
 	children       map[*child]bool           // every child not dead, ending ones included: they count toward --max-children
@@ -98,11 +90,35 @@ type router struct {
 	openings       map[string]*clientMessage // session/new requests waiting for a process, by the client's id: each the request itself, so that an id withdrawn and sent again is another wait
 	transient      *child                    // a child started past the cap for what names no session, or nil
 	started        int                       // children started, for their deterministic part
-	conn           connState                 // the connection's state (connMachine)
 	endedMeanwhile bool                      // ending: a child ended since the end's wait was last armed
 	clientDone     bool                      // stdin's reader has returned (or a signal: it is not waited for)
 	detPart        int                       // ACPBRIDGE_DETERMINISTIC's part, or 0
 	idleTimer      *time.Timer
+}
+
+// connection is the client's connection as the router holds it: where it
+// is (connMachine), and what the client's initialize and authenticate
+// said, which every child is told in turn.
+type connection struct {
+	state       connState
+	initArgs    json.RawMessage   // the client's initialize params, asking for v1, for every child (nil until one is seen, and again after the first failed)
+	initClient  *request          // the client's initialize, for the first child to be initialized (-- CMD)
+	initAnswer  []byte            // the agent's answer to it, as relayed (-- CMD): a later initialize gets it too
+	initWaiting []json.RawMessage // later initializes waiting for that answer
+	authArgs    json.RawMessage   // a successful authenticate's params, repeated to every child
+}
+
+// agentFacts is what the router knows of the agent it runs, from the
+// agent's answer to initialize and the table of agents it knows
+// (knownAgents), or learned at a reopening that failed: they decide what
+// it promises (eviction, reopening, a crash's message, a load of a live
+// thread, close).
+type agentFacts struct {
+	noClose      bool   // the agent offers no session/close: the router answers it, ending the child
+	reopenBy     string // how a lost thread is reopened: session/resume, session/load, or "" (it cannot be)
+	canList      bool   // the agent offers session/list: a thread is evicted once the agent lists its session
+	noEvict      string // why threads are not evicted: the agent cannot reopen them ("": they are)
+	inSessionDir bool   // a thread's process runs in its session's cwd (knownAgents)
 }
 
 // deterministicVar makes a child's ids and clock stable (main.go).
@@ -145,7 +161,7 @@ func newRouter(o Options, exe string) *router {
 		done:     make(chan struct{}),
 		children: map[*child]bool{}, threads: map[string]*thread{}, inflight: map[string]bool{}, openings: map[string]*clientMessage{}}
 	if o.Command == nil {
-		r.reopenBy = acp.MethodSessionResume // acpbridge resumes any session it persisted
+		r.agent.reopenBy = acp.MethodSessionResume // acpbridge resumes any session it persisted
 	} else {
 		// What the agents start inherits the tag, in sessions of their own
 		// too (codex-acp and claude-agent-acp run commands so): the keeper
@@ -316,7 +332,7 @@ func (r *router) onStdinEnd() {
 
 // ending reports whether stdin has ended or a signal came: every child is
 // ending.
-func (r *router) ending() bool { return r.conn == connEnding }
+func (r *router) ending() bool { return r.conn.state == connEnding }
 
 // errClosing answers what could not start because the router is ending.
 var errClosing = fmt.Errorf("acpbridge --fanout is ending (stdin closed or a signal)")

@@ -143,7 +143,7 @@ func (r *router) moveThread(t *thread, s threadState) bool {
 
 // moveConn moves the connection to s.
 func (r *router) moveConn(s connState) bool {
-	return move(r, &connMachine, &r.conn, s)
+	return move(r, &connMachine, &r.conn.state, s)
 }
 
 // moveHold moves the spares' hold to s.

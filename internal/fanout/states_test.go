@@ -116,7 +116,7 @@ func TestMoveRefused_logged(t *testing.T) {
 // the table is tried (in a test binary, a panic).
 func TestInitAnsweredWhileEnding(t *testing.T) {
 	r := strictRouter()
-	r.authArgs = json.RawMessage(`{"methodId":"token"}`)
+	r.conn.authArgs = json.RawMessage(`{"methodId":"token"}`)
 	for _, failed := range []bool{false, true} {
 		c := &child{state: childEnding}
 		assert.NotPanics(t, func() { r.initAnswered(c, failed) }, "failed: %v", failed)

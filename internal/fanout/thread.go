@@ -41,8 +41,10 @@ type thread struct {
 	crashes int
 	// joiners are the client's loads of this session that came while its
 	// load by the client was in flight (Zed restoring a thread shown in
-	// two panes): answered from that one opening, never replayed twice.
-	joiners []json.RawMessage
+	// two panes): answered from that one opening, never replayed twice. A
+	// joiner withdrawn is answered at once; the load they joined,
+	// withdrawn, hands its opening to the first of them (passOn).
+	joiners []clientMessage
 }
 
 // reopening reports whether a new process is being found for t or opens
@@ -105,7 +107,7 @@ func (r *router) loadOrResume(t *thread, m clientMessage) {
 	case t.state == threadOpen && m.method == acp.MethodSessionResume:
 		r.send(t.child, &request{clientID: m.id, method: m.method, thread: t}, m.params)
 	case m.method == acp.MethodSessionLoad && r.clientLoading(t):
-		t.joiners = append(t.joiners, m.id)
+		t.joiners = append(t.joiners, m)
 	case t.reopening():
 		r.hold(t, m)
 	case t.state == threadOpen && r.clientBusy(t):
@@ -133,7 +135,7 @@ func (r *router) loadOrResume(t *thread, m clientMessage) {
 // cancelled), is closed here.
 func (r *router) closeThread(t *thread, m clientMessage) {
 	switch {
-	case t.state == threadOpen && !r.noClose:
+	case t.state == threadOpen && !r.agent.noClose:
 		r.send(t.child, &request{clientID: m.id, method: m.method, thread: t}, m.params)
 		return
 	case t.state == threadOpen: // a close the client asked for ends its turn cancelled, not as a crash
@@ -196,8 +198,8 @@ func (r *router) clientLoading(t *thread) bool {
 // answerJoiners answers the loads that joined t's opening with its
 // answer (line, as written to the client).
 func (r *router) answerJoiners(t *thread, line []byte) {
-	for _, id := range t.joiners {
-		r.respond(id, acp.WithID(line, id))
+	for _, j := range t.joiners {
+		r.respond(j.id, acp.WithID(line, j.id))
 	}
 	t.joiners = nil
 }
@@ -248,10 +250,20 @@ func (r *router) hold(t *thread, m clientMessage) {
 
 // unhold answers -32800 to the request id waiting on t, if it is there.
 func (r *router) unhold(t *thread, id []byte) bool {
+	if i := slices.IndexFunc(t.joiners, func(j clientMessage) bool { return string(j.id) == string(id) }); i >= 0 {
+		// A load that joined another: that one goes on.
+		r.answer(id, nil, acp.Errorf(acp.CodeRequestCancelled, "session/load of session %s was cancelled", t.id))
+		t.joiners = slices.Delete(t.joiners, i, i+1)
+		return true
+	}
 	if t.opener != nil && string(t.opener.id) == string(id) {
 		// Not sent yet: its thread waits for its old process to end.
 		r.answer(t.opener.id, nil, acp.Errorf(acp.CodeRequestCancelled, "%s of session %s was cancelled", t.opener.method, t.id))
 		t.opener = nil
+		if next, ok := r.passOn(t); ok {
+			t.opener = &next // the load that joined it opens the thread instead
+			return true
+		}
 		switch {
 		case t.opened == nil && len(t.held) == 0:
 			r.forget(t, "not opened")
@@ -273,6 +285,17 @@ func (r *router) unhold(t *thread, id []byte) bool {
 		}
 	}
 	return false
+}
+
+// passOn takes the first of the loads that joined t's opening, when the
+// client's load that opens it was withdrawn: the opening goes on for it.
+func (r *router) passOn(t *thread) (clientMessage, bool) {
+	if len(t.joiners) == 0 {
+		return clientMessage{}, false
+	}
+	next := t.joiners[0]
+	t.joiners = t.joiners[1:]
+	return next, true
 }
 
 // failHeld answers what waits on t with err: a prompt ends cancelled when
@@ -305,7 +328,7 @@ func (r *router) failHeldWith(t *thread, errFor func(clientMessage) error) {
 // nothing in flight (no request of the client's, none of the child's open
 // at the client), and an agent that can reopen it.
 func (r *router) evictable(t *thread) bool {
-	return t.state == threadOpen && !r.busy(t) && r.cannotReopen() == "" && (!r.canList || t.listed)
+	return t.state == threadOpen && !r.busy(t) && r.cannotReopen() == "" && (!r.agent.canList || t.listed)
 }
 
 // busy reports whether something of open t's is in flight: a request of
@@ -388,7 +411,7 @@ func (r *router) onIdleCheck() {
 	for _, t := range r.threads {
 		if t.state == threadOpen && time.Since(t.child.active) >= r.IdleTimeout && !r.evict(t, "idle", threadEvicting) && !t.keptIdle {
 			t.keptIdle = true // said once: the check runs every so often
-			r.Log.Debug("an idle thread is kept", events.Of(events.IdleKept), "session", t.id, "why", cmp.Or(r.noEvict, "not evictable now"))
+			r.Log.Debug("an idle thread is kept", events.Of(events.IdleKept), "session", t.id, "why", cmp.Or(r.agent.noEvict, "not evictable now"))
 		}
 	}
 	r.armIdle()
