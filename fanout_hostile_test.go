@@ -759,6 +759,28 @@ func eventInt(t *testing.T, events, name, key string) int {
 	return 0
 }
 
+// Verify that a request naming no session, withdrawn while the process
+// started for it alone (no spare left: --spares 0, the one that answered
+// initialize taken by a thread) is not ready yet, is answered -32800 and
+// that process ends: it no longer counts toward --max-children, and a
+// second thread opens in its place.
+func TestFanoutHostile_withdrawnSessionlessEnds(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, []string{"--spares", "0", "--max-children", "2"}, "-start-delay", "1s")
+	p.call(initLine)
+	a := p.openSession(1)
+	p.sendTogether(`{"jsonrpc":"2.0","id":2,"method":"session/list","params":{}}`, cancelRequest(2))
+	r := decodeResponse(t, p.await(`{"id":2}`))
+	require.NotNil(t, r.Error)
+	assert.Equal(t, -32800, r.Error.Code)
+	require.Eventually(t, func() bool { return slices.Equal(agentChildren(t, p.cmd.Process.Pid), []int{agentPid(t, a)}) }, hang, 20*time.Millisecond,
+		"the process started for the withdrawn request ends; the thread's stays")
+	b := p.openSession(3)
+	_, r2 := p.turnUpdates(4, b, "hello")
+	require.Nil(t, r2.Error, "a second thread, within --max-children 2")
+	p.close()
+}
+
 // Verify that a session/new withdrawn while it waits for a process slot
 // (--max-children: an idle thread's process ends for it), its id sent again
 // at once for another project, opens the second project's session, not the

@@ -260,6 +260,9 @@ func (r *router) cancelRequest(params json.RawMessage) {
 				c.held = slices.Delete(c.held, i, i+1)
 				delete(c.pending, id)
 				r.answer(req.clientID, nil, acp.Errorf(acp.CodeRequestCancelled, "%s was withdrawn ($/cancel_request) before its agent process was ready for it", req.method))
+				if c.once && len(c.pending) == 0 {
+					r.endChild(c, false) // started past the cap for it alone: it serves nothing now
+				}
 				return
 			}
 			r.send(c, &request{method: acp.MethodCancelRequest}, fmt.Appendf(nil, `{"requestId":%d}`, id))
