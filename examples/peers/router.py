@@ -200,16 +200,22 @@ class Editor:
                 words += u["content"]["text"]
         return words
 
-    def holder(self, sid):
+    def holder(self, sid, timeout=10):
         """The process that holds thread sid now, as the router last said
-        (thread_held); it must be one of the router's running children."""
-        held = self.events("thread_held", session=sid)
-        if not held:
-            fail(f"the router never said which process holds {sid} (thread_held)")
-        pid = held[-1]["pid"]
-        if pid not in children(self.p.pid):
-            fail(f"thread_held names process {pid} for {sid}, which is not one of the router's running agent processes {children(self.p.pid)}")
-        return pid
+        (thread_held); it must be one of the router's running children.
+        The router writes the event as the process takes the thread, which
+        may be just after the answer that the client has read."""
+        end = time.monotonic() + timeout
+        while True:
+            held = self.events("thread_held", session=sid)
+            running = children(self.p.pid)
+            if held and held[-1]["pid"] in running:
+                return held[-1]["pid"]
+            if time.monotonic() > end:
+                if not held:
+                    fail(f"the router never said which process holds {sid} (thread_held)")
+                fail(f"thread_held names process {held[-1]['pid']} for {sid}, which is not one of the router's running agent processes {running}")
+            time.sleep(0.05)
 
 
 def children(pid):

@@ -84,7 +84,7 @@ func (c *Comparison) baseline() int {
 type scenarioRecord struct {
 	Path        string         `json:"path"`
 	SHA256      string         `json:"sha256"` // of the scenario file as it ran
-	Repeat      int            `json:"repeat"` // counted runs per agent
+	Repeat      int            `json:"repeat"` // counted runs per agent (a run of --threads is its sessions together)
 	Results     []agentResults `json:"results"`
 	Differences []Differences  `json:"differences"`
 
@@ -204,7 +204,8 @@ func newScenarioRecord(path string, names []string, runs [][]Run, diffs []Differ
 	sr := scenarioRecord{Path: path, SHA256: fileSHA256(path), Differences: diffs, runs: runs}
 	figs := figuresOf(maxTurns(runs))
 	for i, rs := range runs {
-		sr.Repeat = max(sr.Repeat, len(rs))
+		_, counted := runsPassed(rs) // runs, not the sessions of --threads
+		sr.Repeat = max(sr.Repeat, counted)
 		ar := agentResults{Agent: names[i], Summary: map[string]summary{}, Passed: Passed(rs)}
 		ar.PassRateCI95 = wilson95(ar.Passed, len(rs))
 		for n, r := range rs {

@@ -310,6 +310,7 @@ func TestWriteCSV_threads(t *testing.T) {
 	runs := [][]Run{{s(1, 1, nil), s(1, 2, errors.New("no")), s(2, 1, nil), s(2, 2, nil)}}
 	cmp := &Comparison{Agents: []agentRecord{{Name: "a"}}}
 	cmp.Scenarios = append(cmp.Scenarios, newScenarioRecord("s.txtar", []string{"a"}, runs, nil, 0))
+	assert.Equal(t, 2, cmp.Scenarios[0].Repeat, "two counted runs of two sessions each: report.md says 2 runs, not 4")
 	path := filepath.Join(t.TempDir(), "runs.csv")
 	require.NoError(t, cmp.WriteCSV(path))
 	b, err := os.ReadFile(path)
