@@ -617,6 +617,25 @@ func TestFanoutHostile_agentExitsAtStartBacksOff(t *testing.T) {
 	p.close()
 }
 
+// Verify that an agent that hangs at initialize at every start after its
+// first is not started again for ever while the client waits for nothing:
+// each spare is ended at the bound and counts as a start that failed, so
+// after a few the router stops starting them (warming_stopped), and the
+// thread the first process serves goes on.
+func TestFanoutHostile_agentHangsAtInitializeBacksOff(t *testing.T) {
+	t.Parallel()
+	first := filepath.Join(t.TempDir(), "first")
+	p := startProcess(t, nil, "--fanout", "--reopen-timeout", "1s", "--state-dir", t.TempDir(), "--",
+		"sh", "-c", `if [ -e "$0" ]; then exec sleep 3600; fi; touch "$0"; exec "$1"`, first, oneAgent(t))
+	p.call(initLine)
+	a := p.openSession(1)
+	p.awaitEvent("warming_stopped")
+	assert.LessOrEqual(t, strings.Count(p.events.String(), `"event":"init_timeout"`), 6, "spares ended at the bound before the router stopped starting them")
+	_, r := p.turnUpdates(2, a, "still here")
+	require.Nil(t, r.Error, "the thread the first process serves")
+	p.close()
+}
+
 // Verify what the user is told when a thread's agent process crashes: the
 // running prompt's error says so and that the thread comes back; the next
 // prompt reopens it, and a client that opted into notices gets one for the

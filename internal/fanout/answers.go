@@ -159,8 +159,11 @@ func (r *router) onChildExited(c *child) {
 	if !wasEnding && !r.ending() && !closed && (c.session != "" || asked) {
 		r.Log.Error("the process of a session ended", events.Of(events.ChildEnded), "session", c.session, "pid", c.pid, "status", c.cmd.ProcessState.String())
 	}
-	if !wasEnding && !r.ending() && c.session == "" && c.thread == nil {
-		r.startFailed(c) // a spare, or a process taken for a thread, that never served one
+	if (!wasEnding || c.gaveUp != "") && !r.ending() && c.session == "" && c.thread == nil {
+		// A spare, or a process taken for a thread, that never served one:
+		// it exited, or was ended for not answering initialize in time (an
+		// agent that hangs there every time is not restarted for ever).
+		r.startFailed(c)
 	}
 	if t := c.thread; t != nil && t.child == c && t.state != threadClosed {
 		switch t.state {
