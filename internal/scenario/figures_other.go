@@ -9,6 +9,8 @@ package scenario
 import (
 	"os"
 	"time"
+
+	"acpbridge/internal/report"
 )
 
 func treeMemory(int) ([]procMemory, bool) { return nil, false }
