@@ -625,7 +625,9 @@ func TestFanoutHostile_agentExitsAtStartBacksOff(t *testing.T) {
 func TestFanoutHostile_agentHangsAtInitializeBacksOff(t *testing.T) {
 	t.Parallel()
 	first := filepath.Join(t.TempDir(), "first")
-	p := startProcess(t, nil, "--fanout", "--reopen-timeout", "1s", "--state-dir", t.TempDir(), "--",
+	p := startProcessWith(t, nil, func(cmd *exec.Cmd, _ *testAgent) {
+		cmd.Env = append(os.Environ(), "ONEAGENT_STATE="+t.TempDir()) // its sessions there, not in the router's directory
+	}, "--fanout", "--reopen-timeout", "1s", "--state-dir", t.TempDir(), "--",
 		"sh", "-c", `if [ -e "$0" ]; then exec sleep 3600; fi; touch "$0"; exec "$1"`, first, oneAgent(t))
 	p.call(initLine)
 	a := p.openSession(1)
