@@ -132,6 +132,7 @@ python3 bench/fanout/eof.py "$out/acpbridge" 20 80 100
 echo "== hostile input: peak RSS against an endless model stream, and the --fanout router with a 30 MB prompt beside a stream"
 python3 bench/hostile/memory.py "$out/acpbridge"
 python3 bench/hostile/mcp_flood.py "$out/acpbridge"
+python3 bench/hostile/paused.py "$out/acpbridge"
 
 echo "== --fanout: session/new and the stream through the router against direct (5 interleaved rounds)"
 "$out/driver" --rounds 5 --m 0 --tabs 0 \

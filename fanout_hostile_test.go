@@ -747,6 +747,88 @@ func TestFanoutHostile_slowEditorRequests(t *testing.T) {
 	p.close()
 }
 
+// Verify that the router's memory is bounded as a whole, not a bound per
+// thread: sixteen threads each writing 4 updates of 1 MiB while the
+// editor reads nothing hold the router to one budget. Every time a child
+// is read no further, the router says what all its children hold: at most
+// the budget and one line, where a bound per child let sixteen hold
+// sixteen. Once the editor reads again, every update of every thread
+// arrives whole and in order. (Peak RSS figures, one thread and sixteen,
+// are in docs/reliability.md.)
+func TestFanoutHostile_slowEditorSixteenThreads(t *testing.T) {
+	t.Parallel()
+	const threads, n, size = 16, 4, 1 << 20
+	p := startRoutedWith(t, []string{"--max-children", "20", "--spares", "0"})
+	p.call(initLine)
+	var sessions []string
+	for i := range threads {
+		sessions = append(sessions, p.openSession(10+i))
+	}
+	p.reading.pause()
+	var prompts []string
+	for i, s := range sessions {
+		prompts = append(prompts, prompt(100+i, s, fmt.Sprintf("burst %d of %d", n, size)))
+	}
+	p.sendTogether(prompts...)
+	held := func() map[int]int { // the most all children held, by the pid that waited (-1: not said)
+		most := map[int]int{}
+		for _, line := range strings.Split(p.events.String(), "\n") {
+			var ev struct {
+				Event    string
+				Pid, All *int
+			}
+			if json.Unmarshal([]byte(line), &ev) == nil && ev.Event == "child_output_held" {
+				all := -1
+				if ev.All != nil {
+					all = *ev.All
+				}
+				if was, seen := most[*ev.Pid]; !seen || all > was {
+					most[*ev.Pid] = all
+				}
+			}
+		}
+		return most
+	}
+	require.Eventually(t, func() bool { return len(held()) == threads }, hang, 20*time.Millisecond,
+		"every thread's agent is read no further while the editor reads nothing")
+	for pid, all := range held() {
+		assert.GreaterOrEqual(t, all, 0, "child_output_held says what all children hold")
+		assert.LessOrEqual(t, all, 2<<20+size+64<<10, "what all children hold when the agent %d waits: the budget and one line", pid)
+	}
+	p.reading.unpause()
+
+	got := map[string][]string{}
+	answered := 0
+	for answered < threads {
+		line := p.next("the sixteen turns' answers")
+		require.NotNil(t, line, "EOF before the answers")
+		var m struct {
+			ID     json.RawMessage
+			Method string
+			Params struct {
+				SessionID string
+				Update    struct{ Content struct{ Text string } }
+			}
+		}
+		require.NoError(t, json.Unmarshal(line, &m))
+		if text := m.Params.Update.Content.Text; m.Method == "session/update" && len(text) == 4+size {
+			got[m.Params.SessionID] = append(got[m.Params.SessionID], text[:4])
+		}
+		if m.Method == "" && m.ID != nil {
+			require.Nil(t, decodeResponse(t, line).Error)
+			answered++
+		}
+	}
+	want := make([]string, n)
+	for i := range want {
+		want[i] = fmt.Sprintf("%03d:", i)
+	}
+	for _, s := range sessions {
+		assert.Equal(t, want, got[s], "every update of session %s, whole and in order", s)
+	}
+	p.close()
+}
+
 // heldAtBound opens a thread and prompts it with text (lines of size bytes
 // each from its agent) while the client reads nothing: the router must
 // say it holds the child's output, at most its bound and two lines. The

@@ -37,7 +37,7 @@ const (
 	// The router and a misbehaving child.
 	ChildLineDropped Name = "child_line_dropped" // pid, session, bytes: a child's line that is no JSON-RPC message
 	ChildSpoofed     Name = "child_spoofed"      // pid, serves, named, method: a child named another thread's session
-	ChildOutputHeld  Name = "child_output_held"  // pid, bytes: a child is read no further until the client reads
+	ChildOutputHeld  Name = "child_output_held"  // pid, bytes, all: a child is read no further until the client reads (bytes: its own, with the fragment it waits to read; all: every child's)
 	CancelBehind     Name = "cancel_behind"      // pid, session: a child behind on its input has its prompts cancelled
 	MoveRefused      Name = "move_refused"       // machine, from, to: a state move not in its table (a bug)
 )

@@ -87,10 +87,10 @@ func (r *router) queuedBytes() int { return 2*r.MaxLine + 1<<20 }
 
 // process is a started child's process and the router's ends of its pipes.
 type process struct {
-	cmd     *exec.Cmd
-	in      *outbox
-	stdout  *os.File
-	backlog *backlog // what its reader has handed the loop, not yet written
+	cmd    *exec.Cmd
+	in     *outbox
+	stdout *os.File
+	out    *account // its part of the router's budget: what its reader has read, not yet written
 }
 
 // startProcess starts c's process with pipes of the router's own (so that
@@ -129,7 +129,7 @@ func (r *router) startProcess(c *child, cmd *exec.Cmd, errTail *tail) (*process,
 			r.Log.Warn("an agent's children may outlive the router if it is killed", "err", err)
 		}
 	}
-	p := &process{cmd: cmd, in: &outbox{w: inW, wake: make(chan struct{}, 1)}, stdout: outR, backlog: newBacklog()}
+	p := &process{cmd: cmd, in: &outbox{w: inW, wake: make(chan struct{}, 1)}, stdout: outR, out: r.budget.open()}
 	read, copied := make(chan struct{}), make(chan struct{})
 	r.spawn(p.in.run)
 	r.spawn(func() { defer close(read); r.readChild(c, p) })
@@ -180,7 +180,7 @@ func (r *router) watch(c *child, p *process, read, copied chan struct{}, errR *o
 			case <-pipe.done:
 				waited = true
 			case <-time.After(drainWait):
-				if pipe.f == p.stdout && p.backlog.clientBound() {
+				if pipe.f == p.stdout && p.out.clientBound() {
 					continue // read as fast as the client takes it, not held by a helper
 				}
 				pipe.f.Close() // its reader returns
@@ -194,29 +194,33 @@ func (r *router) watch(c *child, p *process, read, copied chan struct{}, errR *o
 	r.post(func() { r.onChildExited(c) })
 }
 
-// readChild hands each of c's lines, decoded, to the loop, no faster than
-// the loop writes them (backlog). A line over the limit is reported as soon
-// as it passes the limit and read on to its end without being kept: an
+// readChild hands each of c's lines, decoded, to the loop, reading no
+// faster than the loop writes them (the budget, which each fragment is
+// taken from as it is read). A line over the limit is reported as soon as
+// it passes the limit and read on to its end without being kept: an
 // endless line costs nothing but the reading.
 func (r *router) readChild(c *child, p *process) {
+	defer p.out.drop() // a line cut by the child's end, or the router's
 	br := bufio.NewReaderSize(p.stdout, 64<<10)
 	limit := r.MaxLine + lineSlack
+	take := func(n int) bool {
+		return p.out.take(n, r.done, func(mine, all int) {
+			r.Log.Debug("a child's output waits for the client to read", events.Of(events.ChildOutputHeld), "pid", p.cmd.Process.Pid, "bytes", mine+n, "all", all)
+		})
+	}
 	for {
-		line, err := readLine(br, limit)
+		line, err := readLine(br, limit, take)
 		switch {
 		case errors.Is(err, errLineTooLong):
+			p.out.drop()
 			r.post(func() { r.onChildLineTooLong(c) })
 			err = skipLine(br)
 		case len(bytes.TrimSpace(line)) > 0:
 			m := decodeChildLine(line)
-			n := len(line)
-			held := p.backlog.take(n, r.done, func(out int) {
-				r.Log.Debug("a child's output waits for the client to read", events.Of(events.ChildOutputHeld), "pid", p.cmd.Process.Pid, "bytes", out+n)
-			})
-			if !held {
-				return // the loop has returned
-			}
-			r.post(func() { r.onChildMessage(c, m); p.backlog.give(n) })
+			n := p.out.queue()
+			r.post(func() { r.onChildMessage(c, m); p.out.give(n) })
+		default:
+			p.out.drop()
 		}
 		if err != nil {
 			return
@@ -224,16 +228,23 @@ func (r *router) readChild(c *child, p *process) {
 	}
 }
 
-var errLineTooLong = errors.New("line over the limit")
+var (
+	errLineTooLong = errors.New("line over the limit")
+	errReadEnded   = errors.New("the router ended while a line was read")
+)
 
 // readLine reads one line (a copy of its own, without its newline) of at
-// most limit bytes; errLineTooLong as soon as it is longer.
-func readLine(br *bufio.Reader, limit int) ([]byte, error) {
+// most limit bytes, taking each fragment's bytes (take) before keeping it;
+// errLineTooLong as soon as it is longer.
+func readLine(br *bufio.Reader, limit int, take func(n int) bool) ([]byte, error) {
 	var line []byte
 	for {
 		frag, err := br.ReadSlice('\n')
 		if len(line)+len(frag) > limit+1 {
 			return nil, errLineTooLong
+		}
+		if !take(len(frag)) {
+			return nil, errReadEnded
 		}
 		line = append(line, frag...)
 		if errors.Is(err, bufio.ErrBufferFull) {

@@ -16,9 +16,10 @@
 // starting a process, writing a child's stdin (a writer goroutine per child
 // with a bounded queue, so a child that stops reading stalls only its own
 // thread), reading a child's stdout (a reader per child, holding each line
-// to the line limit and at most 1 MiB ahead of what the client has been
-// written: backlog.go), waiting for a process to end, and the client's
-// answer to a child's request (a goroutine per request, bounded per child).
+// to the line limit, and all of them together to one budget of bytes read
+// and not yet written to the client: budget.go), waiting for a process to
+// end, and the client's answer to a child's request (a goroutine per
+// request, bounded per child).
 //
 // # Four state machines, as tables
 //

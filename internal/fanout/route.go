@@ -346,7 +346,7 @@ func (r *router) onChildLineTooLong(c *child) {
 // are open at once (a child that floods the client is answered an error).
 // The request is written here, on the loop, as every other line of c's:
 // the client reads c's lines in the order c wrote them, and c's reader
-// counts the request's bytes (backlog) until the client has taken them.
+// counts the request's bytes (the budget) until the client has taken them.
 // Only its id is kept while the answer is awaited.
 func (r *router) callClient(c *child, m childMessage) {
 	key := string(m.id)

@@ -73,6 +73,7 @@ type router struct {
 	args   []string // an acpbridge child's flags: ours less --fanout
 	events chan func()
 	done   chan struct{} // closed when the loop has returned: posts are dropped
+	budget *budget       // what the children's readers have read and the loop not yet written
 	wg     sync.WaitGroup
 
 	// ---- the loop's
@@ -158,6 +159,7 @@ func newRouter(o Options, exe string) *router {
 		// its own id for the client's, up to 20 digits longer.
 		args:     append(withoutFanout(o.Args), fmt.Sprintf("--max-line-bytes=%d", o.MaxLine+rewrapSlack)),
 		events:   make(chan func(), 64),
+		budget:   newBudget(budgetBytes, shareBytes),
 		done:     make(chan struct{}),
 		children: map[*child]bool{}, threads: map[string]*thread{}, inflight: map[string]bool{}, openings: map[string]*clientMessage{}}
 	if o.Command == nil {

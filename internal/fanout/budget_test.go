@@ -1,0 +1,99 @@
+// budget_test.go checks the one bound on what the router has read of its
+// children and not yet written.
+
+package fanout
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// took runs a take beside the test: its outcome, and what it was told when
+// it had to wait.
+func took(a *account, n int, done <-chan struct{}) (chan bool, chan [2]int) {
+	ok, held := make(chan bool, 1), make(chan [2]int, 1)
+	go func() { ok <- a.take(n, done, func(mine, all int) { held <- [2]int{mine, all} }) }()
+	return ok, held
+}
+
+// Verify that a child takes within its share, waits past it while lines of
+// its own are still to be written, and is let go once they are; that a
+// line longer than the share passes whole when nothing of its child's is
+// left to write; that watch sees a reader held by the client; and that the
+// router's end lets a waiting reader go.
+func TestBudget_oneChild(t *testing.T) {
+	b := newBudget(2000, 1000)
+	a := b.open()
+	never := make(chan struct{})
+	noWait := func(int, int) { t.Error("waited with room") }
+	assert.True(t, a.take(600, never, noWait))
+	assert.Equal(t, 600, a.queue())
+
+	ok, held := took(a, 600, never)
+	assert.Equal(t, [2]int{600, 600}, <-held, "past its share with a line of its own to write: it waits")
+	assert.True(t, a.clientBound(), "waiting on the client")
+	a.give(600)
+	assert.True(t, <-ok, "let go once its line is written")
+	assert.False(t, a.clientBound(), "looked at since it waited, and no longer waiting")
+
+	for range 5 { // the same line on: 3000 bytes, past both bounds, with nothing queued
+		assert.True(t, a.take(600, never, noWait), "one line always passes")
+	}
+	assert.Equal(t, 3600, b.held())
+	n := a.queue()
+	assert.Equal(t, 3600, n)
+	ok, _ = took(a, 1, never)
+	a.give(n)
+	assert.True(t, <-ok, "the next line once the long one is written")
+	assert.Equal(t, 1, b.held())
+	a.drop()
+	assert.Equal(t, 0, b.held(), "a line not kept is given back")
+
+	assert.True(t, a.take(1000, never, noWait))
+	a.queue()
+	done := make(chan struct{})
+	ok, _ = took(a, 1, done)
+	close(done)
+	assert.False(t, <-ok, "the router ended")
+}
+
+// Verify that the children share one budget: a child with a line of its
+// own still to write waits once all of them hold the limit, even within
+// its share; that when readers wait in the middle of a line with nothing
+// of theirs to write, one of them (and only one) finishes its line past
+// the bounds; and that the next may pass only once that line is written.
+func TestBudget_children(t *testing.T) {
+	b := newBudget(2000, 1000)
+	never := make(chan struct{})
+	noWait := func(int, int) { t.Error("waited with room") }
+	a, c, d := b.open(), b.open(), b.open()
+	assert.True(t, a.take(1000, never, noWait))
+	assert.True(t, c.take(990, never, noWait))
+	nc := c.queue()
+	assert.True(t, d.take(10, never, noWait))
+	nd := d.queue()
+
+	ok, held := took(d, 10, never)
+	assert.Equal(t, [2]int{10, 2000}, <-held, "all children together at the limit: d waits, within its share")
+	c.give(nc)
+	assert.True(t, <-ok, "room once another child's line is written")
+	d.give(nd)
+
+	// a and d are each in the middle of a line, nothing queued: one passes.
+	assert.True(t, a.take(500, never, noWait), "a's line passes the bounds")
+	ok, held = took(d, 995, never)
+	assert.Equal(t, [2]int{10, 1510}, <-held, "d waits: a's line passes")
+	assert.True(t, a.take(500, never, noWait), "and goes on while it is a's line")
+	na := a.queue()
+	assert.Equal(t, 2000, na)
+	select {
+	case <-ok:
+		t.Fatal("a second line passed the bounds before the first was written")
+	default:
+	}
+	assert.LessOrEqual(t, b.held(), 2000+2000, "the limit and one line")
+	a.give(na)
+	assert.True(t, <-ok, "the next passes once it is written")
+	assert.Equal(t, 1005, b.held())
+}
