@@ -27,6 +27,7 @@ const (
 	EvictionOff     Name = "eviction_off"     // agent, why: the agent cannot reopen a session: threads are never evicted
 	EvictionStopped Name = "eviction_stopped" // why: a reopen failed: threads are no longer evicted
 	InitTimeout     Name = "init_timeout"     // pid, timeout: an agent process did not answer initialize in time
+	RequestHeld     Name = "request_held"     // id, method, waits: a request of the client's waits (process, thread, load, joined, init, ready, answer)
 
 	// The router's spares.
 	SpareStarted   Name = "spare_started"   // dir: a spare process is started
@@ -46,7 +47,7 @@ const (
 func All() []Name {
 	return []Name{
 		SessionClosed, OpeningEnded, CommandStarted, MCPUnavailable, MCPStopped, MCPToolsChanged,
-		ThreadHeld, ChildEnded, Evicting, IdleKept, Reopening, ThreadGivenUp, EvictionOff, EvictionStopped, InitTimeout,
+		ThreadHeld, ChildEnded, Evicting, IdleKept, Reopening, ThreadGivenUp, EvictionOff, EvictionStopped, InitTimeout, RequestHeld,
 		SpareStarted, SparesWaiting, SparesWaited, WarmingStopped,
 		ChildLineDropped, ChildSpoofed, ChildOutputHeld, CancelBehind, MoveRefused,
 	}

@@ -78,6 +78,7 @@ func asVersion1(params json.RawMessage) json.RawMessage {
 func (r *router) initAgain(m clientMessage) {
 	if r.conn.initAnswer == nil {
 		r.conn.initWaiting = append(r.conn.initWaiting, m.id)
+		r.holds(m.id, waitInit, nil, nil)
 		return
 	}
 	r.respond(m.id, acp.WithID(r.conn.initAnswer, m.id))

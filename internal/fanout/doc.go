@@ -21,6 +21,17 @@
 // end, and the client's answer to a child's request (a goroutine per
 // request, bounded per child).
 //
+// # Held requests
+//
+// Every request of the client's with an id is one value (held.go) from its
+// arrival to its answer, in one map by the client's id, saying what it
+// waits for: a process, its thread's process, a load's old process, a load
+// it joined, the first initialize's answer, its child to be ready, or its
+// child's answer. The answer takes it out of the map, once (a second is
+// refused as a move not in a table is); $/cancel_request withdraws it
+// where its wait says; the router's end answers whatever is still held.
+// held.go has the table of each wait's exits.
+//
 // # Four state machines, as tables
 //
 // Each machine is a table of edges (states.go): every state, what it is,

@@ -47,12 +47,9 @@ func (r *router) onClientMessage(msg channel.Message) {
 	}
 	json.Unmarshal(m.params, &p)
 	m.session = p.SessionID
-	if m.id != nil {
-		if r.inflight[string(m.id)] {
-			r.out.Send(channel.EncodeResponse(string(m.id), nil, &jrpc2.Error{Code: jrpc2.InvalidRequest, Message: "duplicate request ID"}))
-			return
-		}
-		r.inflight[string(m.id)] = true
+	if m.id != nil && !r.arrived(m.id, m.method) {
+		r.out.Send(channel.EncodeResponse(string(m.id), nil, &jrpc2.Error{Code: jrpc2.InvalidRequest, Message: "duplicate request ID"}))
+		return
 	}
 	r.route(m)
 }
@@ -150,7 +147,13 @@ func (r *router) send(c *child, req *request, params json.RawMessage) {
 			h.id = c.nextID
 		}
 		c.held = append(c.held, h)
+		if req.clientID != nil {
+			r.holds(req.clientID, waitReady, req.thread, c)
+		}
 		return
+	}
+	if req.clientID != nil {
+		r.holds(req.clientID, waitAnswer, req.thread, c)
 	}
 	behind, _ := c.in.waiting()
 	pushed := c.in.push(parts, r.queuedBytes())
@@ -219,62 +222,72 @@ func (r *router) release(c *child) {
 	held := c.held
 	c.held = nil
 	for _, h := range held {
+		if req := c.pending[h.id]; h.id != 0 && req != nil && req.clientID != nil {
+			r.holds(req.clientID, waitAnswer, req.thread, c)
+		}
 		if !c.in.push(h.parts, r.queuedBytes()) {
 			r.Log.Warn("a child does not read its input; held lines dropped", "pid", c.pid, "session", c.session)
 		}
 	}
 }
 
-// cancelRequest is the client's $/cancel_request: a request waiting on a
-// thread is answered -32800 and never sent; one at a child is cancelled
-// there, under the child's id for it; an answered or unknown id changes
-// nothing.
+// cancelRequest is the client's $/cancel_request: the request it names is
+// withdrawn where it waits (held.go): one waiting for a process, on a
+// thread or for its child to be ready is answered -32800 and never sent;
+// one at a child is cancelled there, under the child's id for it; an
+// answered or unknown id changes nothing.
 func (r *router) cancelRequest(params json.RawMessage) {
 	want := acp.CancelledRequest(params)
-	if want == nil {
+	h := r.inflight[string(want)]
+	if want == nil || h == nil {
 		return
 	}
-	for _, t := range r.threads {
-		if r.unhold(t, want) {
-			return
-		}
-	}
-	for c := range r.children {
-		for id, req := range c.pending {
-			if req.clientID == nil || !bytes.Equal(req.clientID, want) {
-				continue
-			}
-			if t := req.thread; req.kind == kindReopen && t != nil {
-				if next, ok := r.passOn(t); ok {
-					// A load that others joined: the withdrawn one is
-					// answered now, and the opening goes on for the first
-					// that joined it, whose answer it becomes.
-					r.answer(req.clientID, nil, acp.Errorf(acp.CodeRequestCancelled, "%s of session %s was cancelled", req.method, t.id))
-					req.clientID = next.id
-					return
-				}
-			}
-			if i := slices.IndexFunc(c.held, func(h heldLine) bool { return h.id == id }); i >= 0 {
-				// Still waiting for its child to be ready (which may never
-				// be): withdrawn here, answered at once.
-				c.held = slices.Delete(c.held, i, i+1)
-				delete(c.pending, id)
-				r.answer(req.clientID, nil, acp.Errorf(acp.CodeRequestCancelled, "%s was withdrawn ($/cancel_request) before its agent process was ready for it", req.method))
-				if c.once && len(c.pending) == 0 {
-					r.endChild(c, false) // started past the cap for it alone: it serves nothing now
-				}
-				return
-			}
-			r.send(c, &request{method: acp.MethodCancelRequest}, fmt.Appendf(nil, `{"requestId":%d}`, id))
-			return
-		}
-	}
-	if r.openings[string(want)] != nil {
+	switch h.waits {
+	case waitProcess:
 		// A session/new still waiting for a process (one starting, which
-		// may never be ready): withdrawn here, answered at once; the
-		// process it would have taken stays a spare.
+		// may never be ready, or a slot): withdrawn here, answered at
+		// once; the process it would have taken stays a spare.
 		delete(r.openings, string(want))
 		r.answer(want, nil, acp.Errorf(acp.CodeRequestCancelled, "session/new was withdrawn ($/cancel_request) before an agent process was ready for it"))
+	case waitThread, waitLoad, waitJoined:
+		r.unhold(h.thread, want)
+	case waitReady, waitAnswer:
+		r.cancelAtChild(h.child, want)
+	}
+}
+
+// cancelAtChild withdraws the client's request want, sent to c: a load that
+// others joined goes on for the first of them; a request c is not ready
+// for is answered -32800 and never sent; one c has is cancelled there.
+func (r *router) cancelAtChild(c *child, want json.RawMessage) {
+	for id, req := range c.pending {
+		if req.clientID == nil || !bytes.Equal(req.clientID, want) {
+			continue
+		}
+		if t := req.thread; req.kind == kindReopen && t != nil {
+			if next, ok := r.passOn(t); ok {
+				// A load that others joined: the withdrawn one is answered
+				// now, and the opening goes on for the first that joined
+				// it, whose answer it becomes.
+				r.answer(req.clientID, nil, acp.Errorf(acp.CodeRequestCancelled, "%s of session %s was cancelled", req.method, t.id))
+				req.clientID = next.id
+				r.holds(next.id, waitAnswer, t, c)
+				return
+			}
+		}
+		if i := slices.IndexFunc(c.held, func(h heldLine) bool { return h.id == id }); i >= 0 {
+			// Still waiting for its child to be ready (which may never
+			// be): withdrawn here, answered at once.
+			c.held = slices.Delete(c.held, i, i+1)
+			delete(c.pending, id)
+			r.answer(req.clientID, nil, acp.Errorf(acp.CodeRequestCancelled, "%s was withdrawn ($/cancel_request) before its agent process was ready for it", req.method))
+			if c.once && len(c.pending) == 0 {
+				r.endChild(c, false) // started past the cap for it alone: it serves nothing now
+			}
+			return
+		}
+		r.send(c, &request{method: acp.MethodCancelRequest}, fmt.Appendf(nil, `{"requestId":%d}`, id))
+		return
 	}
 }
 

@@ -87,7 +87,8 @@ type router struct {
 	cwd            string                    // the router's own directory
 	spareDir       string                    // where spares start: the directory of the thread opened last ("": cwd, always unless knownAgents says otherwise)
 	threads        map[string]*thread        // the client's open sessions, by id
-	inflight       map[string]bool           // the client's request ids not answered yet
+	inflight       map[string]*held          // the client's requests not answered yet, by id (held.go)
+	arrivals       int                       // the client's requests so far, for their order
 	openings       map[string]*clientMessage // session/new requests waiting for a process, by the client's id: each the request itself, so that an id withdrawn and sent again is another wait
 	transient      *child                    // a child started past the cap for what names no session, or nil
 	started        int                       // children started, for their deterministic part
@@ -161,7 +162,7 @@ func newRouter(o Options, exe string) *router {
 		events:   make(chan func(), 64),
 		budget:   newBudget(budgetBytes, shareBytes),
 		done:     make(chan struct{}),
-		children: map[*child]bool{}, threads: map[string]*thread{}, inflight: map[string]bool{}, openings: map[string]*clientMessage{}}
+		children: map[*child]bool{}, threads: map[string]*thread{}, inflight: map[string]*held{}, openings: map[string]*clientMessage{}}
 	if o.Command == nil {
 		r.agent.reopenBy = acp.MethodSessionResume // acpbridge resumes any session it persisted
 	} else {
@@ -232,6 +233,7 @@ func (r *router) run() {
 				for c := range r.children {
 					r.answerUnanswered(c) // killed and not reaped in time: what it held is answered here
 				}
+				r.answerLeft()
 				r.out.Flush()
 				return
 			case r.endedMeanwhile:
@@ -247,6 +249,7 @@ func (r *router) run() {
 			r.out.Flush()
 		}
 	}
+	r.answerLeft()
 	r.out.Flush()
 }
 
@@ -356,9 +359,17 @@ func (r *router) answer(id json.RawMessage, result any, err error) {
 }
 
 // respond writes the response msg to the client's request id, which may be
-// used again after it.
+// used again after it: the one way out of a held request. A second answer
+// to an id is refused (answeredTwice); null is the id of what could not be
+// read as a request.
 func (r *router) respond(id json.RawMessage, msg []byte) {
-	delete(r.inflight, string(id))
+	if string(id) != "null" {
+		if r.inflight[string(id)] == nil {
+			r.answeredTwice(id)
+			return
+		}
+		delete(r.inflight, string(id))
+	}
 	r.out.Send(msg)
 }
 

@@ -59,6 +59,7 @@ func (r *router) openNew(m clientMessage) {
 	dir := r.processDir(m.params)
 	r.spareDir = dir // the next thread is likely opened where this one was
 	r.openings[string(m.id)] = &m
+	r.holds(m.id, waitProcess, nil, nil)
 	r.take(dir, func(c *child, err error) {
 		if r.openings[string(m.id)] != &m { // withdrawn while it waited (its id perhaps sent again since, for another wait)
 			if c != nil {
@@ -108,6 +109,7 @@ func (r *router) loadOrResume(t *thread, m clientMessage) {
 		r.send(t.child, &request{clientID: m.id, method: m.method, thread: t}, m.params)
 	case m.method == acp.MethodSessionLoad && r.clientLoading(t):
 		t.joiners = append(t.joiners, m)
+		r.holds(m.id, waitJoined, t, nil)
 	case t.reopening():
 		r.hold(t, m)
 	case t.state == threadOpen && r.clientBusy(t):
@@ -115,6 +117,7 @@ func (r *router) loadOrResume(t *thread, m clientMessage) {
 			WithData(map[string]string{"sessionId": t.id}))
 	case t.state == threadOpen:
 		t.opener = &m
+		r.holds(m.id, waitLoad, t, nil)
 		if !r.evict(t, "session/load", threadLoading) {
 			// It cannot be reopened in a new process (its agent does not
 			// list it yet, or cannot reopen at all): the process that
@@ -124,6 +127,7 @@ func (r *router) loadOrResume(t *thread, m clientMessage) {
 		}
 	default: // lost, or evicting
 		t.opener = &m
+		r.holds(m.id, waitLoad, t, nil)
 		r.moveThread(t, threadLoading)
 		r.reopen(t)
 	}
@@ -243,6 +247,9 @@ func (r *router) hold(t *thread, m clientMessage) {
 		return
 	}
 	t.held = append(t.held, m)
+	if m.id != nil {
+		r.holds(m.id, waitThread, t, nil)
+	}
 	if t.state == threadLost && m.id != nil {
 		r.reopen(t)
 	}
@@ -262,6 +269,7 @@ func (r *router) unhold(t *thread, id []byte) bool {
 		t.opener = nil
 		if next, ok := r.passOn(t); ok {
 			t.opener = &next // the load that joined it opens the thread instead
+			r.holds(next.id, waitLoad, t, nil)
 			return true
 		}
 		switch {

@@ -29,7 +29,9 @@
 // requests to the client at once and counts aloud those refused;
 // "withdraw" asks permission and withdraws the request at once
 // ($/cancel_request; "withdraw as a request" sends it with an id); "garbage" writes a cut line and one that is not JSON;
-// "where" says the directory its process runs in.
+// "where" says the directory its process runs in; "wait" waits a minute
+// for its turn to be cancelled (session/cancel, or $/cancel_request of the
+// prompt).
 package main
 
 import (
@@ -120,7 +122,7 @@ func main() {
 			continue
 		}
 		if len(m.ID) == 0 {
-			if m.Method == "session/cancel" {
+			if m.Method == "session/cancel" || m.Method == "$/cancel_request" { // its one request withdrawn: the turn's
 				a.cancelTurn()
 			}
 			continue
@@ -131,6 +133,9 @@ func main() {
 		if early { // as the TypeScript SDK refuses it
 			a.fail(m.ID, -32600, "a request before initialize was answered: "+m.Method)
 			continue
+		}
+		if m.Method == "session/prompt" {
+			a.newTurn()
 		}
 		go a.serve(m.ID, m.Method, m.Params)
 		if m.Method == "session/prompt" && strings.Contains(string(m.Params), "stop reading") {
@@ -185,13 +190,25 @@ func (a *agent) call(method string, params any) json.RawMessage {
 	return <-ch
 }
 
+// newTurn makes the cancel of the turn whose prompt was just read.
+func (a *agent) newTurn() {
+	a.cancelMu.Lock()
+	a.cancel = make(chan struct{})
+	a.cancelMu.Unlock()
+}
+
+// cancelTurn cancels the turn in flight, once: its cancel stays closed.
 func (a *agent) cancelTurn() {
 	a.cancelMu.Lock()
-	if a.cancel != nil {
-		close(a.cancel)
-		a.cancel = nil
+	defer a.cancelMu.Unlock()
+	if a.cancel == nil {
+		return
 	}
-	a.cancelMu.Unlock()
+	select {
+	case <-a.cancel:
+	default:
+		close(a.cancel)
+	}
 }
 
 func (a *agent) serve(id json.RawMessage, method string, params json.RawMessage) {
@@ -323,9 +340,8 @@ func (a *agent) prompt(id json.RawMessage, sid, text string) {
 	f, _ := os.OpenFile(filepath.Join(a.state, sid+".session"), os.O_APPEND|os.O_WRONLY, 0)
 	fmt.Fprintln(f, text)
 	f.Close()
-	cancel := make(chan struct{})
 	a.cancelMu.Lock()
-	a.cancel = cancel
+	cancel := a.cancel // made as the prompt was read (newTurn): a cancel read next finds it
 	a.cancelMu.Unlock()
 	chunk := func(s string) {
 		a.update(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": s}})

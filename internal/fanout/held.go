@@ -1,0 +1,113 @@
+// held.go holds the client's requests as the router holds them until they
+// are answered: one value per request, saying what it waits for, kept in
+// one place from its arrival to its answer, and the exits that answer it
+// (the awaited event, $/cancel_request, the child's death, the router's
+// end), each exactly once.
+
+package fanout
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"acpbridge/internal/acp"
+	"acpbridge/internal/events"
+)
+
+// held is a request of the client's (one with an id) that the router has
+// not answered yet: in r.inflight, by the client's id, from its arrival to
+// its answer (respond takes it out; a second answer is refused).
+type held struct {
+	seq    int    // arrival order
+	method string // its method
+	waits  wait   // what it waits for now
+	thread *thread
+	child  *child
+}
+
+// wait is what a held request waits for, and so which exit answers it.
+type wait int
+
+const (
+	waitRouting wait = iota // being routed, or answered by the router at once
+	waitProcess             // session/new: a process (a spare starting, or a slot at --max-children)
+	waitThread              // its thread's process: the thread is evicting, lost or being reopened
+	waitLoad                // the client's load or resume: its thread's old process to end, then a new one
+	waitJoined              // a load joined to another load of its thread: that one's answer
+	waitInit                // a later initialize: the answer to the first (-- CMD)
+	waitReady               // its child to be ready: the line is held for it
+	waitAnswer              // its child's answer
+)
+
+// The exits of each wait, and what answers the request at each. Every one
+// answers it once: respond refuses a second answer (move_refused) and the
+// router's end answers whatever is still held when its loop returns.
+//
+//	wait       awaited event                 $/cancel_request               child's death                 router's end (EOF, a signal)
+//	process    a child: sent (→ ready/answer) -32800; the child stays a spare  the next child is started      an error: ending
+//	thread     its thread open: sent          -32800, never sent             the thread lost: reopened      prompts cancelled, others an error
+//	load       a child: sent (→ ready/answer) -32800; a joined load goes on  its old process: a new one     an error: ending
+//	joined     the load's answer, as it is    -32800; the load goes on        the load's error               the load's error, or an error
+//	init       the first initialize's answer  (ignored: it is cheap)         the first's error              the first's error, or an error
+//	ready      its child ready: sent          -32800, never sent             an error: the process ended    its child's end: an error
+//	answer     its child's answer             sent on to the child           an error: the process ended    its child's end: cancelled or an error
+//
+// A request moves along its row's first column: session/new from process
+// to ready or answer; a load from load to ready or answer, or to joined.
+
+// arrived notes a request of the client's with id id: held until answered.
+// It reports false for an id already in flight.
+func (r *router) arrived(id []byte, method string) bool {
+	if r.inflight[string(id)] != nil {
+		return false
+	}
+	r.arrivals++
+	r.inflight[string(id)] = &held{seq: r.arrivals, method: method}
+	return true
+}
+
+// holds notes what the client's request id waits for now (on t or c).
+func (r *router) holds(id []byte, w wait, t *thread, c *child) {
+	if h := r.inflight[string(id)]; h != nil {
+		h.waits, h.thread, h.child = w, t, c
+		r.Log.Debug("a request waits", events.Of(events.RequestHeld), "id", string(id), "method", h.method, "waits", w.String())
+	}
+}
+
+func (w wait) String() string {
+	return [...]string{"routing", "process", "thread", "load", "joined", "init", "ready", "answer"}[w]
+}
+
+// heldNow is every request the router holds, in arrival order, with its id.
+func (r *router) heldNow() []heldID {
+	var hs []heldID
+	for id, h := range r.inflight {
+		hs = append(hs, heldID{id, h})
+	}
+	slices.SortFunc(hs, func(a, b heldID) int { return cmp.Compare(a.seq, b.seq) })
+	return hs
+}
+
+type heldID struct {
+	id string
+	*held
+}
+
+// answerLeft answers, at the loop's last step, whatever request the
+// router still holds: no request leaves unanswered, whatever its wait.
+func (r *router) answerLeft() {
+	for _, h := range r.heldNow() {
+		r.answer([]byte(h.id), nil, acp.Errorf(acp.CodeInternal, "acpbridge --fanout ended (its input ended, or a signal) before %s was served; send it again to a new acpbridge", h.method))
+	}
+}
+
+// answeredTwice refuses a second answer to the client's request id: it is
+// logged as a move not in a table is (move_refused), told to
+// Options.RefusedMove, and not written.
+func (r *router) answeredTwice(id []byte) {
+	r.Log.Error("the router answered a request a second time; the second answer is dropped; this is a bug of acpbridge's, please report it", events.Of(events.MoveRefused), "machine", "held request", "from", "answered", "to", "answered", "id", string(id))
+	if r.RefusedMove != nil {
+		r.RefusedMove(fmt.Sprintf("fanout: request %s answered a second time", id))
+	}
+}
