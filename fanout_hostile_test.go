@@ -829,6 +829,30 @@ func TestFanoutHostile_slowEditorSixteenThreads(t *testing.T) {
 	p.close()
 }
 
+// Verify that an agent that stops writing in the middle of a long line
+// holds up no other thread: thread A's agent writes 3 MiB of a line and
+// nothing more (its reader finishes lines past the budget for now), and
+// thread B's turn, 20 updates of 500 kB, still reaches the editor whole.
+func TestFanoutHostile_stalledLineHoldsUpNoOther(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, nil)
+	p.call(initLine)
+	a, b := p.openSession(10), p.openSession(11)
+	p.send(prompt(20, a, "stall 3"))
+	p.awaitEvent("child_line_passes") // A's, at its share: nothing else is being read
+	ups, r := p.turnUpdates(21, b, "burst 20 of 500000")
+	require.Nil(t, r.Error)
+	n := 0
+	for _, u := range ups {
+		if strings.Contains(u, strings.Repeat("q", 1000)) || len(u) > 500000 {
+			n++
+		}
+	}
+	assert.Equal(t, 20, n, "every update of thread B, whole")
+	require.NoError(t, syscall.Kill(agentPid(t, a), syscall.SIGKILL))
+	p.close()
+}
+
 // heldAtBound opens a thread and prompts it with text (lines of size bytes
 // each from its agent) while the client reads nothing: the router must
 // say it holds the child's output, at most its bound and two lines. The

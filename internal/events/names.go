@@ -39,6 +39,7 @@ const (
 	ChildLineDropped Name = "child_line_dropped" // pid, session, bytes: a child's line that is no JSON-RPC message
 	ChildSpoofed     Name = "child_spoofed"      // pid, serves, named, method: a child named another thread's session
 	ChildOutputHeld  Name = "child_output_held"  // pid, bytes, all: a child is read no further until the client reads (bytes: its own, with the fragment it waits to read; all: every child's)
+	ChildLinePasses  Name = "child_line_passes"  // pid, bytes, all: a child's line passes the budget, alone (one line always passes)
 	CancelBehind     Name = "cancel_behind"      // pid, session: a child behind on its input has its prompts cancelled
 	MoveRefused      Name = "move_refused"       // machine, from, to: a state move not in its table (a bug)
 )
@@ -49,6 +50,6 @@ func All() []Name {
 		SessionClosed, OpeningEnded, CommandStarted, MCPUnavailable, MCPStopped, MCPToolsChanged,
 		ThreadHeld, ChildEnded, Evicting, IdleKept, Reopening, ThreadGivenUp, EvictionOff, EvictionStopped, InitTimeout, RequestHeld,
 		SpareStarted, SparesWaiting, SparesWaited, WarmingStopped,
-		ChildLineDropped, ChildSpoofed, ChildOutputHeld, CancelBehind, MoveRefused,
+		ChildLineDropped, ChildSpoofed, ChildOutputHeld, ChildLinePasses, CancelBehind, MoveRefused,
 	}
 }

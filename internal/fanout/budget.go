@@ -12,9 +12,11 @@ import "sync"
 // the child's own writes block on its pipe. One line always passes,
 // whatever its length: when a child's reader waits in the middle of a line
 // with nothing of its own left to write, it may finish that line past the
-// bounds, one such child at a time, until the line is written. A slow
-// client costs the router at most budgetBytes and one line, however many
-// threads it has.
+// bounds, one such child at a time, until the line is written; the others
+// share the budget meanwhile as if it held nothing (a child that stops in
+// the middle of such a line holds up only lines longer than a share). A
+// slow client costs the router at most budgetBytes and one line, however
+// many threads it has.
 const (
 	budgetBytes = 2 << 20
 	shareBytes  = 1 << 20
@@ -61,8 +63,9 @@ func (b *budget) held() int {
 
 // take counts n more bytes of the line a's reader is reading, first
 // waiting for room (held is called once, with what a and all children
-// hold, when it must wait); false when done closed first.
-func (a *account) take(n int, done <-chan struct{}, held func(mine, all int)) bool {
+// hold, when it must wait; passes when a's line is let past the bounds);
+// false when done closed first.
+func (a *account) take(n int, done <-chan struct{}, held, passes func(mine, all int)) bool {
 	b := a.b
 	told := false
 	for {
@@ -70,11 +73,12 @@ func (a *account) take(n int, done <-chan struct{}, held func(mine, all int)) bo
 		mine := a.line + a.queued
 		switch {
 		case a.overrun:
-		case mine+n <= b.share && b.out+n <= b.limit:
+		case mine+n <= b.share && b.others(a)+n <= b.limit:
 		case a.queued == 0 && b.over == nil:
 			// Nothing of a's will be written to make room: its line
 			// passes, alone.
 			a.overrun, b.over = true, a
+			passes(mine+n, b.out)
 		default:
 			a.waiting, a.waited = true, true
 			all, freed := b.out, b.freed
@@ -99,6 +103,16 @@ func (a *account) take(n int, done <-chan struct{}, held func(mine, all int)) bo
 		b.mu.Unlock()
 		return true
 	}
+}
+
+// others is what the children hold but the one finishing a line past the
+// bounds, unless that is a: a child that stops writing in the middle of
+// such a line holds up no other child's lines within their share.
+func (b *budget) others(a *account) int {
+	if b.over == nil || b.over == a {
+		return b.out
+	}
+	return b.out - b.over.line - b.over.queued
 }
 
 // queue hands the line read to the loop: its bytes (which it returns)

@@ -13,7 +13,7 @@ import (
 // it had to wait.
 func took(a *account, n int, done <-chan struct{}) (chan bool, chan [2]int) {
 	ok, held := make(chan bool, 1), make(chan [2]int, 1)
-	go func() { ok <- a.take(n, done, func(mine, all int) { held <- [2]int{mine, all} }) }()
+	go func() { ok <- a.take(n, done, func(mine, all int) { held <- [2]int{mine, all} }, func(int, int) {}) }()
 	return ok, held
 }
 
@@ -27,7 +27,8 @@ func TestBudget_oneChild(t *testing.T) {
 	a := b.open()
 	never := make(chan struct{})
 	noWait := func(int, int) { t.Error("waited with room") }
-	assert.True(t, a.take(600, never, noWait))
+	passes := func(int, int) {}
+	assert.True(t, a.take(600, never, noWait, passes))
 	assert.Equal(t, 600, a.queue())
 
 	ok, held := took(a, 600, never)
@@ -38,7 +39,7 @@ func TestBudget_oneChild(t *testing.T) {
 	assert.False(t, a.clientBound(), "looked at since it waited, and no longer waiting")
 
 	for range 5 { // the same line on: 3000 bytes, past both bounds, with nothing queued
-		assert.True(t, a.take(600, never, noWait), "one line always passes")
+		assert.True(t, a.take(600, never, noWait, passes), "one line always passes")
 	}
 	assert.Equal(t, 3600, b.held())
 	n := a.queue()
@@ -50,7 +51,7 @@ func TestBudget_oneChild(t *testing.T) {
 	a.drop()
 	assert.Equal(t, 0, b.held(), "a line not kept is given back")
 
-	assert.True(t, a.take(1000, never, noWait))
+	assert.True(t, a.take(1000, never, noWait, passes))
 	a.queue()
 	done := make(chan struct{})
 	ok, _ = took(a, 1, done)
@@ -67,11 +68,12 @@ func TestBudget_children(t *testing.T) {
 	b := newBudget(2000, 1000)
 	never := make(chan struct{})
 	noWait := func(int, int) { t.Error("waited with room") }
+	passes := func(int, int) {}
 	a, c, d := b.open(), b.open(), b.open()
-	assert.True(t, a.take(1000, never, noWait))
-	assert.True(t, c.take(990, never, noWait))
+	assert.True(t, a.take(1000, never, noWait, passes))
+	assert.True(t, c.take(990, never, noWait, passes))
 	nc := c.queue()
-	assert.True(t, d.take(10, never, noWait))
+	assert.True(t, d.take(10, never, noWait, passes))
 	nd := d.queue()
 
 	ok, held := took(d, 10, never)
@@ -81,10 +83,10 @@ func TestBudget_children(t *testing.T) {
 	d.give(nd)
 
 	// a and d are each in the middle of a line, nothing queued: one passes.
-	assert.True(t, a.take(500, never, noWait), "a's line passes the bounds")
+	assert.True(t, a.take(500, never, noWait, passes), "a's line passes the bounds")
 	ok, held = took(d, 995, never)
 	assert.Equal(t, [2]int{10, 1510}, <-held, "d waits: a's line passes")
-	assert.True(t, a.take(500, never, noWait), "and goes on while it is a's line")
+	assert.True(t, a.take(500, never, noWait, passes), "and goes on while it is a's line")
 	na := a.queue()
 	assert.Equal(t, 2000, na)
 	select {
@@ -96,4 +98,23 @@ func TestBudget_children(t *testing.T) {
 	a.give(na)
 	assert.True(t, <-ok, "the next passes once it is written")
 	assert.Equal(t, 1005, b.held())
+
+	// d is past the bounds now; a's line within its share still passes
+	// while d's stays unfinished (an agent stopped in the middle of it).
+	e := b.open()
+	assert.True(t, e.take(900, never, noWait, passes), "room beside the line past the bounds")
+	assert.Equal(t, 1005+900, b.held())
+	assert.True(t, e.take(100, never, noWait, passes), "within its share, and the budget but for d's line")
+	ne := e.queue()
+	ok, held = took(e, 1, never)
+	assert.Equal(t, [2]int{1000, 2005}, <-held, "past its share with a line of its own to write: it waits")
+	d.drop() // d's line cut by its child's end
+	select {
+	case <-ok:
+		t.Fatal("e passed its share with a line of its own to write")
+	default:
+	}
+	e.give(ne)
+	assert.True(t, <-ok, "once its line is written")
+	assert.Equal(t, 1, b.held())
 }

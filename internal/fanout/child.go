@@ -206,6 +206,8 @@ func (r *router) readChild(c *child, p *process) {
 	take := func(n int) bool {
 		return p.out.take(n, r.done, func(mine, all int) {
 			r.Log.Debug("a child's output waits for the client to read", events.Of(events.ChildOutputHeld), "pid", p.cmd.Process.Pid, "bytes", mine+n, "all", all)
+		}, func(mine, all int) {
+			r.Log.Debug("a child's line passes the budget, alone", events.Of(events.ChildLinePasses), "pid", p.cmd.Process.Pid, "bytes", mine, "all", all)
 		})
 	}
 	for {

@@ -24,7 +24,8 @@
 // starts a helper in a session of its own that holds its stdout and stderr,
 // ("start a daemon" starts one that holds nothing, and says its pid)
 // then exits; "burst N of SIZE" writes N updates of SIZE bytes at once;
-// "endless N" writes a line of N MiB; "spoof ID" sends an
+// "endless N" writes a line of N MiB; "stall N" writes N MiB of a line
+// and stops there; "spoof ID" sends an
 // update and a permission request naming session ID; "flood N" sends N
 // requests to the client at once and counts aloud those refused;
 // "withdraw" asks permission and withdraws the request at once
@@ -416,6 +417,12 @@ func (a *agent) misbehave(sid, text string) {
 		a.w.WriteString("\"}}}}\n")
 		a.w.Flush()
 		a.mu.Unlock()
+	case scan(text, "stall %d", &n): // N MiB of an update's line, then nothing more of it, for ever
+		a.mu.Lock()
+		a.w.WriteString(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"` + sid + `","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`)
+		a.w.WriteString(strings.Repeat("x", n<<20))
+		a.w.Flush()
+		select {} // its writes stop in the middle of the line; the lock stays held
 	case scan(text, "spoof %s", &other):
 		a.update(other, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": "spoofed"}})
 		go a.call("session/request_permission", map[string]any{"sessionId": other,
