@@ -942,7 +942,8 @@ func TestFanoutHostile_withdrawnNewIDReused(t *testing.T) {
 // Verify the crash of a thread whose agent the router's table says cannot
 // reopen a session in a new process (gemini-cli through 0.61.0): the
 // running prompt's error says the thread is lost and cannot come back, not
-// that it comes back, and a client that opted into notices is told so.
+// that it comes back, and a client that opted into notices is told so;
+// its next request is answered so at once, with no process started for it.
 func TestFanoutHostile_crashOfAnAgentThatCannotReopen(t *testing.T) {
 	t.Parallel()
 	p := startRoutedWith(t, nil, "-name", "gemini-cli", "-version", "0.61.0")
@@ -955,6 +956,10 @@ func TestFanoutHostile_crashOfAnAgentThatCannotReopen(t *testing.T) {
 	assert.NotContains(t, rs[20].Error.Message, "reopened in a new process on its next request")
 	notice := p.await(fmt.Sprintf(`{"params":{"sessionId":%q,"update":{"sessionUpdate":"notice","severity":"error"}}}`, a))
 	assert.Contains(t, string(notice), "this thread must be started again")
+	_, r := p.turnUpdates(21, a, "back?")
+	require.NotNil(t, r.Error, "the thread does not come back")
+	assert.Contains(t, r.Error.Message, "the thread cannot come back: gemini-cli 0.61.0 cannot reopen")
+	assert.False(t, p.hasEvent("reopening"), "no process is started to reopen it")
 	p.close()
 }
 

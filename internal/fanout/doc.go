@@ -107,7 +107,7 @@
 //	  → lost            the child's end (reopened at once when something waits)
 //	  → loading         the client's session/load or resume of it
 //	  → closed          session/close or delete
-//	lost: no process; reopened on its next request
+//	lost: no process; reopened on its next request (where its agent cannot, answered so)
 //	  → reopening       a request: the router reopens it
 //	  → loading         the client's session/load or resume of it
 //	  → closed          session/close or delete

@@ -28,8 +28,8 @@ func (r *router) reopen(t *thread) {
 	method := r.agent.reopenBy
 	switch t.state {
 	case threadLost:
-		if method == "" {
-			r.failHeld(t, acp.Errorf(acp.CodeInternal, "the process of session %s ended, and the agent offers neither session/resume nor session/load to reopen it: open a new thread", t.id))
+		if why := cmp.Or(t.gone, r.cannotReopen()); method == "" || t.gone != "" {
+			r.failHeld(t, acp.Errorf(acp.CodeInternal, "the process of session %s ended, and the thread cannot come back: %s; open a new thread", t.id, why))
 			return
 		}
 		r.moveThread(t, threadReopening)
@@ -97,6 +97,7 @@ func (r *router) crashed(t *thread, c *child) {
 	t.crashed = c.cmd.ProcessState.String()
 	switch {
 	case r.cannotReopen() != "":
+		t.gone = r.cannotReopen()
 		r.tell(t.id, "error", "The agent's process ended; this thread must be started again",
 			fmt.Sprintf("The process serving this thread ended unexpectedly (%s), and the thread cannot come back: %s. Start a new thread.", t.crashed, r.cannotReopen()))
 	case t.crashes > maxCrashes:

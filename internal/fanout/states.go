@@ -209,7 +209,7 @@ var threadMachine = machine[threadState]{name: "thread", states: []state[threadS
 		{threadLost, "the child's end (reopened at once when something waits)"},
 		{threadLoading, "the client's session/load or resume of it"},
 		{threadClosed, "session/close or delete"}}},
-	threadLost: {"lost", "no process; reopened on its next request", []edge[threadState]{
+	threadLost: {"lost", "no process; reopened on its next request (where its agent cannot, answered so)", []edge[threadState]{
 		{threadReopening, "a request: the router reopens it"},
 		{threadLoading, "the client's session/load or resume of it"},
 		{threadClosed, "session/close or delete"}}},

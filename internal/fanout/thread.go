@@ -39,6 +39,10 @@ type thread struct {
 	// such ends since its last prompt answered, bounded by maxCrashes.
 	crashed string
 	crashes int
+	// gone says why t cannot come back, as the user was told when its
+	// process ended (its agent cannot reopen it): its requests are
+	// answered so at once, not reopened.
+	gone string
 	// joiners are the client's loads of this session that came while its
 	// load by the client was in flight (Zed restoring a thread shown in
 	// two panes): answered from that one opening, never replayed twice. A
