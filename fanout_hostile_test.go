@@ -831,8 +831,9 @@ func TestFanoutHostile_slowEditorSixteenThreads(t *testing.T) {
 
 // Verify that an agent that stops writing in the middle of a long line
 // holds up no other thread: thread A's agent writes 3 MiB of a line and
-// nothing more (its reader finishes lines past the budget for now), and
-// thread B's turn, 20 updates of 500 kB, still reaches the editor whole.
+// nothing more (its line passes the budget, alone, then stops), and thread
+// B's turns still reach the editor whole: 20 updates of 500 kB (within a
+// child's share), then 3 of 1.5 MB (each past it: passing in A's stead).
 func TestFanoutHostile_stalledLineHoldsUpNoOther(t *testing.T) {
 	t.Parallel()
 	p := startRoutedWith(t, nil)
@@ -840,15 +841,19 @@ func TestFanoutHostile_stalledLineHoldsUpNoOther(t *testing.T) {
 	a, b := p.openSession(10), p.openSession(11)
 	p.send(prompt(20, a, "stall 3"))
 	p.awaitEvent("child_line_passes") // A's, at its share: nothing else is being read
-	ups, r := p.turnUpdates(21, b, "burst 20 of 500000")
-	require.Nil(t, r.Error)
-	n := 0
-	for _, u := range ups {
-		if strings.Contains(u, strings.Repeat("q", 1000)) || len(u) > 500000 {
-			n++
+	for i, turn := range []struct{ n, size int }{{20, 500000}, {3, 1500000}} {
+		ups, r := p.turnUpdates(21+i, b, fmt.Sprintf("burst %d of %d", turn.n, turn.size))
+		require.Nil(t, r.Error)
+		whole := 0
+		for _, u := range ups {
+			var m struct{ Content struct{ Text string } }
+			require.NoError(t, json.Unmarshal([]byte(u), &m))
+			if len(m.Content.Text) == 4+turn.size {
+				whole++
+			}
 		}
+		assert.Equal(t, turn.n, whole, "every update of thread B, whole: %d of %d bytes", turn.n, turn.size)
 	}
-	assert.Equal(t, 20, n, "every update of thread B, whole")
 	require.NoError(t, syscall.Kill(agentPid(t, a), syscall.SIGKILL))
 	p.close()
 }

@@ -4,7 +4,10 @@
 
 package fanout
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // The budget's bounds: what all children together may have read and not
 // yet written, and what one child may (its share: no child takes it all,
@@ -13,13 +16,16 @@ import "sync"
 // whatever its length: when a child's reader waits in the middle of a line
 // with nothing of its own left to write, it may finish that line past the
 // bounds, one such child at a time, until the line is written; the others
-// share the budget meanwhile as if it held nothing (a child that stops in
-// the middle of such a line holds up only lines longer than a share). A
-// slow client costs the router at most budgetBytes and one line, however
-// many threads it has.
+// share the budget meanwhile as if it held nothing. A slow client costs
+// the router at most budgetBytes and one line, however many threads it
+// has. A child that stops writing in the middle of such a line for
+// stallWait gives way: another child's line passes instead, and the
+// stopped line, still counted, waits its turn to go on; so a misbehaving
+// agent holds up no other thread, at the cost of its own part of a line.
 const (
 	budgetBytes = 2 << 20
 	shareBytes  = 1 << 20
+	stallWait   = 500 * time.Millisecond
 )
 
 // budget counts the bytes of the children's lines that their readers have
@@ -31,9 +37,13 @@ type budget struct {
 	mu    sync.Mutex
 	limit int           // all children's bytes (budgetBytes)
 	share int           // one child's (shareBytes)
+	stall time.Duration // how long a line past the bounds may stop growing before another passes (stallWait)
 	out   int           // all children's bytes read and not yet written
-	over  *account      // the child finishing a line past the bounds, until that line is written, or nil
-	freed chan struct{} // closed (and replaced) when bytes are given back
+	over  *account      // the child whose line passes the bounds, until that line is written, or nil
+	// overruns are the children in the middle of a line past the bounds:
+	// over, and any that stopped writing and gave way.
+	overruns map[*account]bool
+	freed    chan struct{} // closed (and replaced) when bytes are given back
 }
 
 // account is one child's part of the budget; its reader is the only one
@@ -42,13 +52,13 @@ type account struct {
 	b       *budget
 	line    int  // bytes of the line being read
 	queued  int  // bytes of whole lines handed to the loop, not yet written
-	overrun bool // the line being read passes the bounds (b.over is this account)
+	overrun bool // the line being read passes the bounds (in b.overruns)
 	waiting bool // the reader waits for room now
 	waited  bool // it has waited since clientBound last looked
 }
 
 func newBudget(limit, share int) *budget {
-	return &budget{limit: limit, share: share, freed: make(chan struct{})}
+	return &budget{limit: limit, share: share, stall: stallWait, overruns: map[*account]bool{}, freed: make(chan struct{})}
 }
 
 // open is a new child's account.
@@ -68,20 +78,35 @@ func (b *budget) held() int {
 func (a *account) take(n int, done <-chan struct{}, held, passes func(mine, all int)) bool {
 	b := a.b
 	told := false
+	var watched *account // the line passing that a waits on, its length, and when a passes instead if it stays so
+	var seen int
+	var deadline time.Time
 	for {
 		b.mu.Lock()
 		mine := a.line + a.queued
 		switch {
-		case a.overrun:
+		case a.overrun && b.over == a:
 		case mine+n <= b.share && b.others(a)+n <= b.limit:
 		case a.queued == 0 && b.over == nil:
 			// Nothing of a's will be written to make room: its line
 			// passes, alone.
-			a.overrun, b.over = true, a
+			b.pass(a)
+			passes(mine+n, b.out)
+		case a.queued == 0 && b.over.overrun && b.over == watched && b.over.line == seen && !time.Now().Before(deadline):
+			// The line passing stopped growing (its agent stopped writing
+			// in the middle of it): a's passes instead.
+			b.pass(a)
 			passes(mine+n, b.out)
 		default:
 			a.waiting, a.waited = true, true
 			all, freed := b.out, b.freed
+			var stalled <-chan time.Time
+			if holder := b.over; a.queued == 0 && holder.overrun {
+				if holder != watched || holder.line != seen {
+					watched, seen, deadline = holder, holder.line, time.Now().Add(b.stall)
+				}
+				stalled = time.After(time.Until(deadline))
+			}
 			b.mu.Unlock()
 			if !told {
 				held(mine, all)
@@ -89,13 +114,14 @@ func (a *account) take(n int, done <-chan struct{}, held, passes func(mine, all 
 			}
 			select {
 			case <-freed:
-				continue
+			case <-stalled:
 			case <-done:
 				b.mu.Lock()
 				a.waiting = false
 				b.mu.Unlock()
 				return false
 			}
+			continue
 		}
 		a.line += n
 		b.out += n
@@ -105,14 +131,29 @@ func (a *account) take(n int, done <-chan struct{}, held, passes func(mine, all 
 	}
 }
 
-// others is what the children hold but the one finishing a line past the
-// bounds, unless that is a: a child that stops writing in the middle of
-// such a line holds up no other child's lines within their share.
+// pass lets a's line past the bounds: a's alone, until it is written or
+// a stops writing it (then it waits for its turn to go on).
+func (b *budget) pass(a *account) {
+	b.over = a
+	a.overrun = true
+	b.overruns[a] = true
+}
+
+// others is what the children hold, as a sees it: less what the children
+// whose lines pass (or passed) the bounds hold, unless a is one of them;
+// a child that stops writing in the middle of such a line holds up no
+// other child's lines.
 func (b *budget) others(a *account) int {
-	if b.over == nil || b.over == a {
-		return b.out
+	out := b.out
+	for x := range b.overruns {
+		if x != a && x != b.over {
+			out -= x.line + x.queued
+		}
 	}
-	return b.out - b.over.line - b.over.queued
+	if b.over != nil && b.over != a {
+		out -= b.over.line + b.over.queued
+	}
+	return out
 }
 
 // queue hands the line read to the loop: its bytes (which it returns)
@@ -124,6 +165,7 @@ func (a *account) queue() int {
 	a.line = 0
 	a.queued += n
 	a.overrun = false // a line past the bounds stays a's (over) until written
+	delete(a.b.overruns, a)
 	return n
 }
 
@@ -136,6 +178,7 @@ func (a *account) drop() {
 	b.out -= a.line
 	a.line = 0
 	a.overrun = false
+	delete(b.overruns, a)
 	b.release(a)
 }
 

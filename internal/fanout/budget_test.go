@@ -5,6 +5,7 @@ package fanout
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -117,4 +118,32 @@ func TestBudget_children(t *testing.T) {
 	e.give(ne)
 	assert.True(t, <-ok, "once its line is written")
 	assert.Equal(t, 1, b.held())
+}
+
+// Verify that a line passing the bounds whose child stops writing in the
+// middle of it gives way: after the stall, another child's long line
+// passes instead, the stopped line still counted; the others' lines
+// within their share pass beside both; and the stopped line goes on once
+// the other is written.
+func TestBudget_stalledLineGivesWay(t *testing.T) {
+	b := newBudget(2000, 1000)
+	b.stall = 10 * time.Millisecond
+	never := make(chan struct{})
+	noWait := func(int, int) { t.Error("waited with room") }
+	passes := func(int, int) {}
+	a, d, e := b.open(), b.open(), b.open()
+	assert.True(t, a.take(1000, never, noWait, passes))
+	assert.True(t, a.take(1000, never, noWait, passes), "a's line passes the bounds")
+
+	ok, held := took(d, 1500, never)
+	assert.Equal(t, [2]int{0, 2000}, <-held, "d waits for a's line")
+	assert.True(t, <-ok, "a's line stopped growing: d's passes instead")
+	assert.Equal(t, 3500, b.held(), "a's stopped line still counted")
+	assert.True(t, e.take(900, never, noWait, passes), "within its share, beside both")
+
+	ok, _ = took(a, 10, never)
+	nd := d.queue()
+	d.give(nd)
+	assert.True(t, <-ok, "a's line goes on once d's is written")
+	assert.Equal(t, 2010+900, b.held())
 }
