@@ -210,3 +210,23 @@ func answerKind(t *testing.T, r response) string {
 	}
 	return "ok"
 }
+
+// Verify that a $/cancel_request sent as a request (with an id, as some
+// clients send it) withdraws what it names and is itself answered, with a
+// null result as acpbridge alone answers it, once.
+func TestFanoutHeld_cancelSentAsARequest(t *testing.T) {
+	t.Parallel()
+	p := startRoutedWith(t, []string{"--spares", "0"}, "-start-delay", "1s")
+	p.call(initLine)
+	a := p.openSession(10)
+	p.sendTogether(`{"jsonrpc":"2.0","id":50,"method":"session/list","params":{}}`,
+		`{"jsonrpc":"2.0","id":51,"method":"$/cancel_request","params":{"requestId":50}}`)
+	_, rs, _ := p.collect(50, 51)
+	require.NotNil(t, rs[50].Error)
+	assert.Equal(t, -32800, rs[50].Error.Code, "the request it names is withdrawn")
+	assert.Nil(t, rs[51].Error)
+	assert.JSONEq(t, "null", string(rs[51].Result), "the cancel itself answered")
+	_, r := p.turnUpdates(20, a, "hello")
+	require.Nil(t, r.Error)
+	p.close()
+}

@@ -68,6 +68,9 @@ func (r *router) route(m clientMessage) {
 	switch {
 	case m.method == acp.MethodCancelRequest:
 		r.cancelRequest(m.params)
+		if m.id != nil { // a notification sent as a request: done all the same, and answered, as acpbridge alone answers it
+			r.answer(m.id, nil, nil)
+		}
 	case m.method == acp.MethodInitialize && m.id != nil:
 		r.onInitialize(m)
 	case m.method == acp.MethodSessionNew && m.id != nil:
