@@ -40,21 +40,24 @@ const (
 	waitAnswer              // its child's answer
 )
 
-// The exits of each wait, and what answers the request at each. Every one
-// answers it once: respond refuses a second answer (move_refused) and the
-// router's end answers whatever is still held when its loop returns.
+// The exits of each wait, and what answers the request at each (the death
+// is of the process it waits on). Every exit answers it once: respond
+// refuses a second answer (move_refused), and the router's end answers
+// whatever is still held when its loop returns.
 //
-//	wait       awaited event                 $/cancel_request               child's death                 router's end (EOF, a signal)
-//	process    a child: sent (→ ready/answer) -32800; the child stays a spare  the next child is started      an error: ending
-//	thread     its thread open: sent          -32800, never sent             the thread lost: reopened      prompts cancelled, others an error
-//	load       a child: sent (→ ready/answer) -32800; a joined load goes on  its old process: a new one     an error: ending
-//	joined     the load's answer, as it is    -32800; the load goes on        the load's error               the load's error, or an error
-//	init       the first initialize's answer  (ignored: it is cheap)         the first's error              the first's error, or an error
-//	ready      its child ready: sent          -32800, never sent             an error: the process ended    its child's end: an error
-//	answer     its child's answer             sent on to the child           an error: the process ended    its child's end: cancelled or an error
+//	wait     what it waits for            $/cancel_request               the process's death             the router's end (EOF, a signal)
+//	process  a child: sent (ready/answer)  -32800; the child is a spare   a slot frees: a child is taken  an error: the router ends
+//	thread   its thread open: sent         -32800, never sent             the thread reopened: sent       a prompt cancelled, else an error
+//	load     a child: sent (ready/answer)  -32800; a joined load goes on  the old one's end: sent         an error: the router ends
+//	joined   the load's answer             -32800; the load goes on       the load's answer               the load's answer, or an error
+//	init     the first's answer            (nothing: the first's answer)  the first's error               the first's error, or an error
+//	ready    its child ready: sent         -32800, never sent             an error: the process ended     an error: the process ended
+//	answer   its child's answer            sent on to the child           an error: the process ended     a prompt cancelled, else an error
 //
-// A request moves along its row's first column: session/new from process
-// to ready or answer; a load from load to ready or answer, or to joined.
+// A request moves down its column of waits as it goes: session/new from
+// process to ready or answer; a load from load to ready or answer; a
+// joined load, its load withdrawn, to load or answer in its place.
+// TestFanoutHeld_eachWaitEachExit drives each wait through each exit.
 
 // arrived notes a request of the client's with id id: held until answered.
 // It reports false for an id already in flight.
