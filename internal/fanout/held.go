@@ -15,9 +15,28 @@ import (
 	"acpbridge/internal/events"
 )
 
+// heldRequests are the client's requests not answered yet, by the client's
+// id, each from its arrival to its answer (respond takes it out; a second
+// answer is refused).
+type heldRequests struct {
+	byID     map[string]*held
+	arrivals int // the client's requests so far, for their order
+}
+
+// of is the request id waits, or nil once answered (or never seen).
+func (hs *heldRequests) of(id []byte) *held { return hs.byID[string(id)] }
+
+// answered takes the request id out; false when it was not held.
+func (hs *heldRequests) answered(id []byte) bool {
+	if hs.byID[string(id)] == nil {
+		return false
+	}
+	delete(hs.byID, string(id))
+	return true
+}
+
 // held is a request of the client's (one with an id) that the router has
-// not answered yet: in r.inflight, by the client's id, from its arrival to
-// its answer (respond takes it out; a second answer is refused).
+// not answered yet (heldRequests).
 type held struct {
 	seq    int    // arrival order
 	method string // its method
@@ -62,17 +81,18 @@ const (
 // arrived notes a request of the client's with id id: held until answered.
 // It reports false for an id already in flight.
 func (r *router) arrived(id []byte, method string) bool {
-	if r.inflight[string(id)] != nil {
+	hs := &r.inflight
+	if hs.of(id) != nil {
 		return false
 	}
-	r.arrivals++
-	r.inflight[string(id)] = &held{seq: r.arrivals, method: method}
+	hs.arrivals++
+	hs.byID[string(id)] = &held{seq: hs.arrivals, method: method}
 	return true
 }
 
 // holds notes what the client's request id waits for now (on t or c).
 func (r *router) holds(id []byte, w wait, t *thread, c *child) {
-	if h := r.inflight[string(id)]; h != nil {
+	if h := r.inflight.of(id); h != nil {
 		h.waits, h.thread, h.child = w, t, c
 		r.Log.Debug("a request waits", events.Of(events.RequestHeld), "id", string(id), "method", h.method, "waits", w.String())
 	}
@@ -85,7 +105,7 @@ func (w wait) String() string {
 // heldNow is every request the router holds, in arrival order, with its id.
 func (r *router) heldNow() []heldID {
 	var hs []heldID
-	for id, h := range r.inflight {
+	for id, h := range r.inflight.byID {
 		hs = append(hs, heldID{id, h})
 	}
 	slices.SortFunc(hs, func(a, b heldID) int { return cmp.Compare(a.seq, b.seq) })

@@ -241,7 +241,7 @@ func (r *router) release(c *child) {
 // answered or unknown id changes nothing.
 func (r *router) cancelRequest(params json.RawMessage) {
 	want := acp.CancelledRequest(params)
-	h := r.inflight[string(want)]
+	h := r.inflight.of(want)
 	if want == nil || h == nil {
 		return
 	}
@@ -250,7 +250,6 @@ func (r *router) cancelRequest(params json.RawMessage) {
 		// A session/new still waiting for a process (one starting, which
 		// may never be ready, or a slot): withdrawn here, answered at
 		// once; the process it would have taken stays a spare.
-		delete(r.openings, string(want))
 		r.answer(want, nil, acp.Errorf(acp.CodeRequestCancelled, "session/new was withdrawn ($/cancel_request) before an agent process was ready for it"))
 	case waitThread, waitLoad, waitJoined:
 		r.unhold(h.thread, want)

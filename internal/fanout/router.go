@@ -77,24 +77,22 @@ type router struct {
 	wg     sync.WaitGroup
 
 	// ---- the loop's
-	conn           connection                // the client's connection: its state and what its initialize and authenticate said
-	agent          agentFacts                // what the router knows of the agent it runs
-	failing        failing                   // the pool's back-off from an agent that exits at its start
-	holding        holding                   // the spares held back from a turn or the first thread's start
-	children       map[*child]bool           // every child not dead, ending ones included: they count toward --max-children
-	spares         []*child                  // children for the next threads, in the order they were started
-	waiting        []take                    // takes waiting for a process slot to free (--max-children)
-	cwd            string                    // the router's own directory
-	spareDir       string                    // where spares start: the directory of the thread opened last ("": cwd, always unless knownAgents says otherwise)
-	threads        map[string]*thread        // the client's open sessions, by id
-	inflight       map[string]*held          // the client's requests not answered yet, by id (held.go)
-	arrivals       int                       // the client's requests so far, for their order
-	openings       map[string]*clientMessage // session/new requests waiting for a process, by the client's id: each the request itself, so that an id withdrawn and sent again is another wait
-	transient      *child                    // a child started past the cap for what names no session, or nil
-	started        int                       // children started, for their deterministic part
-	endedMeanwhile bool                      // ending: a child ended since the end's wait was last armed
-	clientDone     bool                      // stdin's reader has returned (or a signal: it is not waited for)
-	detPart        int                       // ACPBRIDGE_DETERMINISTIC's part, or 0
+	conn           connection         // the client's connection: its state and what its initialize and authenticate said
+	agent          agentFacts         // what the router knows of the agent it runs
+	failing        failing            // the pool's back-off from an agent that exits at its start
+	holding        holding            // the spares held back from a turn or the first thread's start
+	children       map[*child]bool    // every child not dead, ending ones included: they count toward --max-children
+	spares         []*child           // children for the next threads, in the order they were started
+	waiting        []take             // takes waiting for a process slot to free (--max-children)
+	cwd            string             // the router's own directory
+	spareDir       string             // where spares start: the directory of the thread opened last ("": cwd, always unless knownAgents says otherwise)
+	threads        map[string]*thread // the client's open sessions, by id
+	inflight       heldRequests       // the client's requests not answered yet (held.go)
+	transient      *child             // a child started past the cap for what names no session, or nil
+	started        int                // children started, for their deterministic part
+	endedMeanwhile bool               // ending: a child ended since the end's wait was last armed
+	clientDone     bool               // stdin's reader has returned (or a signal: it is not waited for)
+	detPart        int                // ACPBRIDGE_DETERMINISTIC's part, or 0
 	idleTimer      *time.Timer
 }
 
@@ -162,7 +160,7 @@ func newRouter(o Options, exe string) *router {
 		events:   make(chan func(), 64),
 		budget:   newBudget(budgetBytes, shareBytes),
 		done:     make(chan struct{}),
-		children: map[*child]bool{}, threads: map[string]*thread{}, inflight: map[string]*held{}, openings: map[string]*clientMessage{}}
+		children: map[*child]bool{}, threads: map[string]*thread{}, inflight: heldRequests{byID: map[string]*held{}}}
 	if o.Command == nil {
 		r.agent.reopenBy = acp.MethodSessionResume // acpbridge resumes any session it persisted
 	} else {
@@ -363,12 +361,9 @@ func (r *router) answer(id json.RawMessage, result any, err error) {
 // to an id is refused (answeredTwice); null is the id of what could not be
 // read as a request.
 func (r *router) respond(id json.RawMessage, msg []byte) {
-	if string(id) != "null" {
-		if r.inflight[string(id)] == nil {
-			r.answeredTwice(id)
-			return
-		}
-		delete(r.inflight, string(id))
+	if string(id) != "null" && !r.inflight.answered(id) {
+		r.answeredTwice(id)
+		return
 	}
 	r.out.Send(msg)
 }

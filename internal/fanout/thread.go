@@ -62,17 +62,16 @@ func (t *thread) reopening() bool {
 func (r *router) openNew(m clientMessage) {
 	dir := r.processDir(m.params)
 	r.spareDir = dir // the next thread is likely opened where this one was
-	r.openings[string(m.id)] = &m
 	r.holds(m.id, waitProcess, nil, nil)
+	h := r.inflight.of(m.id)
 	r.take(dir, func(c *child, err error) {
-		if r.openings[string(m.id)] != &m { // withdrawn while it waited (its id perhaps sent again since, for another wait)
+		if r.inflight.of(m.id) != h { // withdrawn while it waited (its id perhaps sent again since, for another wait)
 			if c != nil {
 				r.spares = append([]*child{c}, r.spares...)
 				r.serveWaiters() // the next waiting take has it
 			}
 			return
 		}
-		delete(r.openings, string(m.id))
 		if err != nil {
 			r.answer(m.id, nil, acp.Errorf(acp.CodeInternal, "%v", err))
 			return
