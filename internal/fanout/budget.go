@@ -64,13 +64,6 @@ func newBudget(limit, share int) *budget {
 // open is a new child's account.
 func (b *budget) open() *account { return &account{b: b} }
 
-// held is what all children hold of the router's: bytes read, not written.
-func (b *budget) held() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.out
-}
-
 // take counts n more bytes of the line a's reader is reading, first
 // waiting for room (held is called once, with what a and all children
 // hold, when it must wait; passes when a's line is let past the bounds);

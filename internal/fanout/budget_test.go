@@ -10,6 +10,13 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
+// held is what all children hold of the router's: bytes read, not written.
+func (b *budget) held() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.out
+}
+
 // took runs a take beside the test: its outcome, and what it was told when
 // it had to wait.
 func took(a *account, n int, done <-chan struct{}) (chan bool, chan [2]int) {
