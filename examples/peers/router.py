@@ -383,8 +383,8 @@ def main():
     ed.event_until("child_ended", threads if kept else 1)
     r = wait(ed.prompt(sids[2], "after a crash"), 120, "a prompt after a kill")
     if kept and "error" in r:
-        # Its reopening failed: the agent's own reason reaches the user.
-        if "could not be reopened" not in r["error"]["message"]:
+        # The agent cannot reopen it: the router says so at once, and why.
+        if "cannot come back" not in r["error"]["message"]:
             fail(f"a prompt on a thread that cannot come back: {json.dumps(r)[:300]}")
         print(f"{agent}: a thread whose process was killed cannot come back; the user is told why: {r['error']['message'][:160]}…")
     else:
