@@ -37,10 +37,15 @@ func startRoutedWith(t *testing.T, routerFlags []string, agentFlags ...string) *
 	}, append(args, agentFlags...)...)
 }
 
-// agentChildren are the oneagent processes the router has running.
+// agentChildren are the oneagent processes the router has running: those
+// whose program is oneagent (a child forked and not yet made the keeper
+// has the router's command line, which names oneagent too).
 func agentChildren(t *testing.T, router int) []int {
 	t.Helper()
-	return childrenWhere(t, router, func(cmdline string) bool { return strings.Contains(cmdline, "oneagent") })
+	return childrenWhere(t, router, func(cmdline string) bool {
+		argv0, _, _ := strings.Cut(cmdline, "\x00")
+		return filepath.Base(argv0) == "oneagent"
+	})
 }
 
 // childrenWhere are the router's child processes whose command line keep
