@@ -90,13 +90,16 @@ type process struct {
 	cmd    *exec.Cmd
 	in     *outbox
 	stdout *os.File
-	out    *account // its part of the router's budget: what its reader has read, not yet written
+	out    *account      // its part of the router's budget: what its reader has read, not yet written
+	stderr *os.File      // copied to the router's stderr
+	copied chan struct{} // closed once its stderr is copied to its end
 }
 
 // startProcess starts c's process with pipes of the router's own (so that
-// waiting on the process waits on nothing else), its writer, its reader and
-// the watch on its end. It runs beside the loop and touches none of c's
-// fields: onStarted takes what it returns.
+// waiting on the process waits on nothing else), its writer and the copy of
+// its stderr; follow reads its output and watches its end once the loop
+// has been told of its start. It runs beside the loop and touches none of
+// c's fields: onStarted takes what it returns.
 func (r *router) startProcess(c *child, cmd *exec.Cmd, errTail *tail) (*process, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
@@ -129,13 +132,19 @@ func (r *router) startProcess(c *child, cmd *exec.Cmd, errTail *tail) (*process,
 			r.Log.Warn("an agent's children may outlive the router if it is killed", "err", err)
 		}
 	}
-	p := &process{cmd: cmd, in: &outbox{w: inW, wake: make(chan struct{}, 1)}, stdout: outR, out: r.budget.open()}
-	read, copied := make(chan struct{}), make(chan struct{})
+	p := &process{cmd: cmd, in: &outbox{w: inW, wake: make(chan struct{}, 1)}, stdout: outR, out: r.budget.open(), stderr: errR, copied: make(chan struct{})}
 	r.spawn(p.in.run)
-	r.spawn(func() { defer close(read); r.readChild(c, p) })
-	r.spawn(func() { defer close(copied); io.Copy(io.MultiWriter(r.Stderr, errTail), errR) })
-	r.spawn(func() { r.watch(c, p, read, copied, errR) })
+	r.spawn(func() { defer close(p.copied); io.Copy(io.MultiWriter(r.Stderr, errTail), errR) })
 	return p, nil
+}
+
+// follow reads c's output and watches its end, on the goroutine that
+// posted onStarted after it: the loop hears of a child's start before any
+// line of it or its end, however soon it dies.
+func (r *router) follow(c *child, p *process) {
+	read := make(chan struct{})
+	r.spawn(func() { defer close(read); r.readChild(c, p) })
+	r.watch(c, p, read)
 }
 
 // command is a new child's command: the agent's, in a process group of its
@@ -166,7 +175,7 @@ func closeAll(files ...*os.File) {
 // there, which may hold its pipes), reads what it wrote before its end
 // (bounded: a helper outside its group may hold the pipe), and tells the
 // loop.
-func (r *router) watch(c *child, p *process, read, copied chan struct{}, errR *os.File) {
+func (r *router) watch(c *child, p *process, read chan struct{}) {
 	p.cmd.Wait()
 	if r.Command != nil {
 		r.Guard.KillGroup(p.cmd.Process.Pid)
@@ -174,7 +183,7 @@ func (r *router) watch(c *child, p *process, read, copied chan struct{}, errR *o
 	for _, pipe := range []struct {
 		done chan struct{}
 		f    *os.File
-	}{{read, p.stdout}, {copied, errR}} {
+	}{{read, p.stdout}, {p.copied, p.stderr}} {
 		for waited := false; !waited; {
 			select {
 			case <-pipe.done:
@@ -421,8 +430,8 @@ func (o *outbox) run() {
 // toward --max-children until its process has ended.
 func (r *router) endChild(c *child, closeFirst bool) {
 	if c.state == childEnding || c.state == childDead {
-		if r.ending() && c.endStep == 0 {
-			r.endStepNext(c) // the router's end: stdin now, not after a close
+		if r.ending() && c.endStep == 0 && c.cmd != nil {
+			r.endStepNext(c) // the router's end: stdin now, not after a close (one still starting is ended by onStarted)
 		}
 		return
 	}

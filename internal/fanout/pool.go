@@ -331,6 +331,9 @@ func (r *router) start(dir string, want func(*child, error)) *child {
 	r.spawn(func() {
 		p, err := r.startProcess(c, cmd, c.errTail)
 		r.post(func() { r.onStarted(c, p, err) })
+		if err == nil {
+			r.follow(c, p)
+		}
 	})
 	return c
 }

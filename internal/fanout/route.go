@@ -196,6 +196,9 @@ func (r *router) promptsCancelled(c *child) {
 // or the line is part of making it ready, or it is an acpbridge child,
 // which takes requests before its initialize is answered, in order.
 func (r *router) accepts(c *child, req *request) bool {
+	if c.in == nil { // not started, ending ones included: held until its start (which ends one ending)
+		return false
+	}
 	switch c.state {
 	case childStarting:
 		return false

@@ -123,3 +123,19 @@ func TestInitAnsweredWhileEnding(t *testing.T) {
 		assert.Equal(t, childEnding, c.state)
 	}
 }
+
+// Verify that a child ended while its process still starts (a withdrawn
+// request's process of the moment) is not ended a second time when the
+// router's end comes before its start: there is no stdin to close yet
+// (before, a nil one was closed: the router crashed at the end of a busy
+// machine's session), and onStarted ends it once started.
+func TestEndChild_stillStartingAtTheRouterEnd(t *testing.T) {
+	r := strictRouter()
+	c := &child{state: childStarting}
+	r.children = map[*child]bool{c: true}
+	r.endChild(c, false)
+	assert.Equal(t, childEnding, c.state)
+	r.conn.state = connEnding
+	assert.NotPanics(t, func() { r.endChild(c, false) }, "the router's end, before the child's start")
+	assert.Equal(t, 0, c.endStep, "no step taken before it has started")
+}
