@@ -9,6 +9,7 @@ package fanout
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 
 	"acpbridge/internal/acp"
@@ -102,26 +103,14 @@ func (w wait) String() string {
 	return [...]string{"routing", "process", "thread", "load", "joined", "init", "ready", "answer"}[w]
 }
 
-// heldNow is every request the router holds, in arrival order, with its id.
-func (r *router) heldNow() []heldID {
-	var hs []heldID
-	for id, h := range r.inflight.byID {
-		hs = append(hs, heldID{id, h})
-	}
-	slices.SortFunc(hs, func(a, b heldID) int { return cmp.Compare(a.seq, b.seq) })
-	return hs
-}
-
-type heldID struct {
-	id string
-	*held
-}
-
-// answerLeft answers, at the loop's last step, whatever request the
-// router still holds: no request leaves unanswered, whatever its wait.
+// answerLeft answers, at the loop's last step and in arrival order,
+// whatever request the router still holds: no request leaves unanswered,
+// whatever its wait.
 func (r *router) answerLeft() {
-	for _, h := range r.heldNow() {
-		r.answer([]byte(h.id), nil, acp.Errorf(acp.CodeInternal, "acpbridge --fanout ended (its input ended, or a signal) before %s was served; send it again to a new acpbridge", h.method))
+	byID := r.inflight.byID
+	ids := slices.SortedFunc(maps.Keys(byID), func(a, b string) int { return cmp.Compare(byID[a].seq, byID[b].seq) })
+	for _, id := range ids {
+		r.answer([]byte(id), nil, acp.Errorf(acp.CodeInternal, "acpbridge --fanout ended (its input ended, or a signal) before %s was served; send it again to a new acpbridge", byID[id].method))
 	}
 }
 

@@ -28,7 +28,11 @@ func (r *router) reopen(t *thread) {
 	method := r.agent.reopenBy
 	switch t.state {
 	case threadLost:
-		if why := cmp.Or(t.gone, r.cannotReopen()); method == "" || t.gone != "" {
+		why := t.gone
+		if method == "" {
+			why = r.cannotReopen()
+		}
+		if why != "" {
 			r.failHeld(t, acp.Errorf(acp.CodeInternal, "the process of session %s ended, and the thread cannot come back: %s; open a new thread", t.id, why))
 			return
 		}
